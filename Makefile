@@ -1,0 +1,38 @@
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DB ?= net.db
+
+.PHONY: help install serve test bench fuzz soak lint clean
+
+help:  ## this list
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed  ## create .venv with ziti-lite and test tools
+
+serve: install  ## start a controller on $(DB)
+	$(VENV)/bin/ziti-lite serve --db $(DB)
+
+test: install  ## run the test suite
+	$(PY) -m pytest
+
+bench: install  ## benchmarks vs a bare starlette+apsw baseline
+	$(PY) benchmarks/run.py
+
+fuzz: install  ## schemathesis against the served spec
+	$(VENV)/bin/pip install -q schemathesis
+	$(PY) benchmarks/fuzz.py
+
+soak: install  ## long-running mixed load
+	$(PY) benchmarks/soak.py
+
+lint: install  ## byte-compile everything
+	$(PY) -m compileall -q ziti_lite tests
+
+clean:  ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

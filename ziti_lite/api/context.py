@@ -1,0 +1,125 @@
+"""The per-request context handed to every handler, and body decoding with upstream errors."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeVar
+
+import msgspec
+from starlette.requests import Request
+
+from ..errors import ApiError, CouldNotValidate
+
+T = TypeVar("T")
+MAX_BODY = 4 * 1024 * 1024
+_json = msgspec.json.Decoder()
+_decoders: dict[type, msgspec.json.Decoder] = {}
+
+
+class Ctx:
+    """What a handler sees: the controller, the request, path params and the caller's session."""
+
+
+    def __init__(self, ctl, request: Request, api: str, params: dict, route):
+        self.ctl = ctl
+        self.request = request
+        self.api = api
+        self.params = params
+        self.route = route
+        self.session = None
+        self._body: bytes | None = None
+
+    @property
+    def store(self):
+        return self.ctl.store
+
+    def q(self, name: str, default: str | None = None) -> str | None:
+        return self.request.query_params.get(name, default)
+
+    def qlist(self, name: str) -> list[str]:
+        return self.request.query_params.getlist(name)
+
+    async def body(self) -> bytes:
+        if self._body is None:
+            size = 0
+            chunks = []
+            async for chunk in self.request.stream():
+                size += len(chunk)
+                if size > MAX_BODY:
+                    raise ApiError("REQUEST_TOO_LARGE", 413)
+                chunks.append(chunk)
+            self._body = b"".join(chunks)
+        return self._body
+
+    async def json(self, type_: type[T]) -> T:
+        return decode(await self.body(), type_)
+
+    async def json_any(self) -> Any:
+        body = await self.body()
+        if not body.strip():
+            return {}
+        try:
+            return _json.decode(body)
+        except msgspec.DecodeError as e:
+            raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(e)})
+
+    @property
+    def identity_id(self) -> str:
+        return self.session.identity_id
+
+    @property
+    def client_ip(self) -> str:
+        c = self.request.client
+        return c.host if c else ""
+
+
+_missing = re.compile(r"Object missing required field `([^`]+)`(?: - at `\$(.*)`)?")
+_at = re.compile(r"^(.*?)(?: - at `\$(.*)`)?$")
+
+
+def decode(body: bytes, type_: type[T]) -> T:
+    dec = _decoders.get(type_)
+    if dec is None:
+        dec = _decoders[type_] = msgspec.json.Decoder(type_)
+    if not body.strip():
+        body = b"{}"
+    try:
+        return dec.decode(body)
+    except msgspec.ValidationError as e:
+        raise validation_error(str(e), body) from None
+    except msgspec.DecodeError as e:
+        raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
+
+
+def _path_to_field(path: str) -> str:
+    path = re.sub(r"\[(\d+)\]", r".\1", path or "")
+    return path.lstrip(".")
+
+
+def _lookup(doc: Any, field: str) -> Any:
+    for part in field.split(".") if field else []:
+        if isinstance(doc, dict):
+            doc = doc.get(part)
+        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
+            doc = doc[int(part)]
+        else:
+            return None
+    return doc
+
+
+def validation_error(text: str, body: bytes) -> ApiError:
+    m = _missing.match(text)
+    if m:
+        prefix = _path_to_field(m.group(2) or "")
+        field = f"{prefix}.{m.group(1)}" if prefix else m.group(1)
+        return CouldNotValidate(field, f"{field} in body is required", None)
+    m = _at.match(text)
+    reason, field = m.group(1), _path_to_field(m.group(2) or "")
+    try:
+        doc = _json.decode(body)
+    except msgspec.DecodeError:
+        doc = None
+    value = _lookup(doc, field) if field else doc
+    if value is not None and not isinstance(value, (str, int, float, bool, list, dict)):
+        value = str(value)
+    return CouldNotValidate(field or "body", f"{field or 'body'} in body: {reason}", value)

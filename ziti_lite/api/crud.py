@@ -1,0 +1,249 @@
+"""The six generic handlers that serve every Resource, and the row mapper they share.
+
+Values travel as dicts keyed by column name: a body struct's attribute names are the column
+names (its wire names are their camelCase), so ``struct -> values -> row`` needs no table of
+renames. JSON-valued columns are passed through to the wire as ``msgspec.Raw``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import apsw
+import msgspec
+from msgspec import UNSET
+
+from .. import clock
+from ..db import filters as fq
+from ..errors import ApiError, CouldNotValidate, InvalidFilter, NotFound
+from ..ids import new_id
+from .. import zitiql
+from . import envelope as env
+from .context import Ctx
+from .resource import Resource
+
+_jenc = msgspec.json.Encoder()
+BASE_COLUMNS = ("id", "created_at", "updated_at", "tags", "is_system")
+Raw = msgspec.Raw
+
+# resource name -> functions called as fn(ctx, id, before_row, values) after every create,
+# update, patch and delete of that resource, inside its transaction (before is None on create,
+# values is None on delete). Other families subscribe here to keep derived data in step.
+LISTENERS: dict[str, list] = {}
+
+
+def listen(resource_name: str):
+    def deco(fn):
+        LISTENERS.setdefault(resource_name, []).append(fn)
+        return fn
+    return deco
+
+
+def changed(ctx, res: Resource, id: str, before: dict | None, values: dict | None) -> None:
+    if res.after_write:
+        res.after_write(ctx, id, before, values)
+    for fn in LISTENERS.get(res.name, ()):
+        fn(ctx, id, before, values)
+
+
+# ------------------------------------------------------------------ values <-> rows
+def struct_values(obj: Any, patch: bool = False) -> dict[str, Any]:
+    """Column values from a decoded body; for PATCH only the keys the client really sent."""
+    out = {}
+    for name in obj.__struct_fields__:
+        v = getattr(obj, name)
+        if patch and (v is UNSET or v is None):
+            continue
+        if v is UNSET:
+            v = None
+        if isinstance(v, msgspec.Struct):
+            v = msgspec.to_builtins(v)
+        elif isinstance(v, list) and v and isinstance(v[0], msgspec.Struct):
+            v = msgspec.to_builtins(v)
+        out[name] = v
+    if patch and out.get("tags") == {}:
+        del out["tags"]  # upstream: an empty map in a PATCH changes nothing
+    return out
+
+
+def to_sql(res: Resource, column: str, value: Any) -> Any:
+    if column == "tags" or column in res.json_columns:
+        return _jenc.encode(value if value is not None else ({} if column == "tags" else None)).decode()
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def render(ctx: Ctx, res: Resource, row: dict) -> dict:
+    id = row["id"]
+    out: dict[str, Any] = {
+        "id": id,
+        "createdAt": row["created_at"],
+        "updatedAt": row["updated_at"],
+        "tags": Raw(row["tags"]),
+        "_links": env.links(res.name, id, res.links),
+    }
+    for f in res.fields:
+        if not f.output:
+            continue
+        v = row.get(f.column)
+        if f.kind == "bool":
+            v = bool(v)
+        elif f.kind in ("json", "set", "map") and v is not None:
+            v = Raw(v)
+        out[f.name] = v
+    if res.render is not None:
+        res.render(ctx, row, out)
+    return out
+
+
+# ------------------------------------------------------------------ store helpers
+def get_row(store, res: Resource, id: str) -> dict:
+    row = store.one(f"SELECT * FROM {res.table} t WHERE t.id = ?" + (f" AND ({res.scope})" if res.scope else ""), (id,))
+    if row is None:
+        raise NotFound(res.entity, id)
+    return row
+
+
+def insert(store, res: Resource, values: dict, id: str | None = None) -> str:
+    now = clock.stamp()
+    cols = {"id": id or new_id(), "created_at": now, "updated_at": now}
+    cols.update(res.scope_values)
+    for k, v in values.items():
+        if k == "tags" or k in res.by_column or k == "is_system":
+            cols[k] = to_sql(res, k, v)
+    if "tags" not in cols:
+        cols["tags"] = "{}"
+    sql = f"INSERT INTO {res.table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+    _run_unique(store, res, sql, list(cols.values()), values)
+    return cols["id"]
+
+
+def write_row(store, res: Resource, id: str, values: dict) -> None:
+    cols = {k: to_sql(res, k, v) for k, v in values.items() if k == "tags" or k in res.by_column}
+    cols["updated_at"] = clock.stamp()
+    sets = ", ".join(f"{k} = ?" for k in cols)
+    _run_unique(store, res, f"UPDATE {res.table} SET {sets} WHERE id = ?", [*cols.values(), id], values)
+
+
+def _run_unique(store, res: Resource, sql: str, params: list, values: dict) -> None:
+    try:
+        store.execute(sql, params)
+    except apsw.ConstraintError as e:
+        text = str(e)
+        if "UNIQUE" in text:
+            column = text.rsplit(".", 1)[-1].strip()
+            f = res.by_column.get(column)
+            name = f.name if f else column
+            value = values.get(column)
+            if name == "name":
+                raise CouldNotValidate("name", "name must be unique", value) from None
+            raise CouldNotValidate(name, f"duplicate value '{value}' in unique index on {res.name} store", value) from None
+        if "FOREIGN KEY" in text:
+            raise ApiError("REFERENCED_ENTITY_NOT_FOUND", 400, cause={"code": "UNHANDLED", "message": text}) from None
+        raise
+
+
+# ------------------------------------------------------------------ listing
+def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbols=None,
+         filter_text: str | None = None, table: str | None = None) -> tuple[list[dict], int, int, int]:
+    """Rows of one page of ``res`` under the request's filter/sort/limit/offset, and the meta numbers."""
+    text = ctx.q("filter") if filter_text is None else filter_text
+    try:
+        query = zitiql.parse(text) if text and text.strip() else zitiql.Query(None, (), None, None)
+        if not query.sort and ctx.q("sort"):
+            try:
+                query = _with_sort(query, ctx.q("sort") or "")
+            except zitiql.ParseError as e:
+                raise ApiError("INVALID_SORT_IDENTIFIER", 400, cause={"code": "UNHANDLED", "message": str(e)})
+        compiled = fq.compile_query(query, symbols or res.symbols, res.default_sort)
+        limit, offset = fq.paging(compiled.skip, compiled.limit, ctx.q("limit"), ctx.q("offset"))
+    except (zitiql.ParseError, fq.FilterError) as e:
+        raise InvalidFilter(str(e)) from None
+    except fq.SortError as e:
+        raise ApiError("INVALID_SORT_IDENTIFIER", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
+    except fq.PagingError as e:
+        raise ApiError("INVALID_PAGINATION", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
+    scope = f" AND ({res.scope})" if res.scope else ""
+    cond = f"({where}){scope} AND ({compiled.where})"
+    all_params = [*params, *compiled.params]
+    tbl = table or res.table
+    total = ctx.store.value(f"SELECT count(*) FROM {tbl} t WHERE {cond}", all_params)
+    rows = ctx.store.all(
+        f"SELECT t.* FROM {tbl} t WHERE {cond} ORDER BY {compiled.order_by} LIMIT ? OFFSET ?",
+        [*all_params, limit, offset])
+    return rows, (fq.UNLIMITED_META if limit < 0 else limit), offset, total
+
+
+def _with_sort(query, sort_text: str):
+    sorted_q = zitiql.parse("sort by " + sort_text)
+    return zitiql.Query(query.predicate, sorted_q.sort, query.skip, query.limit)
+
+
+def list_response(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), **kw) -> env.JSON:
+    rows, limit, offset, total = page(ctx, res, where, params, **kw)
+    data = [render(ctx, res, r) for r in rows]
+    return env.listing(data, limit, offset, total, res.filterable)
+
+
+# ------------------------------------------------------------------ the six handlers
+async def list_(res: Resource, ctx: Ctx):
+    return list_response(ctx, res)
+
+
+async def detail(res: Resource, ctx: Ctx):
+    row = get_row(ctx.store, res, ctx.params["id"])
+    return env.ok(render(ctx, res, row))
+
+
+async def create(res: Resource, ctx: Ctx):
+    body = await ctx.json(res.create)
+    values = struct_values(body)
+    with ctx.store.write():
+        if res.prepare:
+            res.prepare(ctx, values, None)
+        id = insert(ctx.store, res, values, values.pop("id", None) if "id" in values and values["id"] else None)
+        changed(ctx, res, id, None, values)
+    return env.created(id, f"./{res.name}/{id}")
+
+
+async def update(res: Resource, ctx: Ctx):
+    return await _change(res, ctx, res.update, patch=False)
+
+
+async def patch(res: Resource, ctx: Ctx):
+    return await _change(res, ctx, res.patch, patch=True)
+
+
+async def _change(res: Resource, ctx: Ctx, struct: type, patch: bool):
+    id = ctx.params["id"]
+    get_row(ctx.store, res, id)  # 404 before validation, as upstream
+    body = await ctx.json(struct)
+    values = struct_values(body, patch=patch)
+    if not patch and "tags" in values and values["tags"] is None:
+        values["tags"] = {}
+    with ctx.store.write():
+        existing = get_row(ctx.store, res, id)
+        if existing.get("is_system") and res.protect_system:
+            raise ApiError("ENTITY_CAN_NOT_BE_UPDATED", 400, cause={"code": "UNHANDLED", "message": f"cannot update system {res.entity}"})
+        if res.prepare:
+            res.prepare(ctx, values, existing)
+        write_row(ctx.store, res, id, values)
+        changed(ctx, res, id, existing, values)
+    return env.empty()
+
+
+async def delete(res: Resource, ctx: Ctx):
+    id = ctx.params["id"]
+    with ctx.store.write():
+        row = get_row(ctx.store, res, id)
+        if row.get("is_system") and res.protect_system:
+            raise ApiError("ENTITY_CAN_NOT_BE_DELETED", 400, cause={"code": "UNHANDLED", "message": f"cannot delete system {res.entity}"})
+        if res.before_delete:
+            res.before_delete(ctx, row)
+        ctx.store.execute(f"DELETE FROM {res.table} WHERE id = ?", (id,))
+        changed(ctx, res, id, row, None)
+    return env.empty()
+
+
+HANDLERS = {"list": list_, "detail": detail, "create": create, "update": update, "patch": patch, "delete": delete}

@@ -1,0 +1,70 @@
+"""Success and error envelopes, encoded once with msgspec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from starlette.responses import Response
+
+from ..errors import ApiError
+from ..ids import new_id
+
+_enc = msgspec.json.Encoder()
+encode = _enc.encode
+ERROR_META = {"apiEnrollmentVersion": "0.0.1", "apiVersion": "0.0.1"}
+EMPTY = b'{"data":{},"meta":{}}'
+
+
+class JSON(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return content if isinstance(content, bytes) else encode(content)
+
+
+def ok(data: Any, meta: Any = None, status: int = 200, headers: dict | None = None) -> JSON:
+    return JSON({"data": data, "meta": {} if meta is None else meta}, status_code=status, headers=headers)
+
+
+def empty(status: int = 200) -> JSON:
+    return JSON(EMPTY, status_code=status)
+
+
+def created(id: str, href: str) -> JSON:
+    return JSON({"data": {"id": id, "_links": {"self": {"href": href}}}, "meta": {}}, status_code=201)
+
+
+def listing(rows: list, limit: int, offset: int, total: int, filterable: list[str] | None) -> JSON:
+    meta: dict[str, Any] = {"pagination": {"limit": limit, "offset": offset, "totalCount": total}}
+    if filterable:
+        meta["filterableFields"] = filterable
+    return JSON({"data": rows, "meta": meta})
+
+
+def error_body(err: ApiError) -> dict:
+    e: dict[str, Any] = {"code": err.code, "message": err.message, "requestId": new_id()}
+    if err.cause:
+        e["cause"] = err.cause
+    return {"error": e, "meta": ERROR_META}
+
+
+def error_response(err: ApiError) -> JSON:
+    return JSON(error_body(err), status_code=err.status)
+
+
+def link(href: str) -> dict:
+    return {"href": href}
+
+
+def links(collection: str, id: str, subs: tuple[str, ...] = ()) -> dict:
+    out = {"self": {"href": f"./{collection}/{id}"}}
+    for s in subs:
+        out[s] = {"href": f"./{collection}/{id}/{s}"}
+    return out
+
+
+def entity_ref(entity: str, collection: str, id: str | None, name: str | None) -> dict | None:
+    if id is None:
+        return None
+    return {"entity": entity, "id": id, "name": name, "_links": {"self": {"href": f"./{collection}/{id}"}}}

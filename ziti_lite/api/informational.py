@@ -1,0 +1,123 @@
+"""Public informational operations: version, capabilities, specs, CA bundle, network JWTs; and
+the admin summary."""
+
+from __future__ import annotations
+
+import functools
+
+from .. import __version__
+from ..api import envelope as env
+from ..api.ops import BOTH, op
+from ..errors import NotFound
+from starlette.responses import Response
+
+BUILD_DATE = "2026-11-22T00:00:00Z"
+REVISION = "000000000000"
+ZERO_TIME = "0001-01-01T00:00:00.000Z"
+
+
+def version_doc(ctl) -> dict:
+    base = ctl.settings.base_url
+    client = {"v1": {"apiBaseUrls": [base + "/edge/client/v1"], "path": "/edge/client/v1"}}
+    return {
+        "version": f"v{__version__}",
+        "revision": REVISION,
+        "buildDate": BUILD_DATE,
+        "runtimeVersion": "ziti-lite (python)",
+        "capabilities": [],
+        "apiVersions": {
+            "edge": client,
+            "edge-client": client,
+            "edge-management": {"v1": {"apiBaseUrls": [base + "/edge/management/v1"], "path": "/edge/management/v1"}},
+            "health-checks": {"v1": {"apiBaseUrls": [], "path": "/health-checks/v1"}},
+        },
+    }
+
+
+@functools.lru_cache(maxsize=8)
+def _version_body(ctl) -> bytes:
+    return env.encode({"data": version_doc(ctl), "meta": {}})
+
+
+@op("GET", "/", apis=BOTH, auth="public", op_id="listRoot", tag="informational")
+async def root(ctx):
+    return env.JSON(_version_body(ctx.ctl))
+
+
+@op("GET", "/version", apis=BOTH, auth="public", op_id="listVersion", tag="informational")
+async def version(ctx):
+    return env.JSON(_version_body(ctx.ctl))
+
+
+@op("GET", "/enumerated-capabilities", apis=BOTH, auth="public", op_id="listEnumeratedCapabilities", tag="informational")
+async def capabilities(ctx):
+    return env.ok(["OIDC_AUTH", "HA_CONTROLLER"])
+
+
+def _spec_item(id: str) -> dict:
+    return {"id": id, "name": id, "createdAt": ZERO_TIME, "updatedAt": ZERO_TIME, "tags": {},
+            "_links": {"self": {"href": f"./specs/{id}"}, "spec": {"href": f"./specs/{id}/spec"}}}
+
+
+SPEC_IDS = {"edge-client": "client", "edge-management": "management"}
+
+
+@op("GET", "/specs", apis=BOTH, auth="public", op_id="listSpecs", tag="informational")
+async def list_specs(ctx):
+    return env.ok([_spec_item("edge-client")])  # upstream lists only the client spec, on both APIs
+
+
+@op("GET", "/specs/{id}", apis=BOTH, auth="public", op_id="detailSpec", tag="informational")
+async def detail_spec(ctx):
+    id = ctx.params["id"]
+    if id not in SPEC_IDS:
+        raise NotFound("spec", id)
+    return env.ok(_spec_item(id))
+
+
+@op("GET", "/specs/{id}/spec", apis=BOTH, auth="public", op_id="detailSpecBody", tag="informational")
+async def spec_body(ctx):
+    from . import spec
+    id = ctx.params["id"]
+    if id not in SPEC_IDS:
+        raise NotFound("spec", id)
+    return env.JSON(spec.document_bytes(ctx.ctl, SPEC_IDS[id]))
+
+
+@op("GET", "/.well-known/est/cacerts", apis=BOTH, auth="public", op_id="listWellKnownCas", tag="well-known")
+async def cacerts(ctx):
+    from ..pki import ca
+    body = ca.cacerts_pkcs7([ctx.ctl.state["signer_cert"], ctx.ctl.state["root_cert"]])
+    return Response(body, media_type="application/pkcs7-mime")
+
+
+@op("GET", "/network-jwts", apis=BOTH, auth="public", op_id="listNetworkJWTs", tag="informational")
+async def network_jwts(ctx):
+    from ..enroll import network_jwt
+    return env.ok([{"name": "default", "token": network_jwt(ctx.ctl)}])
+
+
+SUMMARY_TABLES = {
+    "apiSessionCertificates": "api_session_certificates", "apiSessions": "api_sessions",
+    "authPolicies": "auth_policies", "authenticators": "authenticators", "cas": "cas",
+    "configTypes": "config_types", "configs": "configs", "controllers": None,
+    "edgeRouterPolicies": "edge_router_policies", "enrollments": "enrollments", "eventualEvents": None,
+    "externalJwtSigners": "external_jwt_signers", "identities": "identities", "identityTypes": "identity_types",
+    "mfas": "mfa", "postureCheckTypes": "posture_check_types", "postureChecks": "posture_checks",
+    "revocations": None, "routers": "routers", "routers.edge": "routers WHERE is_edge = 1",
+    "serviceEdgeRouterPolicies": "service_edge_router_policies", "servicePolicies": "service_policies",
+    "services": "services", "services.edge": "services", "sessions": "sessions", "terminators": "terminators",
+}
+
+
+@op("GET", "/summary", op_id="listSummary", tag="informational")
+async def summary(ctx):
+    store = ctx.store
+    existing = set(store.column("SELECT name FROM sqlite_master WHERE type = 'table'"))
+    data = {}
+    for key, table in SUMMARY_TABLES.items():
+        if table is None or table.split()[0] not in existing:
+            data[key] = 0
+        else:
+            data[key] = store.value(f"SELECT count(*) FROM {table}")
+    return env.JSON({"data": data, "meta": None})

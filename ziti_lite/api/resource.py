@@ -1,0 +1,117 @@
+"""The vocabulary of the resource table: one ``Resource`` per API collection.
+
+A Resource names its table, its stored fields (wire name, storage kind, filterability), the
+msgspec structs that validate create and update bodies (the patch struct is derived), its links
+and a few hooks for behaviour that is really special. ``crud.py`` serves every Resource with the
+same six handlers, ``routes.py`` mounts them and ``spec.py`` documents them from the same data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Union
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ..db.filters import Symbol
+
+# storage kinds: how a value is kept in its column and rendered on the wire
+KINDS = ("string", "int", "float", "bool", "datetime", "json", "set", "map")
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+@dataclass(frozen=True, eq=False)
+class Field:
+    name: str                     # wire name, camelCase
+    kind: str = "string"
+    column: str = ""              # SQL column; defaults to snake_case of the name
+    filterable: bool = True       # a public ZitiQL symbol
+    output: bool = True           # rendered in the detail
+    nullable: bool = False
+
+    def __post_init__(self):
+        assert self.kind in KINDS, self.kind
+        if not self.column:
+            object.__setattr__(self, "column", snake(self.name))
+
+    def symbol(self) -> Symbol:
+        if self.kind == "set":
+            return Symbol("set", f"SELECT value FROM json_each(t.{self.column})")
+        if self.kind == "map":
+            return Symbol("tags", f"t.{self.column}")
+        kind = "string" if self.kind == "json" else self.kind
+        return Symbol(kind, f"t.{self.column}")
+
+
+BASE_SYMBOLS = {
+    "id": Symbol("string", "t.id"),
+    "createdAt": Symbol("datetime", "t.created_at"),
+    "updatedAt": Symbol("datetime", "t.updated_at"),
+    "tags": Symbol("tags", "t.tags"),
+    "isSystem": Symbol("bool", "t.is_system"),
+}
+
+Hook = Optional[Callable[..., Any]]
+
+
+@dataclass(eq=False)
+class Resource:
+    name: str                                   # URL collection, e.g. "identities"
+    entity: str                                 # singular used in messages, e.g. "identity"
+    fields: tuple[Field, ...] = ()
+    table: str = ""
+    create: Optional[type] = None               # msgspec Struct for POST bodies
+    update: Optional[type] = None               # msgspec Struct for PUT bodies
+    patch: Optional[type] = None                # derived from update when not given
+    ops: tuple[str, ...] = ("list", "detail", "create", "update", "patch", "delete")
+    auth: dict[str, str] = field(default_factory=dict)  # op -> public|session|admin (default admin)
+    apis: tuple[str, ...] = ("management",)
+    links: tuple[str, ...] = ()                 # sub-collections linked from the detail
+    unique: tuple[str, ...] = ("name",)         # wire names whose values are unique
+    scope: str = ""                             # SQL condition every row of this resource meets
+    scope_values: dict[str, Any] = field(default_factory=dict)  # columns set on create to meet it
+    extra_symbols: dict[str, Symbol] = field(default_factory=dict)
+    default_sort: str = "t.id"
+    protect_system: bool = False                # is_system rows refuse PUT/PATCH/DELETE (400)
+    # hooks: prepare(ctx, values, existing) validates and completes the column values inside
+    # the write transaction; render(ctx, row, out) adds computed detail fields;
+    # before_delete(ctx, row) refuses or cascades; after_write(ctx, id, before, after) keeps
+    # derived data (policy links, ...) in step, in the same transaction.
+    prepare: Hook = None
+    render: Hook = None
+    before_delete: Hook = None
+    after_write: Hook = None
+    op_names: dict[str, str] = field(default_factory=dict)  # overrides of derived operationIds
+
+    def __post_init__(self):
+        if not self.table:
+            self.table = self.name.replace("-", "_")
+        if self.update is not None and self.patch is None:
+            self.patch = derive_patch(self.update)
+        self.by_name = {f.name: f for f in self.fields}
+        self.by_column = {f.column: f for f in self.fields}
+        self.symbols = dict(BASE_SYMBOLS)
+        for f in self.fields:
+            if f.filterable:
+                self.symbols[f.name] = f.symbol()
+        self.symbols.update(self.extra_symbols)
+        self.filterable = list(self.symbols)
+        self.json_columns = {f.column for f in self.fields if f.kind in ("json", "set", "map")}
+        self.bool_columns = {f.column for f in self.fields if f.kind == "bool"}
+
+    def level(self, op: str) -> str:
+        return self.auth.get(op, "admin")
+
+
+def derive_patch(update: type) -> type:
+    """A PATCH struct: every field of the PUT struct, optional, UNSET when absent."""
+    fields = []
+    for f in msgspec.structs.fields(update):
+        fields.append((f.name, Union[f.type, None, UnsetType], UNSET))
+    return msgspec.defstruct(update.__name__.replace("Update", "") + "Patch", fields,
+                             rename="camel", kw_only=True)

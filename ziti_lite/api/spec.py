@@ -1,0 +1,90 @@
+"""The served OpenAPI document, generated from ziti-lite's own route table and structs.
+
+Request bodies come from the msgspec structs the handlers decode with; resource details come
+from the Resource field declarations; so the spec and the server cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import msgspec
+
+from .. import __version__
+
+_KIND_SCHEMA = {
+    "string": {"type": "string"}, "int": {"type": "integer"}, "float": {"type": "number"},
+    "bool": {"type": "boolean"}, "datetime": {"type": "string", "format": "date-time"},
+    "json": {}, "set": {"type": "array", "items": {"type": "string"}}, "map": {"type": "object"},
+}
+_ERROR = {"$ref": "#/components/schemas/apiErrorEnvelope"}
+
+
+def _detail_schema(res) -> dict:
+    props: dict[str, Any] = {
+        "id": {"type": "string"}, "createdAt": {"type": "string", "format": "date-time"},
+        "updatedAt": {"type": "string", "format": "date-time"}, "tags": {"type": "object"},
+        "_links": {"type": "object"},
+    }
+    for f in res.fields:
+        if f.output:
+            s = dict(_KIND_SCHEMA[f.kind])
+            if f.nullable and s:
+                s = {"anyOf": [s, {"type": "null"}]}
+            props[f.name] = s
+    return {"type": "object", "properties": props, "required": ["id", "createdAt", "updatedAt", "_links"]}
+
+
+def build(ctl, api: str) -> dict:
+    bodies = sorted({r.body for r in ctl.router.routes if r.api == api and isinstance(r.body, type)},
+                    key=lambda t: t.__name__)
+    _, components = msgspec.json.schema_components(bodies, ref_template="#/components/schemas/{name}")
+    components["apiErrorEnvelope"] = {
+        "type": "object", "required": ["error", "meta"],
+        "properties": {"error": {"type": "object", "properties": {
+            "code": {"type": "string"}, "message": {"type": "string"}, "requestId": {"type": "string"},
+            "cause": {"type": "object"}}}, "meta": {"type": "object"}}}
+    paths: dict[str, dict] = {}
+    for r in ctl.router.routes:
+        if r.api != api:
+            continue
+        item: dict[str, Any] = {"operationId": r.op_id, "tags": [r.tag or "default"], "responses": {}}
+        params = [{"name": p[1:-1], "in": "path", "required": True, "schema": {"type": "string"}}
+                  for p in r.path.split("/") if p.startswith("{")]
+        for q in r.query:
+            schema = {"type": "integer"} if q in ("limit", "offset") else {"type": "string"}
+            params.append({"name": q, "in": "query", "required": q == "method", "schema": schema})
+        if params:
+            item["parameters"] = params
+        if r.auth != "public":
+            item["security"] = [{"ztSession": []}]
+        if isinstance(r.body, type):
+            item["requestBody"] = {"required": True, "content": {"application/json": {
+                "schema": {"$ref": f"#/components/schemas/{r.body.__name__}"}}}}
+        elif isinstance(r.body, str):
+            item["requestBody"] = {"content": {r.body: {"schema": {"type": "string"}}}}
+        ok: dict[str, Any] = {"description": "success"}
+        if r.resource is not None and r.method == "GET":
+            detail = _detail_schema(r.resource)
+            data = {"type": "array", "items": detail} if r.path.endswith(r.resource.name) else detail
+            ok["content"] = {"application/json": {"schema": {"type": "object", "properties": {
+                "data": data, "meta": {"type": "object"}}, "required": ["data", "meta"]}}}
+        item["responses"][str(r.status)] = ok
+        for status in ("400", "401", "404"):
+            item["responses"][status] = {"description": "error", "content": {"application/json": {"schema": _ERROR}}}
+        paths.setdefault(r.path, {})[r.method.lower()] = item
+    base = "/edge/management/v1" if api == "management" else "/edge/client/v1"
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": f"ziti-lite edge {api} API", "version": __version__},
+        "servers": [{"url": base}],
+        "paths": paths,
+        "components": {"schemas": components, "securitySchemes": {
+            "ztSession": {"type": "apiKey", "in": "header", "name": "zt-session"}}},
+    }
+
+
+@functools.lru_cache(maxsize=8)
+def document_bytes(ctl, api: str) -> bytes:
+    return msgspec.json.encode(build(ctl, api))

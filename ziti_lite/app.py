@@ -1,0 +1,151 @@
+"""The controller: one Store, one route table, and the ASGI entry point.
+
+Path handling follows upstream: ``/edge/management/v1/...`` is the management API;
+``/edge/client/v1/...``, the legacy ``/edge/v1/...`` and every path outside ``/edge``,
+``/fabric`` and ``/.well-known`` are the client API (``/version`` and ``/`` included), and
+``/.well-known/est/cacerts`` is served by both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import traceback
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Mount
+
+from . import __version__
+from .api import envelope as env
+from .api.context import Ctx
+from .api.router import Router
+from .auth import sessions
+from .config import Settings
+from .db.store import Store
+from .errors import ApiError, NotFound, Unauthorized
+
+log = logging.getLogger("ziti_lite")
+
+MGMT = "/edge/management/v1"
+CLIENT = "/edge/client/v1"
+CORS = [
+    (b"access-control-allow-origin", b"*"),
+    (b"access-control-allow-credentials", b"true"),
+    (b"access-control-allow-headers", b"content-type, accept, authorization, zt-session"),
+    (b"access-control-allow-methods", b"GET, HEAD, POST, PUT, PATCH, DELETE"),
+]
+
+
+class Controller:
+    """Everything a request handler may need, created once per process."""
+
+    def __init__(self, settings: Settings, store: Store | None = None):
+        from . import bootstrap
+        self.settings = settings
+        self.store = store or Store(settings.db)
+        self.activity: dict[str, str] = {}
+        self.state = bootstrap.ensure(self)      # instance id, PKI, default rows
+        self.instance_id = self.state["instance_id"]
+        self.router = Router()
+        self.jobs: dict[str, object] = {}
+        from .api import routes
+        routes.mount_all(self)
+        self._headers = [(b"server", f"ziti-controller/v{__version__}".encode()),
+                         (b"ziti-instance-id", self.instance_id.encode())]
+
+    # ---------------------------------------------------------------- ASGI
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        api, path = split_path(scope["path"])
+        method = scope["method"]
+        try:
+            methods, params = self.router.match(api, path) if api else (None, {})
+            if methods is None:
+                raise NotFound(message=f"no route for {method} {scope['path']}")
+            route = methods.get(method)
+            if route is None and method == "HEAD":
+                route = methods.get("GET")
+            if route is None:
+                if method == "OPTIONS":
+                    response = env.JSON(b"", status_code=200)
+                    return await self._send(response, scope, receive, send)
+                raise ApiError("METHOD_NOT_ALLOWED", 405)
+            ctx = Ctx(self, request, api, params, route)
+            self.authorize(ctx, route.auth)
+            response = await route.handler(ctx)
+        except ApiError as e:
+            response = env.error_response(e)
+        except Exception:  # a bug: answer with the envelope, keep serving
+            log.error("unhandled error on %s %s\n%s", method, scope["path"], traceback.format_exc())
+            response = env.error_response(ApiError("UNHANDLED", 500))
+        await self._send(response, scope, receive, send)
+
+    async def _send(self, response, scope, receive, send):
+        response.raw_headers.extend(self._headers)
+        response.raw_headers.extend(CORS)
+        await response(scope, receive, send)
+
+    def authorize(self, ctx: Ctx, level: str) -> None:
+        if level == "public":
+            return
+        token = ctx.request.headers.get("zt-session")
+        session = sessions.lookup(self, token)
+        if session is None:
+            raise Unauthorized()
+        ctx.session = session
+        if level == "partial":
+            return
+        if session.partial:
+            raise Unauthorized(None)
+        if level == "admin" and not session.is_admin:
+            raise Unauthorized(None)
+
+
+def split_path(path: str) -> tuple[str | None, str]:
+    if path.startswith(MGMT):
+        rest = path[len(MGMT):]
+        if rest == "" or rest.startswith("/"):
+            return "management", rest or "/"
+    if path.startswith(CLIENT):
+        rest = path[len(CLIENT):]
+        if rest == "" or rest.startswith("/"):
+            return "client", rest or "/"
+    if path.startswith("/edge/v1/") or path == "/edge/v1":
+        return "client", path[len("/edge/v1"):] or "/"
+    if path.startswith("/edge") or path.startswith("/fabric"):
+        return None, path
+    return "client", path  # unprefixed client API, /.well-known included
+
+
+def create_app(settings: Settings, store: Store | None = None) -> Starlette:
+    ctl = Controller(settings, store)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        task = asyncio.create_task(_janitor(ctl))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app = Starlette(routes=[Mount("", app=ctl)], lifespan=lifespan)
+    app.state.controller = ctl
+    return app
+
+
+async def _janitor(ctl: Controller) -> None:
+    """Expire idle API sessions every few seconds, as upstream's enforcer does."""
+    while True:
+        await asyncio.sleep(5)
+        try:
+            sessions.expire(ctl)
+            for hook in getattr(ctl, "periodic", []):
+                hook(ctl)
+        except Exception:
+            log.exception("session janitor")

@@ -1,0 +1,103 @@
+"""API sessions: opaque UUID tokens in the ``zt-session`` header, a sliding inactivity timeout.
+
+Last activity is kept in memory per process and written to the row at most once a minute,
+so a read request costs one indexed lookup and no write.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass
+
+from .. import clock
+from ..ids import new_id, new_token
+
+FLUSH_SECONDS = 60
+
+
+@dataclass(slots=True)
+class Session:
+    id: str
+    token: str
+    identity_id: str
+    is_admin: bool
+    authenticator_id: str
+    partial: bool
+    last_activity_at: str
+
+
+_LOOKUP = (
+    "SELECT s.id, s.token, s.identity_id, s.authenticator_id, s.last_activity_at, s.is_mfa_required,"
+    " s.is_mfa_complete, i.is_admin, i.is_default_admin, i.disabled_at, i.disabled_until"
+    " FROM api_sessions s JOIN identities i ON i.id = s.identity_id WHERE s.token = ?"
+)
+
+
+def is_partial(ctl, row: dict) -> bool:
+    """A session is partial while a secondary factor it needs is missing."""
+    return bool(row["is_mfa_required"]) and not row["is_mfa_complete"]
+
+
+def lookup(ctl, token: str | None) -> Session | None:
+    if not token:
+        return None
+    try:
+        uuid.UUID(token)
+    except ValueError:
+        return None  # upstream ignores a zt-session that is not a UUID
+    row = ctl.store.one(_LOOKUP, (token,))
+    if row is None:
+        return None
+    now = clock.now()
+    if row["disabled_at"] and (not row["disabled_until"] or row["disabled_until"] > clock.fmt(now)):
+        return None
+    last = max(row["last_activity_at"], ctl.activity.get(token, ""))
+    if last < clock.fmt(now - dt.timedelta(seconds=ctl.settings.session_timeout)):
+        with ctl.store.write():
+            ctl.store.execute("DELETE FROM api_sessions WHERE id = ?", (row["id"],))
+        ctl.activity.pop(token, None)
+        return None
+    stamp = clock.fmt(now)
+    ctl.activity[token] = stamp
+    if row["last_activity_at"] < clock.fmt(now - dt.timedelta(seconds=FLUSH_SECONDS)):
+        with ctl.store.write():
+            ctl.store.execute("UPDATE api_sessions SET last_activity_at = ? WHERE id = ?", (stamp, row["id"]))
+    return Session(row["id"], token, row["identity_id"], bool(row["is_admin"] or row["is_default_admin"]),
+                   row["authenticator_id"], is_partial(ctl, row), stamp)
+
+
+def create(ctl, identity_id: str, authenticator_id: str, ip: str, config_types: list[str],
+           mfa_required: bool = False, cert_extendable: bool = False) -> dict:
+    now = clock.stamp()
+    row = {
+        "id": "c" + new_id() + new_id()[:4], "created_at": now, "updated_at": now, "token": new_token(),
+        "identity_id": identity_id, "authenticator_id": authenticator_id, "ip_address": ip,
+        "config_types": config_types, "is_mfa_required": int(mfa_required), "is_mfa_complete": 0,
+        "is_cert_extendable": int(cert_extendable), "last_activity_at": now,
+    }
+    with ctl.store.write():
+        ctl.store.execute(
+            "INSERT INTO api_sessions (id, created_at, updated_at, token, identity_id, authenticator_id, ip_address,"
+            " config_types, is_mfa_required, is_mfa_complete, is_cert_extendable, last_activity_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (row["id"], now, now, row["token"], identity_id, authenticator_id, ip, json.dumps(config_types),
+             row["is_mfa_required"], 0, row["is_cert_extendable"], now))
+    return row
+
+
+def expire(ctl) -> int:
+    """Delete sessions idle longer than the timeout (run periodically)."""
+    cutoff = clock.fmt(clock.now() - dt.timedelta(seconds=ctl.settings.session_timeout))
+    live = [(last, t) for t, last in ctl.activity.items() if last >= cutoff]
+    with ctl.store.write():
+        # first write back the activity only this process has seen, then drop the idle ones
+        ctl.store.executemany(
+            "UPDATE api_sessions SET last_activity_at = ? WHERE token = ? AND last_activity_at < ?",
+            [(last, t, last) for last, t in live])
+        n = ctl.store.value("SELECT count(*) FROM api_sessions WHERE last_activity_at < ?", (cutoff,))
+        ctl.store.execute("DELETE FROM api_sessions WHERE last_activity_at < ?", (cutoff,))
+    for t in [t for t, last in ctl.activity.items() if last < cutoff]:
+        ctl.activity.pop(t, None)
+    return n or 0

@@ -1,0 +1,106 @@
+"""First start of a controller: the rows and keys a fresh OpenZiti controller has.
+
+``ensure`` is idempotent: on a new file it creates the instance id, the controller PKI (root CA,
+intermediate signing CA, RSA TLS server certificate), the identity types, the ``default`` auth
+policy, the built-in config types and posture check types, and the default admin with a
+password authenticator. On an existing file it only loads the stored state (and re-issues the
+server certificate when the advertised host changed).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+
+from . import clock
+from .auth import passwords
+from .ids import new_id
+
+DEFAULT_AUTH_POLICY = {
+    "primary": {
+        "cert": {"allowed": True, "allowExpiredCerts": True},
+        "extJwt": {"allowed": True, "allowedSigners": []},
+        "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 0, "minPasswordLength": 5,
+                 "requireMixedCase": False, "requireNumberChar": False, "requireSpecialChar": False},
+    },
+    "secondary": {"requireExtJwtSigner": None, "requireTotp": False},
+}
+
+
+def _get(store, key: str) -> str | None:
+    return store.value("SELECT value FROM controller WHERE key = ?", (key,))
+
+
+def _put(store, key: str, value: str) -> None:
+    store.execute("INSERT INTO controller (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                  (key, value))
+
+
+def hosts_for(settings) -> list[str]:
+    hosts = ["localhost", "127.0.0.1", "::1"]
+    for h in (settings.host, settings.advertise, *settings.extra_hosts):
+        if h and h not in hosts and h not in ("0.0.0.0", "::"):
+            hosts.append(h)
+    return hosts
+
+
+def ensure(ctl) -> dict:
+    from .pki import ca
+    store, settings = ctl.store, ctl.settings
+    hosts = hosts_for(settings)
+    with store.write():
+        if _get(store, "instance_id") is None:
+            _put(store, "instance_id", "c" + new_id() + new_id()[:4])
+            pki = ca.create_controller_pki(hosts)
+            for part in ("root", "signer", "server"):
+                kp = getattr(pki, part)
+                _put(store, f"{part}_cert", kp.cert_pem)
+                _put(store, f"{part}_key", kp.key_pem)
+            _put(store, "server_hosts", json.dumps(hosts))
+            _seed_rows(store)
+            _seed_admin(store, settings)
+        elif json.loads(_get(store, "server_hosts") or "[]") != hosts:
+            signer = ca.KeyPair(_get(store, "signer_cert"), _get(store, "signer_key"))
+            server = ca.issue_server_cert(signer, hosts)
+            _put(store, "server_cert", server.cert_pem)
+            _put(store, "server_key", server.key_pem)
+            _put(store, "server_hosts", json.dumps(hosts))
+    return {k: v for k, v in store.conn.execute("SELECT key, value FROM controller")}
+
+
+def _insert(store, table: str, row: dict) -> None:
+    now = clock.stamp()
+    row = {"created_at": now, "updated_at": now, **row}
+    store.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+
+
+def _seed_rows(store) -> None:
+    from .resources.builtins import CONFIG_TYPES, POSTURE_CHECK_TYPES
+    for t in ("Default", "Router"):
+        _insert(store, "identity_types", {"id": t, "name": t, "is_system": 1})
+    _insert(store, "auth_policies", {"id": "default", "name": "Default", "is_system": 1,
+                                     "primary_": json.dumps(DEFAULT_AUTH_POLICY["primary"]),
+                                     "secondary": json.dumps(DEFAULT_AUTH_POLICY["secondary"])})
+    for id, name, schema in CONFIG_TYPES:
+        _insert(store, "config_types", {"id": id, "name": name, "schema": json.dumps(schema)})
+    if store.value("SELECT 1 FROM sqlite_master WHERE name = 'posture_check_types'"):
+        for id, name, oses in POSTURE_CHECK_TYPES:
+            _insert(store, "posture_check_types", {"id": id, "name": name, "operating_systems": json.dumps(oses)})
+
+
+def _seed_admin(store, settings) -> None:
+    import os
+    password = settings.admin_password or os.environ.get("ZITI_LITE_ADMIN_PASSWORD")
+    generated = not password
+    if generated:
+        password = secrets.token_urlsafe(18)
+    identity_id = new_id()
+    _insert(store, "identities", {"id": identity_id, "name": "Default Admin", "type_id": "Default",
+                                  "is_admin": 1, "is_default_admin": 1, "auth_policy_id": "default"})
+    hashed, salt = passwords.hash_password(password)
+    _insert(store, "authenticators", {"id": new_id(), "identity_id": identity_id, "method": "updb",
+                                      "username": settings.admin_user, "password_hash": hashed, "salt": salt})
+    if generated:
+        print(f"ziti-lite: created default admin '{settings.admin_user}' with password: {password}\n"
+              "ziti-lite: this password is shown once; keep it.", file=sys.stderr, flush=True)

@@ -1,0 +1,66 @@
+"""The ``ziti-lite`` command: serve, snapshot, check, version."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import __version__
+from .config import Settings
+
+
+@click.group()
+def cli() -> None:
+    """A lightweight OpenZiti controller in one SQLite file."""
+
+
+@cli.command()
+@click.option("--db", "db", required=True, type=click.Path(dir_okay=False), help="SQLite file (created when new)")
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", default=1280, show_default=True, type=int)
+@click.option("--advertise", default=None, help="host name clients use (JWT issuer, certificate SAN)")
+@click.option("--admin-user", default="admin", show_default=True, help="default admin username (new file only)")
+@click.option("--admin-password", default=None, envvar="ZITI_LITE_ADMIN_PASSWORD",
+              help="default admin password (new file only); generated and printed once when absent")
+@click.option("--log-level", default="info", show_default=True)
+def serve(db, host, port, advertise, admin_user, admin_password, log_level) -> None:
+    """Create (if new) and serve a controller over HTTPS."""
+    from .server import serve as run
+    run(Settings(db=db, host=host, port=port, advertise=advertise, admin_user=admin_user,
+                 admin_password=admin_password), log_level=log_level)
+
+
+@cli.command()
+@click.option("--db", "db", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("out", type=click.Path(dir_okay=False))
+def snapshot(db, out) -> None:
+    """Write a consistent copy of a (possibly live) controller database to OUT."""
+    from .db.store import Store
+    store = Store(db)
+    store.snapshot(out)
+    store.close()
+    click.echo(f"snapshot written to {out}")
+
+
+@cli.command()
+@click.option("--db", "db", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--fix", is_flag=True, help="repair what can be repaired")
+def check(db, fix) -> None:
+    """Run the data integrity check (the Database API's check) in-process."""
+    from . import integrity
+    from .db.store import Store
+    store = Store(db)
+    problems = integrity.run(store, fix=fix)
+    for p in problems:
+        state = "fixed" if p.fixed else ("fixable" if p.fixable else "not fixable")
+        click.echo(f"{state}: {p.description}")
+    click.echo(f"{len(problems)} problem(s) found" + (f", {sum(p.fixed for p in problems)} fixed" if fix else ""))
+    store.close()
+    sys.exit(1 if any(not p.fixed for p in problems) else 0)
+
+
+@cli.command()
+def version() -> None:
+    """Print the ziti-lite version."""
+    click.echo(f"ziti-lite {__version__}")

@@ -1,0 +1,44 @@
+"""Time in one place: wire format of timestamps, and a clock tests can move."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+UTC = dt.timezone.utc
+_offset = dt.timedelta(0)
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(UTC) + _offset
+
+
+def advance(seconds: float) -> None:
+    """Move the controller's clock forward (tests only: TOTP windows, expiry, lockouts)."""
+    global _offset
+    _offset += dt.timedelta(seconds=seconds)
+
+
+def reset() -> None:
+    global _offset
+    _offset = dt.timedelta(0)
+
+
+def fmt(t: dt.datetime | None) -> str | None:
+    """RFC 3339, UTC, millisecond precision: the stored and the wire format."""
+    if t is None:
+        return None
+    t = t.astimezone(UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def stamp() -> str:
+    return fmt(now())  # type: ignore[return-value]
+
+
+def parse(text: str) -> dt.datetime:
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    t = dt.datetime.fromisoformat(text)
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return t

@@ -1,0 +1,29 @@
+"""Settings of one controller process, fixed at start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Settings:
+    db: str
+    host: str = "127.0.0.1"
+    port: int = 1280
+    advertise: str | None = None            # host name clients reach us by (JWT iss, cert SAN)
+    admin_user: str = "admin"
+    admin_password: str | None = None
+    session_timeout: int = 30 * 60          # API session inactivity timeout, seconds
+    enrollment_minutes: int = 180           # default lifetime of enrollment tokens
+    extra_hosts: list[str] = field(default_factory=list)
+
+    @property
+    def public_host(self) -> str:
+        return self.advertise or ("127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host)
+
+    @property
+    def base_url(self) -> str:
+        host = self.public_host
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"https://{host}:{self.port}"

@@ -1,0 +1,135 @@
+"""The one seam between ziti-lite and its SQLite file.
+
+A process keeps one apsw connection and uses it on the event-loop thread: apsw calls take
+microseconds, and a threadpool hop would cost more than the query (see performance notes).
+Every write runs inside ``Store.write()``: one ``BEGIN IMMEDIATE`` transaction, committed on
+success and rolled back on any exception, so an API request never leaves half a change behind.
+Nested ``write()`` calls become savepoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterator
+
+import apsw
+import apsw.bestpractice
+
+SCHEMA_VERSION = 1
+
+
+def schema_sql() -> str:
+    here = Path(__file__).resolve().parents[2] / "schema.sql"
+    if here.exists():
+        return here.read_text()
+    return resources.files("ziti_lite").joinpath("schema.sql").read_text()
+
+
+def connect(path: str) -> apsw.Connection:
+    conn = apsw.Connection(path)
+    # apsw's recommended per-connection settings: WAL, foreign keys, busy timeout,
+    # no double-quoted string literals, recursive triggers, optimize on close.
+    for fix in apsw.bestpractice.recommended:
+        if fix.__name__.startswith("connection_"):
+            fix(conn)
+    conn.setbusytimeout(5000)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+class Store:
+    def __init__(self, path: str):
+        self.path = path
+        self.conn = connect(path)
+        self._depth = 0
+        self._lock = threading.RLock()
+        self.migrate()
+
+    # -- schema ---------------------------------------------------------------------------
+    def migrate(self) -> bool:
+        """Create the schema on a new file. Returns True when the file was new."""
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            with self.write():
+                self.conn.execute(schema_sql())
+                self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            return True
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(f"database schema version {version} is newer than this ziti-lite ({SCHEMA_VERSION})")
+        return False
+
+    # -- reads ----------------------------------------------------------------------------
+    def one(self, sql: str, params: Any = ()) -> dict | None:
+        cur = self.conn.execute(sql, params)
+        try:
+            names = [d[0] for d in cur.getdescription()]
+        except apsw.ExecutionCompleteError:
+            return None  # no row
+        row = cur.fetchone()
+        cur.close()
+        return None if row is None else dict(zip(names, row))
+
+    def all(self, sql: str, params: Any = ()) -> list[dict]:
+        cur = self.conn.execute(sql, params)
+        try:
+            names = [d[0] for d in cur.getdescription()]
+        except apsw.ExecutionCompleteError:
+            return []
+        return [dict(zip(names, r)) for r in cur]
+
+    def value(self, sql: str, params: Any = ()) -> Any:
+        row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def column(self, sql: str, params: Any = ()) -> list:
+        return [r[0] for r in self.conn.execute(sql, params)]
+
+    def execute(self, sql: str, params: Any = ()) -> None:
+        self.conn.execute(sql, params)
+
+    def executemany(self, sql: str, seq: Any) -> None:
+        self.conn.executemany(sql, seq)
+
+    # -- writes ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def write(self) -> Iterator["Store"]:
+        with self._lock:
+            if self._depth:
+                name = f"sp{self._depth}"
+                self.conn.execute(f"SAVEPOINT {name}")
+                self._depth += 1
+                try:
+                    yield self
+                except BaseException:
+                    self.conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
+                    raise
+                else:
+                    self.conn.execute(f"RELEASE {name}")
+                finally:
+                    self._depth -= 1
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield self
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            else:
+                self.conn.execute("COMMIT")
+            finally:
+                self._depth = 0
+
+    def snapshot(self, out: str) -> None:
+        """A consistent copy of the live database (SQLite online backup API)."""
+        dest = apsw.Connection(out)
+        with dest.backup("main", self.conn, "main") as b:
+            while not b.done:
+                b.step(1000)
+        dest.close()
+
+    def close(self) -> None:
+        self.conn.close()

@@ -1,0 +1,53 @@
+"""Types and checks shared by the resource families."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Union
+
+import msgspec
+from msgspec import Meta
+
+from ..api.resource import Field
+from ..errors import CouldNotValidate
+
+
+class Body(msgspec.Struct, rename="camel", kw_only=True):
+    """Base of every request body: camelCase on the wire, unknown keys ignored (as upstream)."""
+
+
+TagValue = Union[str, int, float, bool, None]
+Tags = dict[str, TagValue]
+Attributes = list[str]
+Cost = Annotated[int, Meta(ge=0, le=65535)]
+Precedence = Annotated[str, Meta(pattern="^(default|required|failed)$")]
+Semantic = Annotated[str, Meta(pattern="^(AllOf|AnyOf)$")]
+NonEmpty = Annotated[str, Meta(min_length=1)]
+
+NAME = Field("name")
+ROLE_ATTRIBUTES = Field("roleAttributes", "set")
+
+
+def check_attributes(values: dict, field: str = "role_attributes", wire: str = "roleAttributes") -> None:
+    attrs = values.get(field)
+    if attrs is None:
+        return
+    for a in attrs:
+        if a.startswith("#") or a.startswith("@"):
+            raise CouldNotValidate(wire, "role attributes may not be prefixed with # or @", attrs)
+    # upstream keeps them as given, duplicates removed
+    values[field] = list(dict.fromkeys(attrs))
+
+
+def check_name(values: dict) -> None:
+    if "name" in values and (values["name"] is None or values["name"] == ""):
+        raise CouldNotValidate("name", "name is required", values.get("name"))
+
+
+def exists(store, table: str, id: Any) -> bool:
+    return store.value(f"SELECT 1 FROM {table} WHERE id = ?", (id,)) is not None
+
+
+def name_of(store, table: str, id: str | None) -> str | None:
+    if id is None:
+        return None
+    return store.value(f"SELECT name FROM {table} WHERE id = ?", (id,))

@@ -1,0 +1,332 @@
+"""Identities, identity types, authenticators and API sessions."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Literal, Optional, Union
+
+import msgspec
+from msgspec import Meta
+
+from .. import clock
+from ..api import crud
+from ..api import envelope as env
+from ..api.ops import op
+from ..api.resource import Field, Resource
+from ..auth import passwords
+from ..db.filters import Symbol
+from ..errors import ApiError, CouldNotValidate, NotFound
+from .common import (NAME, ROLE_ATTRIBUTES, Attributes, Body, Cost, Tags, check_attributes, check_name,
+                     exists, name_of)
+
+IdentityTypeName = Literal["User", "Device", "Service", "Router", "Default"]
+Username = Annotated[str, Meta(min_length=4, max_length=100)]
+Password = Annotated[str, Meta(min_length=5, max_length=100)]
+
+
+class IdentityEnrollment(Body):
+    ott: Optional[bool] = None
+    ottca: Optional[str] = None
+    updb: Optional[str] = None
+
+
+class IdentityCreate(Body):
+    name: str
+    type: IdentityTypeName
+    is_admin: bool
+    role_attributes: Optional[Attributes] = None
+    auth_policy_id: Optional[str] = None
+    external_id: Optional[str] = None
+    app_data: Optional[Tags] = None
+    default_hosting_cost: Cost = 0
+    default_hosting_precedence: str = "default"
+    service_hosting_costs: Optional[dict[str, Cost]] = None
+    service_hosting_precedences: Optional[dict[str, str]] = None
+    tags: Optional[Tags] = None
+    enrollment: Optional[IdentityEnrollment] = None
+
+
+class IdentityUpdate(Body):
+    name: str
+    type: IdentityTypeName
+    is_admin: bool
+    role_attributes: Optional[Attributes] = None
+    auth_policy_id: Optional[str] = None
+    external_id: Optional[str] = None
+    app_data: Optional[Tags] = None
+    default_hosting_cost: Cost = 0
+    default_hosting_precedence: str = "default"
+    service_hosting_costs: Optional[dict[str, Cost]] = None
+    service_hosting_precedences: Optional[dict[str, str]] = None
+    tags: Optional[Tags] = None
+
+
+PRECEDENCES = ("default", "required", "failed")
+
+
+def _disabled(row: dict) -> bool:
+    return bool(row.get("disabled_at")) and (not row.get("disabled_until") or row["disabled_until"] > clock.stamp())
+
+
+DISABLED_SQL = "(t.disabled_at IS NOT NULL AND (t.disabled_until IS NULL OR t.disabled_until > strftime('%Y-%m-%dT%H:%M:%fZ','now')))"
+
+
+def prepare_identity(ctx, values: dict, existing: dict | None) -> None:
+    store = ctx.store
+    check_name(values)
+    check_attributes(values)
+    if "type" in values:
+        t = values.pop("type")
+        if existing is not None and existing["type_id"] == "Router" and t != "Router":
+            raise CouldNotValidate("type", "a router identity's type cannot be changed", t)
+        if t == "Router" and (existing is None or existing["type_id"] != "Router"):
+            raise CouldNotValidate("type", "identities of type Router are created with their edge router", t)
+        values["type_id"] = "Router" if t == "Router" else "Default"
+    if "auth_policy_id" in values or existing is None:
+        ap = values.get("auth_policy_id") or "default"
+        if not exists(store, "auth_policies", ap):
+            raise NotFound("authPolicy", ap)
+        values["auth_policy_id"] = ap
+    if "external_id" in values or existing is None:
+        ext = values.get("external_id")
+        values["external_id"] = ext.strip() if ext and ext.strip() else None
+    for key in ("service_hosting_costs", "service_hosting_precedences"):
+        m = values.get(key)
+        if m is None:
+            if key in values or existing is None:
+                values[key] = {}
+            continue
+        for sid in m:
+            if not exists(store, "services", sid):
+                raise NotFound("service", sid)
+        if key == "service_hosting_precedences":
+            values[key] = {k: (v if v in PRECEDENCES else "default") for k, v in m.items()}
+    if "default_hosting_precedence" in values and values["default_hosting_precedence"] not in PRECEDENCES:
+        values["default_hosting_precedence"] = "default"
+    for key in ("app_data", "role_attributes", "tags"):
+        if key in values and values[key] is None:
+            values[key] = [] if key == "role_attributes" else {}
+    ctx.pending_enrollment = values.pop("enrollment", None)
+
+
+def after_identity(ctx, id: str, before: dict | None, values: dict | None) -> None:
+    enrollment = getattr(ctx, "pending_enrollment", None) if values is not None else None
+    if before is None and enrollment:
+        from ..enroll import create_for_identity  # the enrollment module owns JWTs and tokens
+        create_for_identity(ctx, id, enrollment)
+
+
+def render_identity(ctx, row: dict, out: dict) -> None:
+    store = ctx.store
+    id = row["id"]
+    out["type"] = env.entity_ref("identity-types", "identity-types", row["type_id"], row["type_id"])
+    out["authPolicy"] = env.entity_ref("auth-policies", "auth-policies", row["auth_policy_id"],
+                                       name_of(store, "auth_policies", row["auth_policy_id"]))
+    out["_links"]["auth-policies"] = {"href": f"./auth-policies/{row['auth_policy_id']}"}
+    auths = {}
+    for a in store.all("SELECT id, method, username, fingerprint FROM authenticators WHERE identity_id = ?", (id,)):
+        auths[a["method"]] = ({"id": a["id"], "username": a["username"]} if a["method"] == "updb"
+                              else {"id": a["id"], "fingerprint": a["fingerprint"]})
+    out["authenticators"] = auths
+    out["enrollment"] = enrollment_summary(store, id)
+    out["disabled"] = _disabled(row)
+    if row.get("disabled_at") is None:
+        out.pop("disabledAt", None)
+    if row.get("disabled_until") is None:
+        out.pop("disabledUntil", None)
+    out["hasApiSession"] = store.value("SELECT 1 FROM api_sessions WHERE identity_id = ? LIMIT 1", (id,)) is not None
+    out["isMfaEnabled"] = store.value("SELECT 1 FROM mfa WHERE identity_id = ? AND is_verified = 1", (id,)) is not None
+    out["hasEdgeRouterConnection"] = False
+    out["edgeRouterConnectionStatus"] = "offline"
+
+
+def enrollment_summary(store, identity_id: str) -> dict:
+    out = {}
+    for e in store.all("SELECT id, method, token, jwt, expires_at, ca_id, username FROM enrollments"
+                       " WHERE identity_id = ? ORDER BY created_at", (identity_id,)):
+        item = {"id": e["id"], "jwt": e["jwt"], "token": e["token"], "expiresAt": e["expires_at"]}
+        if e["method"] == "ottca":
+            item["caId"] = e["ca_id"]
+            item["ca"] = env.entity_ref("cas", "cas", e["ca_id"], name_of(store, "cas", e["ca_id"]))
+        if e["method"] == "updb":
+            item["username"] = e["username"]
+        out[e["method"]] = item
+    return out
+
+
+def before_delete_identity(ctx, row: dict) -> None:
+    if row["is_default_admin"]:
+        raise ApiError("ENTITY_CAN_NOT_BE_DELETED", 400, cause={"code": "UNHANDLED", "message": "cannot delete the default admin identity"})
+    if row["type_id"] == "Router" and ctx.store.value(
+            "SELECT 1 FROM sqlite_master WHERE name = 'routers'") and exists(ctx.store, "routers", row["id"]):
+        raise ApiError("ENTITY_CAN_NOT_BE_DELETED", 400, cause={"code": "UNHANDLED", "message": "cannot delete a router's identity while the router exists"})
+
+
+IDENTITY_TYPES = Resource(
+    name="identity-types", entity="identityType", table="identity_types",
+    fields=(NAME,), ops=("list", "detail"),
+)
+
+IDENTITIES = Resource(
+    name="identities", entity="identity",
+    fields=(
+        NAME,
+        Field("typeId", column="type_id"),
+        Field("isAdmin", "bool"),
+        Field("isDefaultAdmin", "bool"),
+        ROLE_ATTRIBUTES,
+        Field("authPolicyId"),
+        Field("externalId", nullable=True),
+        Field("appData", "map", filterable=False),
+        Field("defaultHostingCost", "int"),
+        Field("defaultHostingPrecedence"),
+        Field("serviceHostingCosts", "map", filterable=False),
+        Field("serviceHostingPrecedences", "map", filterable=False),
+        Field("disabledAt", "datetime", nullable=True),
+        Field("disabledUntil", "datetime", nullable=True),
+        Field("envInfo", "json", filterable=False),
+        Field("sdkInfo", "json", filterable=False),
+    ),
+    create=IdentityCreate, update=IdentityUpdate,
+    links=("edge-router-policies", "edge-routers", "service-policies", "services", "posture-data",
+           "failed-service-requests", "authenticators", "enrollments", "service-configs"),
+    extra_symbols={"type": Symbol("string", "t.type_id"), "disabled": Symbol("bool", DISABLED_SQL)},
+    default_sort="t.id",
+    prepare=prepare_identity, render=render_identity, before_delete=before_delete_identity,
+    after_write=after_identity,
+)
+
+
+# ---------------------------------------------------------------- disable / enable
+class DisableBody(Body):
+    duration_minutes: int
+
+
+@op("POST", "/identities/{id}/disable", op_id="disableIdentity", body=DisableBody, tag="identities")
+async def disable_identity(ctx):
+    id = ctx.params["id"]
+    crud.get_row(ctx.store, IDENTITIES, id)
+    body = await ctx.json(DisableBody)
+    now = clock.now()
+    until = clock.fmt(now + dt.timedelta(minutes=body.duration_minutes)) if body.duration_minutes > 0 else None
+    with ctx.store.write():
+        ctx.store.execute("UPDATE identities SET disabled_at = ?, disabled_until = ?, updated_at = ? WHERE id = ?",
+                          (clock.fmt(now), until, clock.fmt(now), id))
+        ctx.store.execute("DELETE FROM api_sessions WHERE identity_id = ?", (id,))
+    return env.empty()
+
+
+@op("POST", "/identities/{id}/enable", op_id="enableIdentity", tag="identities")
+async def enable_identity(ctx):
+    id = ctx.params["id"]
+    crud.get_row(ctx.store, IDENTITIES, id)
+    with ctx.store.write():
+        ctx.store.execute("UPDATE identities SET disabled_at = NULL, disabled_until = NULL, failed_logins = 0,"
+                          " updated_at = ? WHERE id = ?", (clock.stamp(), id))
+    return env.empty()
+
+
+# ---------------------------------------------------------------- authenticators
+class AuthenticatorCreate(Body):
+    method: str
+    identity_id: str
+    username: Optional[Username] = None
+    password: Optional[Password] = None
+    cert_pem: Optional[str] = None
+    tags: Optional[Tags] = None
+
+
+class AuthenticatorUpdate(Body):
+    username: Username
+    password: Password
+    tags: Optional[Tags] = None
+
+
+def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
+    store = ctx.store
+    if existing is None:
+        method = values["method"]
+        if method not in ("updb", "cert"):
+            raise CouldNotValidate("method", "method must be updb or cert", method)
+        if not exists(store, "identities", values["identity_id"]):
+            raise NotFound("identity", values["identity_id"])
+        if store.value("SELECT 1 FROM authenticators WHERE identity_id = ? AND method = ?",
+                       (values["identity_id"], method)):
+            raise ApiError("MAX_AUTHENTICATOR_METHODS_REACHED", 409,
+                           message="the identity already has an authenticator of this method")
+        if method == "updb":
+            if not values.get("username"):
+                raise CouldNotValidate("username", "username is required", None)
+            if not values.get("password"):
+                raise CouldNotValidate("password", "password is required", None)
+        else:
+            from ..enroll import prepare_cert_authenticator  # certificate checks live with the PKI
+            prepare_cert_authenticator(ctx, values)
+            return
+    elif existing["method"] != "updb" and ("username" in values or "password" in values):
+        raise ApiError("CAN_NOT_UPDATE_AUTHENTICATOR", 409, message="only updb authenticators have a username and password")
+    password = values.pop("password", None)
+    if password is not None:
+        values["password_hash"], values["salt"] = passwords.hash_password(password)
+
+
+def render_authenticator(ctx, row: dict, out: dict) -> None:
+    out["identity"] = env.entity_ref("identities", "identities", row["identity_id"],
+                                     name_of(ctx.store, "identities", row["identity_id"]))
+    out["_links"]["identities"] = {"href": f"./identities/{row['identity_id']}"}
+    if row["method"] == "updb":
+        for k in ("certPem", "fingerprint", "isIssuedByNetwork"):
+            out.pop(k, None)
+    else:
+        out.pop("username", None)
+        if not row["is_issued_by_network"]:
+            out.pop("isIssuedByNetwork", None)
+
+
+def before_delete_authenticator(ctx, row: dict) -> None:
+    ctx.store.execute("DELETE FROM api_sessions WHERE authenticator_id = ?", (row["id"],))
+
+
+AUTHENTICATORS = Resource(
+    name="authenticators", entity="authenticator", unique=("username", "fingerprint"),
+    fields=(
+        Field("identityId", column="identity_id"),
+        Field("method"),
+        Field("username", nullable=True),
+        Field("fingerprint", nullable=True),
+        Field("certPem", nullable=True, filterable=False),
+        Field("isIssuedByNetwork", "bool", filterable=False),
+        Field("passwordHash", column="password_hash", output=False, filterable=False),
+        Field("salt", output=False, filterable=False),
+        Field("caId", column="ca_id", output=False, filterable=False),
+    ),
+    create=AuthenticatorCreate, update=AuthenticatorUpdate,
+    prepare=prepare_authenticator, render=render_authenticator, before_delete=before_delete_authenticator,
+)
+
+
+# ---------------------------------------------------------------- API sessions (admin view)
+def render_api_session(ctx, row: dict, out: dict) -> None:
+    out["identity"] = env.entity_ref("identities", "identities", row["identity_id"],
+                                     name_of(ctx.store, "identities", row["identity_id"]))
+    out["cachedLastActivityAt"] = max(row["last_activity_at"], ctx.ctl.activity.get(row["token"], ""))
+    out["authQueries"] = []
+
+
+API_SESSIONS = Resource(
+    name="api-sessions", entity="apiSession", table="api_sessions", unique=("token",),
+    fields=(
+        Field("token"),
+        Field("identityId", column="identity_id"),
+        Field("authenticatorId", column="authenticator_id"),
+        Field("ipAddress", column="ip_address"),
+        Field("configTypes", "set"),
+        Field("isMfaRequired", "bool"),
+        Field("isMfaComplete", "bool"),
+        Field("isCertExtendable", "bool"),
+        Field("lastActivityAt", "datetime"),
+    ),
+    ops=("list", "detail", "delete"), links=("sessions",), render=render_api_session,
+)
+
+RESOURCES = (IDENTITY_TYPES, IDENTITIES, AUTHENTICATORS, API_SESSIONS)

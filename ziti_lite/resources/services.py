@@ -1,0 +1,202 @@
+"""Services, configs and config types."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import jsonschema
+import msgspec
+
+from ..api import crud
+from ..api.resource import Field, Resource
+from ..errors import ApiError, CouldNotValidate, NotFound, ReferencedEntity
+from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Tags, check_attributes, check_name, exists
+
+TERMINATOR_STRATEGIES = ("smartrouting", "weighted", "random", "sticky")
+
+
+# ---------------------------------------------------------------- config types
+class ConfigTypeCreate(Body):
+    name: str
+    schema: Optional[dict[str, Any]] = None
+    tags: Optional[Tags] = None
+
+
+ConfigTypeUpdate = ConfigTypeCreate
+
+
+def prepare_config_type(ctx, values: dict, existing: dict | None) -> None:
+    check_name(values)
+    if values.get("name") == "all":
+        raise CouldNotValidate("name", "name 'all' is reserved", "all")
+    if "schema" in values or existing is None:
+        schema = values.get("schema") or {}
+        if schema:
+            try:
+                jsonschema.Draft7Validator.check_schema(schema)
+            except jsonschema.SchemaError as e:
+                raise CouldNotValidate("schema", f"invalid schema: {e.message}", schema) from None
+            if schema.get("type") != "object":
+                raise CouldNotValidate("schema", "the root type of a config type schema must be object", schema)
+        values["schema"] = schema
+
+
+def before_delete_config_type(ctx, row: dict) -> None:
+    ids = ctx.store.column("SELECT id FROM configs WHERE config_type_id = ?", (row["id"],))
+    if ids:
+        raise ReferencedEntity("configTypeId", "configType", "config", ids)
+
+
+CONFIG_TYPES = Resource(
+    name="config-types", entity="configType", table="config_types",
+    fields=(NAME, Field("schema", "json", filterable=False)),
+    create=ConfigTypeCreate, update=ConfigTypeUpdate,
+    prepare=prepare_config_type, before_delete=before_delete_config_type,
+    auth={"delete": "admin"},
+)
+
+
+# ---------------------------------------------------------------- configs
+class ConfigCreate(Body):
+    name: str
+    config_type_id: str
+    data: dict[str, Any]
+    tags: Optional[Tags] = None
+
+
+class ConfigUpdate(Body):
+    name: str
+    data: dict[str, Any]
+    tags: Optional[Tags] = None
+
+
+def validate_config_data(store, type_id: str, data: Any) -> None:
+    schema_text = store.value("SELECT schema FROM config_types WHERE id = ?", (type_id,))
+    if schema_text is None:
+        raise CouldNotValidate("type", "invalid config type", type_id)
+    schema = json.loads(schema_text)
+    if not schema:
+        return
+    err = next(iter(sorted(jsonschema.Draft7Validator(schema).iter_errors(data), key=lambda e: list(e.path))), None)
+    if err is not None:
+        field = ".".join(["data", *map(str, err.absolute_path)])
+        raise CouldNotValidate(field, err.message, err.instance if not isinstance(err.instance, (dict, list)) else json.dumps(err.instance))
+
+
+def prepare_config(ctx, values: dict, existing: dict | None) -> None:
+    check_name(values)
+    type_id = existing["config_type_id"] if existing else values.get("config_type_id")
+    if existing is None and not exists(ctx.store, "config_types", type_id):
+        raise CouldNotValidate("type", "invalid config type", type_id)
+    values.pop("config_type_id", None) if existing else None
+    if "data" in values:
+        validate_config_data(ctx.store, type_id, values["data"])
+    if existing is None:
+        values["config_type_id"] = type_id
+
+
+def render_config(ctx, row: dict, out: dict) -> None:
+    name = ctx.store.value("SELECT name FROM config_types WHERE id = ?", (row["config_type_id"],))
+    out["configType"] = {"entity": "config-types", "id": row["config_type_id"], "name": name,
+                         "_links": {"self": {"href": f"./config-types/{row['config_type_id']}"}}}
+
+
+def before_delete_config(ctx, row: dict) -> None:
+    if ctx.store.value("SELECT 1 FROM sqlite_master WHERE name = 'identity_service_configs'"):
+        ids = ctx.store.column("SELECT DISTINCT identity_id FROM identity_service_configs WHERE config_id = ?", (row["id"],))
+        if ids:
+            raise ReferencedEntity("configId", "config", "identity", ids)
+    for sid, configs in ctx.store.conn.execute(
+            "SELECT s.id, s.configs FROM services s JOIN service_configs sc ON sc.service_id = s.id WHERE sc.config_id = ?",
+            (row["id"],)).fetchall():
+        remaining = [c for c in json.loads(configs) if c != row["id"]]
+        ctx.store.execute("UPDATE services SET configs = ? WHERE id = ?", (json.dumps(remaining), sid))
+
+
+CONFIGS = Resource(
+    name="configs", entity="config",
+    fields=(NAME, Field("configTypeId", column="config_type_id"), Field("data", "json", filterable=False)),
+    create=ConfigCreate, update=ConfigUpdate,
+    extra_symbols={"type": crud.fq.Symbol("string", "t.config_type_id")},
+    prepare=prepare_config, render=render_config, before_delete=before_delete_config,
+)
+
+
+# ---------------------------------------------------------------- services
+class ServiceCreate(Body):
+    name: str
+    encryption_required: bool
+    role_attributes: Optional[Attributes] = None
+    configs: Optional[list[str]] = None
+    terminator_strategy: Optional[str] = None
+    max_idle_time_millis: int = 0
+    tags: Optional[Tags] = None
+
+
+class ServiceUpdate(Body):
+    name: str
+    encryption_required: bool = False
+    role_attributes: Optional[Attributes] = None
+    configs: Optional[list[str]] = None
+    terminator_strategy: Optional[str] = None
+    max_idle_time_millis: int = 0
+    tags: Optional[Tags] = None
+
+
+def prepare_service(ctx, values: dict, existing: dict | None) -> None:
+    store = ctx.store
+    check_name(values)
+    check_attributes(values)
+    if existing is not None and ctx.route.method == "PATCH":
+        values.pop("encryption_required", None)  # read-only after create for PATCH, as upstream
+    if "terminator_strategy" in values or existing is None:
+        ts = values.get("terminator_strategy") or "smartrouting"
+        if ts not in TERMINATOR_STRATEGIES:
+            raise NotFound(message=f"terminatorStrategy with name {ts} not found")
+        values["terminator_strategy"] = ts
+    if "configs" in values or existing is None:
+        configs = list(dict.fromkeys(values.get("configs") or []))
+        by_type: dict[str, str] = {}
+        for cid in configs:
+            row = store.one("SELECT id, name, config_type_id FROM configs WHERE id = ? OR name = ?", (cid, cid))
+            if row is None:
+                raise NotFound("config", cid)
+            other = by_type.get(row["config_type_id"])
+            if other:
+                tname = store.value("SELECT name FROM config_types WHERE id = ?", (row["config_type_id"],))
+                raise CouldNotValidate("configs", f"duplicate configs named {other} and {row['name']} found for config type {tname}. Only one config of a given typed is allowed per service ", configs)
+            by_type[row["config_type_id"]] = row["name"]
+        values["configs"] = [store.value("SELECT id FROM configs WHERE id = ? OR name = ?", (c, c)) for c in configs]
+    for key in ("role_attributes", "tags"):
+        if key in values and values[key] is None:
+            values[key] = [] if key == "role_attributes" else {}
+
+
+def after_service(ctx, id: str, before: dict | None, values: dict | None) -> None:
+    if values is not None and "configs" in values:
+        ctx.store.execute("DELETE FROM service_configs WHERE service_id = ?", (id,))
+        ctx.store.executemany("INSERT INTO service_configs (service_id, config_id) VALUES (?, ?)",
+                              [(id, c) for c in values["configs"]])
+
+
+def render_service(ctx, row: dict, out: dict) -> None:
+    from . import service_view
+    service_view.decorate(ctx, row, out)
+
+
+SERVICES = Resource(
+    name="services", entity="service",
+    fields=(
+        NAME, ROLE_ATTRIBUTES,
+        Field("configs", "set"),
+        Field("encryptionRequired", "bool"),
+        Field("terminatorStrategy"),
+        Field("maxIdleTimeMillis", "int"),
+    ),
+    create=ServiceCreate, update=ServiceUpdate,
+    links=("service-edge-router-policies", "service-policies", "terminators", "configs"),
+    prepare=prepare_service, after_write=after_service, render=render_service,
+)
+
+RESOURCES = (CONFIG_TYPES, CONFIGS, SERVICES)
