@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import traceback
 
@@ -17,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
 
-from . import __version__
+from . import __version__, clock
 from .api import envelope as env
 from .api.context import Ctx
 from .api.router import Router
@@ -62,6 +63,7 @@ class Controller:
         request = Request(scope, receive)
         api, path = split_path(scope["path"])
         method = scope["method"]
+        ctx = None
         try:
             methods, params = self.router.match(api, path) if api else (None, {})
             if methods is None:
@@ -75,25 +77,37 @@ class Controller:
                     return await self._send(response, scope, receive, send)
                 raise ApiError("METHOD_NOT_ALLOWED", 405)
             ctx = Ctx(self, request, api, params, route)
-            self.authorize(ctx, route.auth)
+            await self.authorize(ctx, route.auth)
             response = await route.handler(ctx)
         except ApiError as e:
             response = env.error_response(e)
         except Exception:  # a bug: answer with the envelope, keep serving
             log.error("unhandled error on %s %s\n%s", method, scope["path"], traceback.format_exc())
             response = env.error_response(ApiError("UNHANDLED", 500))
+        if ctx is not None and ctx.session is not None:
+            response.raw_headers.extend(self._expiry_headers(ctx.session))
         await self._send(response, scope, receive, send)
+
+    def _expiry_headers(self, session) -> list[tuple[bytes, bytes]]:
+        """``expiration-seconds`` and ``expires-at`` (Go's default time text) for a valid session."""
+        timeout = self.settings.session_timeout
+        t = clock.parse(session.last_activity_at) + dt.timedelta(seconds=timeout)
+        frac = f".{t.microsecond:06d}".rstrip("0") if t.microsecond else ""
+        text = t.strftime("%Y-%m-%d %H:%M:%S") + frac + " +0000 UTC"
+        return [(b"expiration-seconds", str(timeout).encode()), (b"expires-at", text.encode())]
 
     async def _send(self, response, scope, receive, send):
         response.raw_headers.extend(self._headers)
         response.raw_headers.extend(CORS)
         await response(scope, receive, send)
 
-    def authorize(self, ctx: Ctx, level: str) -> None:
+    async def authorize(self, ctx: Ctx, level: str) -> None:
         if level == "public":
             return
-        token = ctx.request.headers.get("zt-session")
-        session = sessions.lookup(self, token)
+        headers = ctx.request.headers
+        token = headers.get("zt-session")
+        await sessions.warm(self, headers)  # JWKS keys for a secondary ext-jwt factor
+        session = sessions.lookup(self, token, headers)
         if session is None:
             raise Unauthorized()
         ctx.session = session

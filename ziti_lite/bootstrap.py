@@ -62,7 +62,7 @@ def ensure(ctl) -> dict:
             _seed_admin(store, settings)
         elif json.loads(_get(store, "server_hosts") or "[]") != hosts:
             signer = ca.KeyPair(_get(store, "signer_cert"), _get(store, "signer_key"))
-            server = ca.issue_server_cert(signer, hosts)
+            server = ca.issue_server_cert(signer, hosts, key_pem=_get(store, "server_key"))  # same key: issued JWTs stay valid
             _put(store, "server_cert", server.cert_pem)
             _put(store, "server_key", server.key_pem)
             _put(store, "server_hosts", json.dumps(hosts))

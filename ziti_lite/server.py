@@ -2,8 +2,11 @@
 
 The TLS context is built here from the PEMs stored in the database: TLS 1.2+, the RSA server
 certificate with its chain, and a client certificate requested but not required. Client
-certificates are checked by OpenSSL against the controller's CA bundle (plus verified external
-CAs, see ``tls.py``); the handlers read the verified peer certificate through ``tls.py``.
+certificates are checked by OpenSSL against the controller's CA bundle plus the CA entities
+registered through the API (``tls.trust`` adds new ones while running); validity dates are left
+to the application (auth policy ``allowExpiredCerts``), and a registered CA counts as a trust
+anchor even when it is an intermediate. The handlers read the peer certificates through
+``tls.py`` and verify them again against the CAs valid at that moment.
 """
 
 from __future__ import annotations
@@ -14,8 +17,12 @@ import tempfile
 
 import uvicorn
 
+from . import tls
 from .app import create_app
 from .config import Settings
+
+X509_V_FLAG_PARTIAL_CHAIN = 0x80000
+X509_V_FLAG_NO_CHECK_TIME = 0x200000
 
 
 def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLContext:
@@ -31,27 +38,42 @@ def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLConte
         with open(cert, "w") as f:
             f.write(state["server_cert"] + state["signer_cert"])
         ctx.load_cert_chain(cert, key)
-    ctx.load_verify_locations(cadata=state["signer_cert"] + state["root_cert"] + "".join(extra_cas or []))
+    ctx.load_verify_locations(cadata=state["signer_cert"] + state["root_cert"])
+    for pem in extra_cas or ():
+        try:
+            ctx.load_verify_locations(cadata=pem)
+        except (ssl.SSLError, ValueError):
+            pass  # a CA entity whose PEM OpenSSL refuses is simply not trusted by the handshake
     ctx.verify_mode = ssl.CERT_OPTIONAL
-    # validity dates are the auth policy's business (allowExpiredCerts), not the handshake's
-    ctx.verify_flags |= 0x200000  # X509_V_FLAG_NO_CHECK_TIME
+    # validity dates are the auth policy's business (allowExpiredCerts), not the handshake's;
+    # registered CAs may be intermediates, which must count as anchors (as in Go's x509 roots)
+    ctx.verify_flags |= X509_V_FLAG_NO_CHECK_TIME | X509_V_FLAG_PARTIAL_CHAIN
     return ctx
 
 
-def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None:
-    app = create_app(settings)
+def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Server:
+    """A uvicorn server for ``settings`` (not started); its controller is ``server.controller``."""
+    app = app or create_app(settings)
     ctl = app.state.controller
+    ctl.ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
-                            lifespan="on", server_header=False, date_header=True, access_log=False)
+                            lifespan="on", server_header=False, date_header=True, access_log=False,
+                            http=tls.protocol_class(),
+                            ssl_context_factory=lambda _config, _default: ctl.ssl_context)
     config.load()
-    config.ssl = ssl_context(ctl.state, _external_cas(ctl))
-    ctl.ssl_context = config.ssl
+    server = uvicorn.Server(config)
+    server.controller = ctl  # type: ignore[attr-defined]
+    return server
+
+
+def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None:
+    server = build(settings, log_level)
     print(f"ziti-lite: serving the OpenZiti edge APIs on {settings.base_url} (db {settings.db})", flush=True)
-    uvicorn.Server(config).run()
+    server.run()
 
 
-def _external_cas(ctl) -> list[str]:
+def _registered_cas(ctl) -> list[str]:
     store = ctl.store
     if not store.value("SELECT 1 FROM sqlite_master WHERE name = 'cas'"):
         return []
-    return store.column("SELECT cert_pem FROM cas WHERE is_verified = 1 AND is_auth_enabled = 1")
+    return store.column("SELECT cert_pem FROM cas")

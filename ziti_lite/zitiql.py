@@ -37,6 +37,9 @@ __all__ = [
 ]
 
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+# Limits that keep the AST, the compiler's recursion and SQLite's expression depth (1000) safe.
+MAX_NESTING = 50                # nested parentheses, `not`s and sub-queries
+MAX_BOOL_OPS = 200              # and/or operators in one filter
 
 
 # ====================================================================== errors
@@ -302,6 +305,8 @@ class _Parser:
     def __init__(self, text: str):
         self.toks = tokenize(text)
         self.i = 0
+        self.depth = 0          # open parentheses / not / sub-queries
+        self.bool_ops = 0       # and/or operators so far
 
     # -- token helpers ------------------------------------------------------------------
     def peek(self, k: int = 0) -> Token:
@@ -421,30 +426,55 @@ class _Parser:
         return SortField(name, True)
 
     def bool_expr(self) -> Node:
-        left = self.primary()
-        k = self.ws_run()
-        op = self.peek(k).type
-        if k and op in ("AND", "OR"):
+        """``primary (WS+ (and|or) WS+ primary)*`` folded from the right: each operator takes
+        everything after it as its right operand (no precedence between and/or)."""
+        items, ops = [self.primary()], []
+        while True:
+            k = self.ws_run()
+            op = self.peek(k)
+            if not (k and op.type in ("AND", "OR")):
+                break
+            self.bool_ops += 1
+            if self.bool_ops > MAX_BOOL_OPS:
+                raise ParseError(op.text, op.line, op.column,
+                                 f"too many and/or operators (max {MAX_BOOL_OPS}) at line: {op.line} "
+                                 f"column: {op.column}")
             self.i += k + 1
             self.require_ws()
-            right = self.bool_expr()  # the rest of the expression, at the lowest precedence
-            return And(left, right) if op == "AND" else Or(left, right)
-        return left
+            ops.append(op.type)
+            items.append(self.primary())
+        result = items.pop()
+        while ops:
+            left = items.pop()
+            result = And(left, result) if ops.pop() == "AND" else Or(left, result)
+        return result
+
+    def nest(self, tok: Token) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise ParseError(tok.text, tok.line, tok.column,
+                             f"filter nested too deeply (max {MAX_NESTING}) at line: {tok.line} "
+                             f"column: {tok.column}")
 
     def primary(self) -> Node:
         tok = self.peek()
         t = tok.type
         if t == "LPAREN":
+            self.nest(tok)
             self.next()
             self.skip_ws()
             inner = self.bool_expr()
             self.skip_ws()
             self.expect("RPAREN")
+            self.depth -= 1
             return inner
         if t == "NOT":
+            self.nest(tok)
             self.next()
             self.require_ws()
-            return Not(self.bool_expr())
+            inner = self.bool_expr()
+            self.depth -= 1
+            return Not(inner)
         if t == "BOOL":
             self.next()
             return BoolLiteral(tok.text.lower() == "true")
@@ -477,13 +507,15 @@ class _Parser:
 
     def set_expr(self) -> str | SubQuery:
         if self.peek().type == "FROM":
-            self.next()
+            self.nest(self.next())
             self.require_ws()
             symbol = self.expect("IDENT").text
             self.require_ws()
             self.expect("WHERE")
             self.require_ws()
-            return SubQuery(symbol, self.query())
+            sub = SubQuery(symbol, self.query())
+            self.depth -= 1
+            return sub
         return self.expect("IDENT").text
 
     def value(self, *types: str) -> tuple[str, Value]:

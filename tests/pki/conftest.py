@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-import sys
-from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-from cryptography import x509  # noqa: E402
-from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402
-from cryptography.x509.oid import NameOID  # noqa: E402
-
-from ziti_lite.pki import ca  # noqa: E402
+from ziti_lite.pki import ca
 
 HOSTS = ["127.0.0.1", "ctrl.example.com:1280", "::1", "10.1.2.3", "https://api.example.org:8441"]
 

@@ -287,8 +287,13 @@ def test_verify_chain_expired(pki):
     with pytest.raises(ca.ChainError, match="expired"):
         ca.verify_chain(expired, [], pki.ca_certs_pem())
     assert ca.verify_chain(expired, [], pki.ca_certs_pem(), allow_expired=True)
-    # valid at a time inside its validity window
-    assert ca.verify_chain(expired, [], pki.ca_certs_pem(), at=past + dt.timedelta(days=1))
+    # checked at ``at``: inside the leaf's window but before the CAs existed → still refused
+    with pytest.raises(ca.ChainError, match="issuer"):
+        ca.verify_chain(expired, [], pki.ca_certs_pem(), at=past + dt.timedelta(days=1))
+    short = _issue(pki, "short", days=1)
+    assert ca.verify_chain(short, [], pki.ca_certs_pem(), at=_now() + dt.timedelta(hours=12))
+    with pytest.raises(ca.ChainError):
+        ca.verify_chain(short, [], pki.ca_certs_pem(), at=_now() + dt.timedelta(days=2))
     # not yet valid
     future = _issue(pki, "future", now=_now() + dt.timedelta(days=10))
     with pytest.raises(ca.ChainError):
@@ -347,3 +352,12 @@ def test_create_controller_pki_is_fresh():
     assert time.perf_counter() - t < 5
     assert a.root.cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "ziti-lite Root CA"
     assert isinstance(a.server.cert.public_key(), rsa.RSAPublicKey)
+
+
+def test_sign_csr_accepts_raw_pem(pki):
+    csr_pem, _ = build_csr("raw-1")
+    cert = x509.load_pem_x509_certificate(ca.sign_csr(csr_pem, pki.signer).encode())
+    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "raw-1"
+    from ziti_lite.pki.csr import CsrError
+    with pytest.raises(CsrError):
+        ca.sign_csr("garbage", pki.signer)

@@ -26,7 +26,7 @@ S255 = Annotated[str, Meta(max_length=255)]
 S253 = Annotated[str, Meta(max_length=253)]
 
 
-class EnvInfo(Body):
+class EnvInfo(Body, omit_defaults=True):
     arch: Optional[S255] = None
     os: Optional[S255] = None
     os_release: Optional[S255] = None
@@ -35,7 +35,7 @@ class EnvInfo(Body):
     hostname: Optional[S253] = None
 
 
-class SdkInfo(Body):
+class SdkInfo(Body, omit_defaults=True):
     app_id: Optional[S255] = None
     app_version: Optional[S255] = None
     branch: Optional[S255] = None
@@ -70,6 +70,36 @@ def method(name: str):
     return deco
 
 
+# values an auth policy has when its stored JSON lacks them (upstream's read defaults)
+PRIMARY_DEFAULTS = {
+    "cert": {"allowed": True, "allowExpiredCerts": True},
+    "updb": {"allowed": True, "minPasswordLength": 5, "requireSpecialChar": False, "requireNumberChar": False,
+             "requireMixedCase": False, "maxAttempts": 5, "lockoutDurationMinutes": 0},
+    "extJwt": {"allowed": True, "allowedSigners": []},
+}
+_METHOD_KEYS = {"password": "updb", "updb": "updb", "cert": "cert", "ext-jwt": "extJwt", "extJwt": "extJwt"}
+
+
+def primary_rules(policy: dict, method: str) -> dict:
+    """The auth policy's primary rules for one method, defaults filled in."""
+    key = _METHOD_KEYS[method]
+    return {**PRIMARY_DEFAULTS[key], **((policy.get("primary") or {}).get(key) or {})}
+
+
+def check_primary(policy: dict, method: str, *, signer_id: str | None = None, cert_expired: bool = False) -> None:
+    """Raise ``InvalidAuth`` unless ``policy`` (as returned by ``identity_policy``) allows logging in
+    with ``method`` ("password"/"updb", "cert", "ext-jwt"/"extJwt"). For cert logins pass whether
+    the presented leaf is outside its validity period; for ext-jwt the signer's id."""
+    rules = primary_rules(policy, method)
+    if not rules.get("allowed"):
+        raise InvalidAuth()
+    key = _METHOD_KEYS[method]
+    if key == "cert" and cert_expired and not rules.get("allowExpiredCerts"):
+        raise InvalidAuth()
+    if key == "extJwt" and rules.get("allowedSigners") and signer_id not in rules["allowedSigners"]:
+        raise InvalidAuth()
+
+
 def identity_policy(store, identity_id: str) -> tuple[dict, dict] | None:
     """The identity row and its auth policy (primary, secondary parsed), or None."""
     ident = store.one("SELECT * FROM identities WHERE id = ?", (identity_id,))
@@ -87,6 +117,11 @@ def is_disabled(ident: dict) -> bool:
 
 @method("password")
 async def password_login(ctx, body: Authenticate) -> Login:
+    """Upstream's order: user, identity + policy, disabled, ``updb.allowed``, attempts, password.
+    Every refusal is the same ``INVALID_AUTH`` after the same amount of hashing. Lockout counts
+    consecutive wrong passwords (reset by a good one): the wrong password that takes the count
+    past ``maxAttempts`` (0 = unlimited) disables the identity for ``lockoutDurationMinutes``
+    (0 = until enabled) and ends its API sessions."""
     if not body.username or not body.password:
         raise CouldNotValidate("username", "username and password fields are required", None)
     store = ctx.store
@@ -99,20 +134,24 @@ async def password_login(ctx, body: Authenticate) -> Login:
     if found is None:
         raise InvalidAuth()
     ident, policy = found
-    updb = policy["primary"].get("updb", {})
-    if is_disabled(ident) or not updb.get("allowed", True):
+    updb = primary_rules(policy, "updb")
+    if is_disabled(ident) or not updb["allowed"]:
         await passwords.verify_async(body.password, None, None)
         raise InvalidAuth()
     ok = await passwords.verify_async(body.password, auth["password_hash"], auth["salt"])
-    max_attempts = updb.get("maxAttempts") or 0
+    max_attempts = max(0, updb.get("maxAttempts") or 0)
     with store.write():
-        if ok:
+        # re-read: a concurrent login may have counted or locked meanwhile
+        ident = store.one("SELECT * FROM identities WHERE id = ?", (ident["id"],)) or ident
+        if is_disabled(ident):
+            ok = False
+        elif ok:
             if ident["failed_logins"]:
                 store.execute("UPDATE identities SET failed_logins = 0 WHERE id = ?", (ident["id"],))
         else:
             failures = ident["failed_logins"] + 1
             store.execute("UPDATE identities SET failed_logins = ? WHERE id = ?", (failures, ident["id"]))
-            if max_attempts and failures >= max_attempts:
+            if max_attempts and failures > max_attempts:
                 minutes = updb.get("lockoutDurationMinutes") or 0
                 now = clock.now()
                 until = clock.fmt(now + dt.timedelta(minutes=minutes)) if minutes > 0 else None

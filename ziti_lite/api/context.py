@@ -86,6 +86,10 @@ def decode(body: bytes, type_: type[T]) -> T:
     try:
         return dec.decode(body)
     except msgspec.ValidationError as e:
+        try:
+            _json.decode(body)  # a type error found before the end of a truncated document
+        except msgspec.DecodeError as de:
+            raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(de)}) from None
         raise validation_error(str(e), body) from None
     except msgspec.DecodeError as e:
         raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None

@@ -164,11 +164,13 @@ def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbo
         raise ApiError("INVALID_SORT_IDENTIFIER", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
     except fq.PagingError as e:
         raise ApiError("INVALID_PAGINATION", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
-    scope = f" AND ({res.scope})" if res.scope else ""
-    cond = f"({where}){scope} AND ({compiled.where})"
+    # only the conditions that constrain: a bare ``count(*)`` uses SQLite's b-tree count
+    # (11 µs at 100k rows) where ``WHERE 1`` scans an index (0.9 ms)
+    parts = [f"({c})" for c in (where, res.scope, compiled.where) if c and c != "1"]
+    cond = " AND ".join(parts) or "1"
     all_params = [*params, *compiled.params]
     tbl = table or res.table
-    total = ctx.store.value(f"SELECT count(*) FROM {tbl} t WHERE {cond}", all_params)
+    total = ctx.store.value(f"SELECT count(*) FROM {tbl} t" + (f" WHERE {cond}" if parts else ""), all_params)
     rows = ctx.store.all(
         f"SELECT t.* FROM {tbl} t WHERE {cond} ORDER BY {compiled.order_by} LIMIT ? OFFSET ?",
         [*all_params, limit, offset])

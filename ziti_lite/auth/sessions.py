@@ -7,6 +7,7 @@ so a read request costs one indexed lookup and no write.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import uuid
 from dataclasses import dataclass
@@ -30,17 +31,51 @@ class Session:
 
 _LOOKUP = (
     "SELECT s.id, s.token, s.identity_id, s.authenticator_id, s.last_activity_at, s.is_mfa_required,"
-    " s.is_mfa_complete, i.is_admin, i.is_default_admin, i.disabled_at, i.disabled_until"
-    " FROM api_sessions s JOIN identities i ON i.id = s.identity_id WHERE s.token = ?"
+    " s.is_mfa_complete, i.is_admin, i.is_default_admin, i.disabled_at, i.disabled_until, p.secondary"
+    " FROM api_sessions s JOIN identities i ON i.id = s.identity_id"
+    " LEFT JOIN auth_policies p ON p.id = i.auth_policy_id WHERE s.token = ?"
 )
 
 
-def is_partial(ctl, row: dict) -> bool:
-    """A session is partial while a secondary factor it needs is missing."""
-    return bool(row["is_mfa_required"]) and not row["is_mfa_complete"]
+@functools.lru_cache(maxsize=256)
+def parse_secondary(text: str | None) -> dict:
+    """An auth policy's ``secondary`` JSON (cached by text; treat the result as read-only)."""
+    return json.loads(text) if text else {}
 
 
-def lookup(ctl, token: str | None) -> Session | None:
+def policy_secondary(store, identity_id: str) -> dict:
+    return parse_secondary(store.value(
+        "SELECT p.secondary FROM identities i JOIN auth_policies p ON p.id = i.auth_policy_id WHERE i.id = ?",
+        (identity_id,)))
+
+
+def totp_outstanding(row: dict, secondary: dict) -> bool:
+    """TOTP is owed while the session needs it (verified enrollment at login, or the policy's
+    ``requireTotp``) and has not given it."""
+    return bool(row["is_mfa_required"] or secondary.get("requireTotp")) and not row["is_mfa_complete"]
+
+
+def is_partial(ctl, row: dict, headers=None) -> bool:
+    """A session is partial while a secondary factor it needs is missing: TOTP, or a valid
+    bearer JWT from the policy's ``requireExtJwtSigner`` on this very request."""
+    secondary = parse_secondary(row.get("secondary"))
+    if totp_outstanding(row, secondary):
+        return True
+    signer_id = secondary.get("requireExtJwtSigner")
+    if signer_id:
+        from . import extjwt
+        return not extjwt.secondary_ok(ctl, signer_id, row["identity_id"], headers)
+    return False
+
+
+async def warm(ctl, headers) -> None:
+    """Before a synchronous lookup: fetch JWKS keys a bearer JWT on the request may need."""
+    if headers is not None and "authorization" in headers:
+        from . import extjwt
+        await extjwt.warm(ctl, headers)
+
+
+def lookup(ctl, token: str | None, headers=None) -> Session | None:
     if not token:
         return None
     try:
@@ -65,7 +100,7 @@ def lookup(ctl, token: str | None) -> Session | None:
         with ctl.store.write():
             ctl.store.execute("UPDATE api_sessions SET last_activity_at = ? WHERE id = ?", (stamp, row["id"]))
     return Session(row["id"], token, row["identity_id"], bool(row["is_admin"] or row["is_default_admin"]),
-                   row["authenticator_id"], is_partial(ctl, row), stamp)
+                   row["authenticator_id"], is_partial(ctl, row, headers), stamp)
 
 
 def create(ctl, identity_id: str, authenticator_id: str, ip: str, config_types: list[str],

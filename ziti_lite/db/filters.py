@@ -95,8 +95,24 @@ _TEXT_OPS = (zq.CONTAINS, zq.ICONTAINS, zq.NOT_CONTAINS, zq.NOT_ICONTAINS)
 _ONE_MS = _dt.timedelta(milliseconds=1)
 
 
+def _wrapped(sql: str) -> bool:
+    """Whether `sql` is one parenthesised group, e.g. ``(SELECT ...)``."""
+    if not (sql.startswith("(") and sql.endswith(")")):
+        return False
+    depth, quoted = 0, False
+    for i, ch in enumerate(sql):
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch in "()":
+            depth += 1 if ch == "(" else -1
+            if depth == 0 and i < len(sql) - 1:
+                return False
+    return depth == 0
+
+
 def _expr(sql: str) -> str:
-    return sql if _SIMPLE.fullmatch(sql) else f"({sql})"
+    """A symbol's SQL as an operand: parenthesised unless it already is a single term."""
+    return sql if _SIMPLE.fullmatch(sql) or _wrapped(sql) else f"({sql})"
 
 
 def _lit_type(v) -> str:
@@ -184,12 +200,15 @@ class _Compiler:
 
     # -- nodes --------------------------------------------------------------------------
     def node(self, n) -> tuple[str, list]:
-        if isinstance(n, zq.And):
-            (l, lp), (r, rp) = self.node(n.left), self.node(n.right)
-            return f"({l} AND {r})", lp + rp
-        if isinstance(n, zq.Or):
-            (l, lp), (r, rp) = self.node(n.left), self.node(n.right)
-            return f"({l} OR {r})", lp + rp
+        if isinstance(n, (zq.And, zq.Or)):
+            # a right-nested chain of one operator becomes one flat SQL list: (a AND b AND c)
+            cls, terms = type(n), []
+            while isinstance(n, cls):
+                terms.append(self.node(n.left))
+                n = n.right
+            terms.append(self.node(n))
+            joiner = " AND " if cls is zq.And else " OR "
+            return f"({joiner.join(t for t, _ in terms)})", [p for _, ps in terms for p in ps]
         if isinstance(n, zq.Not):
             s, p = self.node(n.expr)
             return f"(NOT coalesce({s}, 0))", p
@@ -396,12 +415,14 @@ def paging(filter_skip: int | None, filter_limit: int | None,
            param_limit: str | None, param_offset: str | None) -> Page:
     """Effective (limit, offset) of a list request.
 
-    The filter's ``limit``/``skip`` clauses win over the ``limit``/``offset`` query params.
+    The filter's ``limit``/``skip`` clauses win over the ``limit``/``offset`` query params (which
+    are still validated: a non-integer param raises PagingError, as upstream reads them first).
     limit: absent, 0 or < -1 → 10; > 500 → 500; -1 (``limit none``) → -1 = unlimited (report
     UNLIMITED_META). offset: absent or negative → 0; > 100000 → 100000.
     """
-    limit = filter_limit if filter_limit is not None else _param_int(param_limit, "limit")
-    offset = filter_skip if filter_skip is not None else _param_int(param_offset, "offset")
+    p_limit, p_offset = _param_int(param_limit, "limit"), _param_int(param_offset, "offset")
+    limit = filter_limit if filter_limit is not None else p_limit
+    offset = filter_skip if filter_skip is not None else p_offset
     if limit is None or limit == 0 or limit < -1:
         limit = DEFAULT_LIMIT
     elif limit > MAX_LIMIT:

@@ -18,6 +18,8 @@ from typing import Any, Iterator
 import apsw
 import apsw.bestpractice
 
+from .. import clock
+
 SCHEMA_VERSION = 1
 
 
@@ -37,6 +39,8 @@ def connect(path: str) -> apsw.Connection:
             fix(conn)
     conn.setbusytimeout(5000)
     conn.execute("PRAGMA synchronous = NORMAL")
+    # the controller's clock in SQL (tests move it with clock.advance), in the stored format
+    conn.create_scalar_function("zl_now", clock.stamp, 0, deterministic=False)
     return conn
 
 
@@ -46,6 +50,7 @@ class Store:
         self.conn = connect(path)
         self._depth = 0
         self._lock = threading.RLock()
+        self._columns: dict[str, tuple] = {}
         self.migrate()
 
     # -- schema ---------------------------------------------------------------------------
@@ -62,11 +67,25 @@ class Store:
         return False
 
     # -- reads ----------------------------------------------------------------------------
+    def _names(self, sql: str, cur) -> tuple | None:
+        """Column names of a statement, cached per SQL text (``getdescription()`` costs as much
+        as a point read; the schema does not change under a running process). None when the
+        statement has already completed without a row."""
+        names = self._columns.get(sql)
+        if names is None:
+            try:
+                names = tuple(d[0] for d in cur.getdescription())
+            except apsw.ExecutionCompleteError:
+                return None
+            if len(self._columns) >= 4096:  # filtered lists make many SQL texts: stay bounded
+                self._columns.clear()
+            self._columns[sql] = names
+        return names
+
     def one(self, sql: str, params: Any = ()) -> dict | None:
         cur = self.conn.execute(sql, params)
-        try:
-            names = [d[0] for d in cur.getdescription()]
-        except apsw.ExecutionCompleteError:
+        names = self._names(sql, cur)
+        if names is None:
             return None  # no row
         row = cur.fetchone()
         cur.close()
@@ -74,9 +93,8 @@ class Store:
 
     def all(self, sql: str, params: Any = ()) -> list[dict]:
         cur = self.conn.execute(sql, params)
-        try:
-            names = [d[0] for d in cur.getdescription()]
-        except apsw.ExecutionCompleteError:
+        names = self._names(sql, cur)
+        if names is None:
             return []
         return [dict(zip(names, r)) for r in cur]
 

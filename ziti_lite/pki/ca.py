@@ -33,7 +33,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ziti_lite import clock
 
-from .csr import ParsedCsr
+from .csr import ParsedCsr, parse_csr
 
 __all__ = [
     "KeyPair",
@@ -377,7 +377,7 @@ _USAGES = {
 
 
 def sign_csr(
-    csr: ParsedCsr,
+    csr: ParsedCsr | str | bytes,
     signer: KeyPair,
     days: int = CLIENT_DAYS,
     usage: str = "client",
@@ -396,7 +396,10 @@ def sign_csr(
     clientAuth. SANs: ``sans`` when given (extend copies the current cert's SANs); otherwise the
     CSR's SANs when ``copy_sans`` (default: True for ``"server"``, False for ``"client"``: an
     identity's ott cert drops CSR SANs; pass ``copy_sans=True`` for a router's client cert).
+    A CSR given as PEM/DER is parsed first (:class:`~ziti_lite.pki.csr.CsrError` when invalid).
     """
+    if not isinstance(csr, ParsedCsr):
+        csr = parse_csr(csr)
     if usage not in _USAGES:
         raise ValueError(f"unknown certificate usage {usage!r}")
     now = _aware(now)

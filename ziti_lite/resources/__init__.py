@@ -7,6 +7,7 @@ import importlib
 FAMILIES = (
     "identities",
     "services",
+    "auth",
 )
 
 

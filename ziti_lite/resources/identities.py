@@ -68,7 +68,7 @@ def _disabled(row: dict) -> bool:
     return bool(row.get("disabled_at")) and (not row.get("disabled_until") or row["disabled_until"] > clock.stamp())
 
 
-DISABLED_SQL = "(t.disabled_at IS NOT NULL AND (t.disabled_until IS NULL OR t.disabled_until > strftime('%Y-%m-%dT%H:%M:%fZ','now')))"
+DISABLED_SQL = "(t.disabled_at IS NOT NULL AND (t.disabled_until IS NULL OR t.disabled_until > zl_now()))"
 
 
 def prepare_identity(ctx, values: dict, existing: dict | None) -> None:
@@ -116,26 +116,41 @@ def after_identity(ctx, id: str, before: dict | None, values: dict | None) -> No
         create_for_identity(ctx, id, enrollment)
 
 
+# everything the identity detail needs beyond its own row, in one statement (one round trip
+# through apsw instead of five; this runs once per identity of every list page)
+_RENDER_EXTRAS = (
+    "SELECT (SELECT name FROM auth_policies WHERE id = ?1),"
+    " (SELECT json_group_array(json_array(id, method, username, fingerprint)) FROM authenticators"
+    "  WHERE identity_id = ?2),"
+    " EXISTS (SELECT 1 FROM enrollments WHERE identity_id = ?2),"
+    " EXISTS (SELECT 1 FROM api_sessions WHERE identity_id = ?2),"
+    " EXISTS (SELECT 1 FROM mfa WHERE identity_id = ?2 AND is_verified = 1)"
+)
+_decode_list = msgspec.json.Decoder(list).decode
+
+
 def render_identity(ctx, row: dict, out: dict) -> None:
     store = ctx.store
     id = row["id"]
+    policy_name, auth_rows, has_enrollment, has_session, has_mfa = store.conn.execute(
+        _RENDER_EXTRAS, (row["auth_policy_id"], id)).fetchone()
     out["type"] = env.entity_ref("identity-types", "identity-types", row["type_id"], row["type_id"])
-    out["authPolicy"] = env.entity_ref("auth-policies", "auth-policies", row["auth_policy_id"],
-                                       name_of(store, "auth_policies", row["auth_policy_id"]))
+    out["authPolicy"] = env.entity_ref("auth-policies", "auth-policies", row["auth_policy_id"], policy_name)
     out["_links"]["auth-policies"] = {"href": f"./auth-policies/{row['auth_policy_id']}"}
     auths = {}
-    for a in store.all("SELECT id, method, username, fingerprint FROM authenticators WHERE identity_id = ?", (id,)):
-        auths[a["method"]] = ({"id": a["id"], "username": a["username"]} if a["method"] == "updb"
-                              else {"id": a["id"], "fingerprint": a["fingerprint"]})
+    if auth_rows != "[]":
+        for a_id, method, username, fingerprint in _decode_list(auth_rows):
+            auths[method] = ({"id": a_id, "username": username} if method == "updb"
+                             else {"id": a_id, "fingerprint": fingerprint})
     out["authenticators"] = auths
-    out["enrollment"] = enrollment_summary(store, id)
+    out["enrollment"] = enrollment_summary(store, id) if has_enrollment else {}
     out["disabled"] = _disabled(row)
     if row.get("disabled_at") is None:
         out.pop("disabledAt", None)
     if row.get("disabled_until") is None:
         out.pop("disabledUntil", None)
-    out["hasApiSession"] = store.value("SELECT 1 FROM api_sessions WHERE identity_id = ? LIMIT 1", (id,)) is not None
-    out["isMfaEnabled"] = store.value("SELECT 1 FROM mfa WHERE identity_id = ? AND is_verified = 1", (id,)) is not None
+    out["hasApiSession"] = bool(has_session)
+    out["isMfaEnabled"] = bool(has_mfa)
     out["hasEdgeRouterConnection"] = False
     out["edgeRouterConnectionStatus"] = "offline"
 

@@ -1,0 +1,202 @@
+"""Services, configs and config types: schema validation, references, immutable fields."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import assert_error
+
+BUILTIN = {
+    "f2dd2df0-9c04-4b84-a91e-71437ac229f1": "ziti-tunneler-client.v1",
+    "cea49285-6c07-42cf-9f52-09a9b115c783": "ziti-tunneler-server.v1",
+    "g7cIWbcGg": "intercept.v1",
+    "NH5p4FpGR": "host.v1",
+    "host.v2": "host.v2",
+}
+INTERCEPT = "g7cIWbcGg"
+HOST = "NH5p4FpGR"
+GOOD_INTERCEPT = {"protocols": ["tcp"], "addresses": ["web.ziti"], "portRanges": [{"low": 80, "high": 443}]}
+GOOD_HOST = {"protocol": "tcp", "address": "localhost", "port": 8080}
+
+
+def config(admin, name, type_id, data):
+    return admin.post("/configs", json={"name": name, "configTypeId": type_id, "data": data})
+
+
+# ------------------------------------------------------------------ config types
+def test_builtin_config_types(admin):
+    r = admin.get("/config-types?limit=-1")
+    rows = {c["id"]: c for c in r.json()["data"]}
+    for id, name in BUILTIN.items():
+        assert rows[id]["name"] == name
+        assert rows[id]["schema"]["type"] == "object"
+    assert r.json()["meta"]["pagination"]["totalCount"] == 5
+
+
+def test_config_type_schema_must_be_a_valid_object_schema(admin):
+    err = assert_error(admin.post("/config-types", json={"name": "bad", "schema": {"type": "array"}}),
+                       400, "COULD_NOT_VALIDATE")
+    assert err["cause"]["field"] == "schema"
+    err = assert_error(admin.post("/config-types", json={"name": "bad", "schema": {"type": "object", "minProperties": "x"}}),
+                       400, "COULD_NOT_VALIDATE")
+    assert err["cause"]["field"] == "schema"
+    assert_error(admin.post("/config-types", json={"name": "bad", "schema": "nope"}), 400, "COULD_NOT_VALIDATE")
+    id = admin.create("config-types", {"name": "no-schema"})
+    assert admin.get(f"/config-types/{id}").json()["data"]["schema"] == {}
+
+
+def test_config_type_name_rules(admin):
+    admin.create("config-types", {"name": "mine"})
+    err = assert_error(admin.post("/config-types", json={"name": "mine"}), 400, "COULD_NOT_VALIDATE")
+    assert err["cause"]["reason"] == "name must be unique"
+    assert_error(admin.post("/config-types", json={"name": "intercept.v1"}), 400, "COULD_NOT_VALIDATE")
+
+
+def test_delete_config_type_in_use_is_409(admin):
+    ct = admin.create("config-types", {"name": "used", "schema": {"type": "object"}})
+    cid = admin.create("configs", {"name": "user-of-ct", "configTypeId": ct, "data": {}})
+    err = assert_error(admin.delete(f"/config-types/{ct}"), 409, "CAN_NOT_DELETE_REFERENCED_ENTITY")
+    assert err["cause"]["field"] == "configTypeId" and cid in err["cause"]["value"]
+    assert admin.delete(f"/configs/{cid}").status_code == 200
+    assert admin.delete(f"/config-types/{ct}").status_code == 200
+
+
+# ------------------------------------------------------------------ configs against built-in schemas
+@pytest.mark.parametrize("type_id,data", [
+    (INTERCEPT, GOOD_INTERCEPT),
+    (INTERCEPT, {**GOOD_INTERCEPT, "protocols": ["tcp", "udp"], "dialOptions": {"identity": "x"}}),
+    (HOST, GOOD_HOST),
+    (HOST, {"forwardProtocol": True, "allowedProtocols": ["udp"], "address": "a", "port": 1}),
+    ("host.v2", {"terminators": [GOOD_HOST]}),
+    ("f2dd2df0-9c04-4b84-a91e-71437ac229f1", {"hostname": "web.ziti", "port": 80}),
+    ("cea49285-6c07-42cf-9f52-09a9b115c783", {"hostname": "localhost", "port": 8080, "protocol": "tcp"}),
+])
+def test_valid_config_data(admin, type_id, data):
+    r = config(admin, "c", type_id, data)
+    assert r.status_code == 201, r.text
+    d = admin.get(f"/configs/{r.json()['data']['id']}").json()["data"]
+    assert d["data"] == data and d["configTypeId"] == type_id
+    assert d["configType"] == {"entity": "config-types", "id": type_id, "name": BUILTIN[type_id],
+                               "_links": {"self": {"href": f"./config-types/{type_id}"}}}
+
+
+@pytest.mark.parametrize("type_id,data", [
+    (INTERCEPT, {"protocols": ["tcp"], "addresses": ["web.ziti"]}),                         # portRanges missing
+    (INTERCEPT, {**GOOD_INTERCEPT, "protocols": ["icmp"]}),
+    (INTERCEPT, {**GOOD_INTERCEPT, "portRanges": [{"low": 80, "high": 70000}]}),
+    (INTERCEPT, {**GOOD_INTERCEPT, "addresses": []}),
+    (HOST, {"protocol": "tcp", "address": "localhost"}),                                     # port missing
+    (HOST, {**GOOD_HOST, "port": "8080"}),
+    (HOST, {**GOOD_HOST, "surprise": 1}),
+    ("host.v2", {"terminators": []}),
+    ("f2dd2df0-9c04-4b84-a91e-71437ac229f1", {"hostname": "web.ziti", "port": -1}),
+])
+def test_invalid_config_data_is_400(admin, type_id, data):
+    err = assert_error(config(admin, "c", type_id, data), 400, "COULD_NOT_VALIDATE")
+    assert err["cause"]["field"].startswith("data"), err
+    assert isinstance(err["cause"]["value"], str) and err["cause"]["reason"]
+
+
+def test_config_with_unknown_type(admin):
+    assert_error(config(admin, "c", "nope", {}), 400, "COULD_NOT_VALIDATE")
+
+
+def test_config_data_required_and_object(admin):
+    assert_error(admin.post("/configs", json={"name": "c", "configTypeId": HOST}), 400, "COULD_NOT_VALIDATE")
+    assert_error(admin.post("/configs", json={"name": "c", "configTypeId": HOST, "data": [1]}), 400, "COULD_NOT_VALIDATE")
+
+
+def test_config_updates_are_validated_and_type_is_fixed(admin):
+    cid = admin.create("configs", {"name": "h", "configTypeId": HOST, "data": GOOD_HOST})
+    err = assert_error(admin.patch(f"/configs/{cid}", json={"data": {"protocol": "sctp", "address": "a", "port": 1}}),
+                       400, "COULD_NOT_VALIDATE")
+    assert err["cause"]["field"].startswith("data")
+    assert_error(admin.put(f"/configs/{cid}", json={"name": "h", "data": {}}), 400, "COULD_NOT_VALIDATE")
+    r = admin.put(f"/configs/{cid}", json={"name": "h2", "configTypeId": INTERCEPT, "data": {**GOOD_HOST, "port": 9}})
+    assert r.status_code == 200, r.text
+    d = admin.get(f"/configs/{cid}").json()["data"]
+    assert d["configTypeId"] == HOST and d["data"]["port"] == 9 and d["name"] == "h2"
+    # PATCH replaces data as a whole
+    assert admin.patch(f"/configs/{cid}", json={"data": {"protocol": "udp", "address": "b", "port": 2}}).status_code == 200
+    assert admin.get(f"/configs/{cid}").json()["data"]["data"] == {"protocol": "udp", "address": "b", "port": 2}
+
+
+def test_config_type_filter(admin):
+    admin.create("configs", {"name": "i1", "configTypeId": INTERCEPT, "data": GOOD_INTERCEPT})
+    admin.create("configs", {"name": "h1", "configTypeId": HOST, "data": GOOD_HOST})
+    rows = admin.get("/configs", params={"filter": f'type = "{HOST}"'}).json()["data"]
+    assert [c["name"] for c in rows] == ["h1"]
+
+
+# ------------------------------------------------------------------ services
+def test_service_defaults_and_detail(admin):
+    sid = admin.create("services", {"name": "svc", "encryptionRequired": False})
+    d = admin.get(f"/services/{sid}").json()["data"]
+    assert d["terminatorStrategy"] == "smartrouting" and d["maxIdleTimeMillis"] == 0
+    assert d["configs"] == [] and d["roleAttributes"] == [] and d["config"] == {}
+    assert d["encryptionRequired"] is False
+    assert isinstance(d["permissions"], list) and isinstance(d["postureQueries"], list)
+    for rel in ("service-edge-router-policies", "service-policies", "terminators", "configs"):
+        assert d["_links"][rel] == {"href": f"./services/{sid}/{rel}"}
+
+
+def test_service_requires_encryption_flag(admin):
+    err = assert_error(admin.post("/services", json={"name": "svc"}), 400, "COULD_NOT_VALIDATE")
+    assert err["cause"]["field"] == "encryptionRequired"
+
+
+def test_service_configs_by_id_or_name(admin):
+    i = admin.create("configs", {"name": "icpt", "configTypeId": INTERCEPT, "data": GOOD_INTERCEPT})
+    h = admin.create("configs", {"name": "hst", "configTypeId": HOST, "data": GOOD_HOST})
+    sid = admin.create("services", {"name": "svc", "encryptionRequired": True, "configs": [i, "hst"]})
+    assert admin.get(f"/services/{sid}").json()["data"]["configs"] == [i, h]
+    err = assert_error(admin.post("/services", json={"name": "s2", "encryptionRequired": True, "configs": ["nope"]}),
+                       404, "NOT_FOUND")
+    assert "nope" in err["cause"]["message"]
+
+
+def test_two_configs_of_one_type_on_a_service_is_400(admin):
+    a = admin.create("configs", {"name": "h-a", "configTypeId": HOST, "data": GOOD_HOST})
+    b = admin.create("configs", {"name": "h-b", "configTypeId": HOST, "data": GOOD_HOST})
+    err = assert_error(admin.post("/services", json={"name": "s", "encryptionRequired": True, "configs": [a, b]}),
+                       400, "COULD_NOT_VALIDATE")
+    assert err["cause"]["field"] == "configs"
+    sid = admin.create("services", {"name": "s", "encryptionRequired": True, "configs": [a]})
+    assert_error(admin.patch(f"/services/{sid}", json={"configs": [a, b]}), 400, "COULD_NOT_VALIDATE")
+    assert admin.get(f"/services/{sid}").json()["data"]["configs"] == [a]
+
+
+def test_deleting_a_config_removes_it_from_services(admin):
+    a = admin.create("configs", {"name": "h-a", "configTypeId": HOST, "data": GOOD_HOST})
+    sid = admin.create("services", {"name": "s", "encryptionRequired": True, "configs": [a]})
+    assert admin.delete(f"/configs/{a}").status_code == 200
+    assert admin.get(f"/services/{sid}").json()["data"]["configs"] == []
+    r = admin.post("/database/check-data-integrity")
+    assert r.status_code == 202
+
+
+def test_terminator_strategy(admin):
+    sid = admin.create("services", {"name": "s", "encryptionRequired": True, "terminatorStrategy": "weighted"})
+    assert admin.get(f"/services/{sid}").json()["data"]["terminatorStrategy"] == "weighted"
+    assert_error(admin.post("/services", json={"name": "s2", "encryptionRequired": True, "terminatorStrategy": "best"}),
+                 404, "NOT_FOUND")
+
+
+def test_service_put_resets_and_patch_keeps(admin):
+    c = admin.create("configs", {"name": "h", "configTypeId": HOST, "data": GOOD_HOST})
+    sid = admin.create("services", {"name": "s", "encryptionRequired": True, "configs": [c], "roleAttributes": ["x"],
+                                    "maxIdleTimeMillis": 5, "terminatorStrategy": "random", "tags": {"a": 1}})
+    assert admin.patch(f"/services/{sid}", json={"name": "s1"}).status_code == 200
+    d = admin.get(f"/services/{sid}").json()["data"]
+    assert (d["name"], d["configs"], d["roleAttributes"], d["maxIdleTimeMillis"], d["terminatorStrategy"], d["tags"]) == \
+           ("s1", [c], ["x"], 5, "random", {"a": 1})
+    assert admin.put(f"/services/{sid}", json={"name": "s2"}).status_code == 200
+    d = admin.get(f"/services/{sid}").json()["data"]
+    assert (d["configs"], d["roleAttributes"], d["maxIdleTimeMillis"], d["terminatorStrategy"], d["tags"]) == \
+           ([], [], 0, "smartrouting", {})
+
+
+def test_service_names_unique(admin):
+    admin.create("services", {"name": "same", "encryptionRequired": True})
+    err = assert_error(admin.post("/services", json={"name": "same", "encryptionRequired": True}), 400, "COULD_NOT_VALIDATE")
+    assert err["cause"] == {"field": "name", "reason": "name must be unique", "value": "same"}

@@ -1,0 +1,123 @@
+"""Shared fixtures: a fresh controller per test (copied from a template made once per session,
+so the PKI is generated once), a TestClient, and an admin-logged-in client."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import pytest
+
+warnings.filterwarnings("ignore", message=".*httpx.*", category=DeprecationWarning)
+from starlette.testclient import TestClient  # noqa: E402
+
+from ziti_lite import clock  # noqa: E402
+from ziti_lite.app import create_app  # noqa: E402
+from ziti_lite.config import Settings  # noqa: E402
+from ziti_lite.db.store import Store  # noqa: E402
+
+ADMIN_USER = "admin"
+ADMIN_PASSWORD = "admin-Passw0rd"
+MGMT = "/edge/management/v1"
+CLIENT = "/edge/client/v1"
+
+
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    app = create_app(Settings(db=str(path), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
+    app.state.controller.store.close()
+    return path
+
+
+@pytest.fixture
+def db_path(template_db, tmp_path):
+    path = tmp_path / "net.db"
+    shutil.copy(template_db, path)
+    return path
+
+
+@pytest.fixture
+def app(db_path):
+    clock.reset()
+    application = create_app(Settings(db=str(db_path), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
+    yield application
+    clock.reset()
+    application.state.controller.store.close()
+
+
+@pytest.fixture
+def ctl(app):
+    return app.state.controller
+
+
+class Api:
+    """A TestClient bound to one API prefix and (optionally) one session token."""
+
+    def __init__(self, client: TestClient, prefix: str = MGMT, token: str | None = None):
+        self.client, self.prefix, self.token = client, prefix, token
+
+    def _h(self, headers):
+        h = dict(headers or {})
+        if self.token and "zt-session" not in h:
+            h["zt-session"] = self.token
+        return h
+
+    def request(self, method, path, headers=None, **kw):
+        return self.client.request(method, self.prefix + path, headers=self._h(headers), **kw)
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, **kw):
+        return self.request("POST", path, **kw)
+
+    def put(self, path, **kw):
+        return self.request("PUT", path, **kw)
+
+    def patch(self, path, **kw):
+        return self.request("PATCH", path, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def login(self, username=ADMIN_USER, password=ADMIN_PASSWORD) -> "Api":
+        r = self.client.post(self.prefix + "/authenticate?method=password", json={"username": username, "password": password})
+        assert r.status_code == 200, r.text
+        return Api(self.client, self.prefix, r.json()["data"]["token"])
+
+    def as_prefix(self, prefix: str) -> "Api":
+        return Api(self.client, prefix, self.token)
+
+    def create(self, collection: str, body: dict) -> str:
+        r = self.post(f"/{collection}", json=body)
+        assert r.status_code == 201, r.text
+        return r.json()["data"]["id"]
+
+
+@pytest.fixture
+def client(app):
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.fixture
+def anon(client):
+    return Api(client)
+
+
+@pytest.fixture
+def admin(client):
+    return Api(client).login()
+
+
+def assert_error(r, status: int, code: str):
+    """Every error is the OpenZiti envelope with the given status and code."""
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error", "meta"}, body
+    assert body["meta"] == {"apiEnrollmentVersion": "0.0.1", "apiVersion": "0.0.1"}
+    assert body["error"]["code"] == code, body
+    assert body["error"]["message"]
+    assert body["error"]["requestId"]
+    return body["error"]

@@ -1,0 +1,272 @@
+"""Certificates as credentials: trust anchors, ``method=cert`` logins, CA verification and the
+self-service extension of a network-issued client certificate.
+
+Trust anchors are the controller CA bundle (root + signing CA, what ``/.well-known/est/cacerts``
+serves) and the CA entities, each with its own rules: authentication needs a CA that is verified
+and auth-enabled, OTT-CA enrollment the enrollment's CA, auto enrollment a verified CA with auto
+enrollment on. Chains are verified here against what the database says now, whatever the TLS
+handshake let through (see ``tls.py``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from .. import clock
+from ..errors import ApiError, InvalidAuth, Unauthorized
+from ..pki import ca as pki
+from ..pki import claims
+from ..pki.csr import CsrError, parse_csr
+
+MESSAGES = {
+    "CERT_FAILED_VALIDATION": "certificate failed to validate against CA",
+    "CERT_IN_USE": "The certificate supplied is already associated with another identity",
+    "CA_ALREADY_VERIFIED": "CA has already been verified",
+    "EXPECTED_PEM_CERTIFICATE": "expected PEM block type 'CERTIFICATE'",
+    "COULD_NOT_PARSE_DER_BLOCK": "The certificate's DER block could not be parsed",
+    "COULD_NOT_PARSE_PEM_BLOCK": "The certificate's PEM block could not be parsed",
+    "INVALID_COMMON_NAME": "The common name of the supplied certificate is invalid",
+    "CERTIFICATE_FAILED_VALIDATION": "The supplied certificate failed to validate against the CA's certificate chain",
+    "COULD_NOT_PROCESS_CSR": "The supplied csr could not be processed",
+    "CAN_NOT_UPDATE_AUTHENTICATOR": "The authenticator cannot be updated",
+    "INVALID_CLIENT_CERT": "The provided client certificate is invalid",
+    "MISSING_CERT_CLAIM": "The certificate is expected to contain and externalId, which was not found",
+}
+
+
+def error(code: str, status: int = 400, cause: dict | None = None) -> ApiError:
+    return ApiError(code, status, message=MESSAGES.get(code), cause=cause)
+
+
+# ------------------------------------------------------------------ anchors
+def controller_cas(ctl) -> list[str]:
+    return [ctl.state["root_cert"], ctl.state["signer_cert"]]
+
+
+def ca_bundle_pem(ctl) -> str:
+    """The controller CA bundle as one PEM string (``ca`` of enroll and extend answers)."""
+    return pki.chain_pem(*controller_cas(ctl))
+
+
+def chain_pem(ctl, leaf_pem: str) -> str:
+    """A certificate issued by the signing CA followed by its intermediates (the root excluded)."""
+    return pki.chain_pem(leaf_pem, ctl.state["signer_cert"])
+
+
+def has_cas(store) -> bool:
+    return store.value("SELECT 1 FROM sqlite_master WHERE name = 'cas'") is not None
+
+
+def ca_rows(store, where: str = "1", params=()) -> list[dict]:
+    if not has_cas(store):
+        return []
+    return store.all(f"SELECT * FROM cas WHERE {where} ORDER BY created_at, id", params)
+
+
+def claim_of(ca_row: dict) -> dict | None:
+    text = ca_row.get("external_id_claim")
+    return json.loads(text) if text else None
+
+
+def chains_to(certs: list[x509.Certificate], anchors, *, check_time: bool, eku: str | None) -> bool:
+    try:
+        return pki.verify_chain(certs[0], certs[1:], anchors, allow_expired=not check_time, eku=eku)
+    except pki.ChainError:
+        return False
+
+
+def first_ca(store, certs, where: str, params=(), *, check_time: bool, eku: str | None) -> dict | None:
+    """The first CA entity (matching ``where``) that ``certs`` chain to."""
+    for row in ca_rows(store, where, params):
+        try:
+            anchors = pki.load_certs(row["cert_pem"])
+        except ValueError:
+            continue
+        if chains_to(certs, anchors, check_time=check_time, eku=eku):
+            return row
+    return None
+
+
+def fingerprint(cert: x509.Certificate) -> str:
+    return pki.fingerprint(cert)
+
+
+def pem_of(cert: x509.Certificate) -> str:
+    return pki.chain_pem(cert)
+
+
+# ------------------------------------------------------------------ method=cert
+def login(ctx, certs: list[x509.Certificate]):
+    """Who the presented certificates authenticate: ``(identity_id, authenticator_id,
+    cert_extendable)``; raises INVALID_AUTH for anything else."""
+    from ..api.authentication import identity_policy, is_disabled
+    store = ctx.store
+    if not certs:
+        raise InvalidAuth()
+    leaf = certs[0]
+    third_party = None
+    if not chains_to(certs, controller_cas(ctx.ctl), check_time=False, eku=None):
+        third_party = first_ca(store, certs, "is_verified = 1 AND is_auth_enabled = 1", check_time=False, eku=None)
+        if third_party is None:
+            raise InvalidAuth()
+    external_id = ""
+    if third_party is not None:
+        try:
+            external_id = claims.external_id(claim_of(third_party), leaf)
+        except claims.ClaimError:
+            external_id = ""
+    auth = None
+    if external_id:
+        identity_id = store.value("SELECT id FROM identities WHERE external_id = ?", (external_id,))
+        if identity_id is None:
+            raise InvalidAuth()
+        authenticator_id = "internal"
+    else:
+        auth = store.one("SELECT id, identity_id, cert_pem, is_issued_by_network FROM authenticators"
+                         " WHERE method = 'cert' AND fingerprint = ?", (fingerprint(leaf),))
+        if auth is None:
+            raise InvalidAuth()
+        identity_id, authenticator_id = auth["identity_id"], auth["id"]
+    found = identity_policy(store, identity_id)
+    if found is None:
+        raise InvalidAuth()
+    ident, policy = found
+    cert_rules = policy["primary"].get("cert") or {}
+    if is_disabled(ident) or not cert_rules.get("allowed", True):
+        raise InvalidAuth()
+    if not cert_rules.get("allowExpiredCerts", True):
+        now = clock.now()
+        if not (leaf.not_valid_before_utc <= now <= leaf.not_valid_after_utc):
+            raise InvalidAuth()
+    if auth is not None and not auth["cert_pem"]:
+        with store.write():
+            store.execute("UPDATE authenticators SET cert_pem = ?, updated_at = ? WHERE id = ?",
+                          (pem_of(leaf), clock.stamp(), auth["id"]))
+    extendable = bool(auth and auth["is_issued_by_network"])
+    return identity_id, authenticator_id, extendable
+
+
+# ------------------------------------------------------------------ admin-created cert authenticators
+def prepare_cert_authenticator(ctx, values: dict) -> None:
+    """One PEM certificate that chains to the controller bundle or a verified CA (checked at the
+    certificate's own NotBefore, as upstream)."""
+    pem = values.pop("cert_pem", None) or ""
+    try:
+        certs = pki.load_certs(pem)
+    except Exception:
+        certs = []
+    if len(certs) != 1:
+        raise error("COULD_NOT_PARSE_PEM_BLOCK")
+    cert = certs[0]
+    at = cert.not_valid_before_utc
+    ca_id = None
+    try:
+        pki.verify_chain(cert, [], controller_cas(ctx.ctl), at=at)
+    except pki.ChainError:
+        for row in ca_rows(ctx.store, "is_verified = 1"):
+            try:
+                pki.verify_chain(cert, [], pki.load_certs(row["cert_pem"]), at=at)
+            except (pki.ChainError, ValueError):
+                continue
+            ca_id = row["id"]
+            break
+        else:
+            raise error("CERT_FAILED_VALIDATION")
+    values["cert_pem"] = pem_of(cert)
+    values["fingerprint"] = fingerprint(cert)
+    values["is_issued_by_network"] = False
+    values["ca_id"] = ca_id
+    values.pop("username", None)
+    values.pop("password", None)
+
+
+# ------------------------------------------------------------------ CA verification
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
+
+
+def verify_ca(ctx, row: dict, body: bytes) -> None:
+    """``POST /cas/{id}/verify``: a certificate signed by the CA whose CN is the CA's
+    verification token marks it verified. Checks and codes in upstream's order."""
+    if row["is_verified"]:
+        raise error("CA_ALREADY_VERIFIED", 409)
+    text = body.decode("utf-8", "replace") if body else ""
+    m = _PEM_BLOCK.search(text)
+    if not text.strip() or m is None:
+        raise ApiError("COULD_NOT_PARSE_BODY", 400)
+    if m.group(1) != "CERTIFICATE":
+        raise error("EXPECTED_PEM_CERTIFICATE", cause={"code": "UNHANDLED", "message": f"encountered PEM block type {m.group(1)}"})
+    try:
+        der = base64.b64decode("".join(m.group(2).split()), validate=True)
+        cert = x509.load_der_x509_certificate(der)
+        cns = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    except (binascii.Error, ValueError) as e:
+        raise error("COULD_NOT_PARSE_DER_BLOCK", cause={"code": "UNHANDLED", "message": str(e)}) from None
+    cn = cns[0].value if cns else ""
+    if cn != row["verification_token"]:
+        raise error("INVALID_COMMON_NAME")
+    try:
+        pki.verify_chain(cert, [], pki.load_certs(row["cert_pem"])[:1])
+    except (pki.ChainError, ValueError) as e:
+        raise error("CERTIFICATE_FAILED_VALIDATION", cause={"code": "UNHANDLED", "message": str(e)}) from None
+
+
+# ------------------------------------------------------------------ certificate extension
+def extend(ctx, auth: dict, certs: list[x509.Certificate], csr_pem: str) -> dict:
+    """Issue a new certificate for a network-issued cert authenticator of the caller, kept
+    unverified (the current one keeps working) until :func:`verify_extension`."""
+    if not certs:
+        raise Unauthorized()
+    if auth["method"] != "cert":
+        raise error("CAN_NOT_UPDATE_AUTHENTICATOR", 409)
+    if auth["identity_id"] != ctx.identity_id:
+        raise Unauthorized()
+    if not auth["is_issued_by_network"] or not auth["cert_pem"] or not auth["fingerprint"]:
+        raise error("CAN_NOT_UPDATE_AUTHENTICATOR", 409)
+    peer = certs[0]
+    if fingerprint(peer) != auth["fingerprint"]:
+        raise Unauthorized()
+    if not chains_to(certs, controller_cas(ctx.ctl), check_time=False, eku="client"):
+        raise Unauthorized()
+    try:
+        csr = parse_csr(csr_pem)
+    except CsrError as e:
+        raise error("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": str(e)}) from None
+    current = pki.load_cert(auth["cert_pem"])
+    try:
+        sans = list(current.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
+    except x509.ExtensionNotFound:
+        sans = []
+    from ..enroll import signer_keypair
+    leaf = pki.sign_csr(csr, signer_keypair(ctx.ctl), usage="client", sans=sans)
+    with ctx.store.write():
+        ctx.store.execute("UPDATE authenticators SET unverified_cert_pem = ?, unverified_fingerprint = ?,"
+                          " updated_at = ? WHERE id = ?", (leaf, pki.fingerprint(leaf), clock.stamp(), auth["id"]))
+    return {"clientCert": chain_pem(ctx.ctl, leaf), "ca": ca_bundle_pem(ctx.ctl)}
+
+
+def verify_extension(ctx, auth: dict, cert_pem: str) -> None:
+    """Promote the certificate issued by :func:`extend`: from now on it, not the old one,
+    authenticates."""
+    if auth["method"] != "cert":
+        raise error("CAN_NOT_UPDATE_AUTHENTICATOR", 409)
+    if auth["identity_id"] != ctx.identity_id:
+        raise Unauthorized()
+    if not auth["cert_pem"] or not auth["unverified_cert_pem"] or not auth["unverified_fingerprint"]:
+        raise error("CAN_NOT_UPDATE_AUTHENTICATOR", 409)
+    try:
+        presented = pki.load_certs(cert_pem or "")
+    except Exception:
+        presented = []
+    if not presented or fingerprint(presented[0]) != auth["unverified_fingerprint"]:
+        raise error("INVALID_CLIENT_CERT")
+    with ctx.store.write():
+        ctx.store.execute(
+            "UPDATE authenticators SET cert_pem = unverified_cert_pem, fingerprint = unverified_fingerprint,"
+            " unverified_cert_pem = NULL, unverified_fingerprint = NULL, updated_at = ? WHERE id = ?",
+            (clock.stamp(), auth["id"]))

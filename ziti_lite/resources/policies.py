@@ -1,0 +1,163 @@
+"""Service policies, edge router policies and service edge router policies.
+
+The role lists are validated and normalised here (sorted, no duplicates, ``#all`` alone,
+``@`` ids that exist); what each policy selects is kept by ``ziti_lite.policy.links``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal, Optional
+
+from ..api.resource import Field, Resource
+from ..db.filters import Symbol
+from ..errors import CouldNotValidate
+from ..policy import evaluate, links
+from ..policy.model import ERP, SERP, SP, Kind, Link, Side, table_exists
+from .common import NAME, Body, Semantic, Tags, check_name
+
+Roles = Optional[list[str]]
+
+
+class ServicePolicyCreate(Body):
+    name: str
+    type: Literal["Dial", "Bind"]
+    semantic: Semantic
+    identity_roles: Roles = None
+    service_roles: Roles = None
+    posture_check_roles: Roles = None
+    tags: Optional[Tags] = None
+
+
+class ServicePolicyUpdate(ServicePolicyCreate):
+    pass
+
+
+class EdgeRouterPolicyCreate(Body):
+    name: str
+    semantic: Semantic
+    identity_roles: Roles = None
+    edge_router_roles: Roles = None
+    tags: Optional[Tags] = None
+
+
+class EdgeRouterPolicyUpdate(EdgeRouterPolicyCreate):
+    pass
+
+
+class ServiceEdgeRouterPolicyCreate(Body):
+    name: str
+    semantic: Semantic
+    service_roles: Roles = None
+    edge_router_roles: Roles = None
+    tags: Optional[Tags] = None
+
+
+class ServiceEdgeRouterPolicyUpdate(ServiceEdgeRouterPolicyCreate):
+    pass
+
+
+def _check_ids(store, ln: Link, roles: list[str]) -> None:
+    _, ids = evaluate.split(roles)
+    if not ids:
+        return
+    found: set[str] = set()
+    if table_exists(store, ln.side.table):
+        found = set(store.column(
+            f"SELECT t.id FROM {ln.side.table} t WHERE t.id IN (SELECT value FROM json_each(?)) AND {ln.side.where('t')}",
+            (json.dumps(ids),)))
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise CouldNotValidate(ln.wire, f"no {ln.side.entity_type} found with the given ids", missing)
+
+
+def _preparer(kind: Kind):
+    def prepare(ctx, values: dict, existing: dict | None) -> None:
+        check_name(values)
+        if existing is None and not values.get("semantic"):
+            values["semantic"] = evaluate.ALL_OF
+        for ln in kind.links:
+            if ln.roles not in values and existing is not None:
+                continue
+            roles = evaluate.validate(ln.wire, values.get(ln.roles) or [])
+            if existing is None or roles != json.loads(existing[ln.roles]):
+                _check_ids(ctx.store, ln, roles)
+            values[ln.roles] = roles
+    return prepare
+
+
+def named_roles(store, side: Side, roles: list[str]) -> list[dict]:
+    """``*RolesDisplay``: ``#x`` as itself, ``@id`` as ``@<name>``; unknown ids are left out."""
+    _, ids = evaluate.split(roles)
+    names: dict[str, str] = {}
+    if ids and table_exists(store, side.table):
+        names = dict(store.conn.execute(
+            f"SELECT t.id, t.name FROM {side.table} t WHERE t.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),)).fetchall())
+    out = []
+    for r in roles:
+        if r.startswith("@"):
+            name = names.get(r[1:])
+            if name is not None:
+                out.append({"role": r, "name": "@" + name})
+        else:
+            out.append({"role": r, "name": r})
+    return out
+
+
+def _renderer(kind: Kind):
+    def render(ctx, row: dict, out: dict) -> None:
+        for ln in kind.links:
+            roles = json.loads(row[ln.roles])
+            out[ln.wire] = roles or None  # upstream stores lists as keys: empty reads back as null
+            out[ln.wire + "Display"] = named_roles(ctx.store, ln.side, roles)
+        if kind is ERP:
+            out["isSystem"] = bool(row["is_system"])
+    return render
+
+
+def _role_fields(kind: Kind) -> tuple[Field, ...]:
+    return tuple(Field(ln.wire, "set", column=ln.roles) for ln in kind.links)
+
+
+def _member_symbols(kind: Kind, sides: tuple[str, ...]) -> dict[str, Symbol]:
+    out = {}
+    for name, side in zip(("identities", "services"), sides):
+        ln = kind.link(side)
+        out[name] = Symbol("set", f"SELECT {ln.column} AS value FROM {ln.table} WHERE policy_id = t.id")
+    return out
+
+
+POLICY_TYPE_SQL = "CASE t.type WHEN 'Dial' THEN 1 WHEN 'Bind' THEN 2 ELSE 0 END"
+
+SERVICE_POLICIES = Resource(
+    name="service-policies", entity="servicePolicy", table="service_policies",
+    fields=(NAME, Field("type", filterable=False), Field("semantic"), *_role_fields(SP)),
+    create=ServicePolicyCreate, update=ServicePolicyUpdate,
+    links=("services", "identities", "posture-checks"),
+    extra_symbols={"type": Symbol("int", POLICY_TYPE_SQL), **_member_symbols(SP, ("identity", "service"))},
+    default_sort="t.id",
+    prepare=_preparer(SP), render=_renderer(SP), after_write=links.after_policy_write(SP),
+)
+
+EDGE_ROUTER_POLICIES = Resource(
+    name="edge-router-policies", entity="edgeRouterPolicy", table="edge_router_policies",
+    fields=(NAME, Field("semantic"), *_role_fields(ERP)),
+    create=EdgeRouterPolicyCreate, update=EdgeRouterPolicyUpdate,
+    links=("edge-routers", "identities"),
+    protect_system=True,
+    prepare=_preparer(ERP), render=_renderer(ERP), after_write=links.after_policy_write(ERP),
+)
+
+SERVICE_EDGE_ROUTER_POLICIES = Resource(
+    name="service-edge-router-policies", entity="serviceEdgeRouterPolicy", table="service_edge_router_policies",
+    fields=(NAME, Field("semantic"), *_role_fields(SERP)),
+    create=ServiceEdgeRouterPolicyCreate, update=ServiceEdgeRouterPolicyUpdate,
+    links=("edge-routers", "services"),
+    prepare=_preparer(SERP), render=_renderer(SERP), after_write=links.after_policy_write(SERP),
+)
+
+RESOURCES = (SERVICE_POLICIES, EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES)
+
+# tunneler-enabled edge routers and the integrity checks hook into crud and integrity on import
+from ..policy import checks, tunneler  # noqa: E402,F401

@@ -1,0 +1,311 @@
+"""Edge routers, routers (transit), transit routers and terminators.
+
+Every router lives in the one ``routers`` table (one name namespace); ``/edge-routers`` is the
+``is_edge = 1`` slice of it, ``/routers`` and ``/transit-routers`` (upstream's deprecated alias,
+same handlers) show every row. Creating a router also creates its enrollment (``erott`` for edge
+routers, ``trott`` for transit routers) whose JWT the detail shows until the router enrolls.
+
+Other families react to router writes with ``crud.listen``: ``crud.listen("edge-routers")`` is
+where the Router identity of a tunneler-enabled edge router is kept in step (values carry
+``is_tunneler_enabled``). A router deleted through any of the three collections notifies the
+``routers`` listeners and, for an edge router, the ``edge-routers`` listeners too.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Optional
+
+import msgspec
+
+from ..api import crud
+from ..api import envelope as env
+from ..api.ops import op
+from ..api.resource import Field, Resource
+from ..db.filters import Symbol
+from ..errors import ApiError, CouldNotValidate, NotFound
+from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Cost, Precedence, Tags, check_attributes, check_name, exists
+
+# a never-connected router: what upstream shows without a control channel
+VERSION_INFO = {"version": "", "revision": "", "buildDate": "", "os": "", "arch": ""}
+
+
+# ---------------------------------------------------------------- shared router behaviour
+def _defaults(values: dict, defaults: dict) -> None:
+    """Create/PUT: an absent (or null) optional field takes its zero value."""
+    for key, default in defaults.items():
+        if key in values and values[key] is None:
+            values[key] = default() if callable(default) else default
+
+
+def _enrollment_fields(store, column: str, router_id: str, out: dict) -> None:
+    """The router's outstanding enrollment, rendered while the router is unverified."""
+    e = store.one(f"SELECT token, jwt, expires_at, created_at FROM enrollments WHERE {column} = ?"
+                  " ORDER BY created_at, id LIMIT 1", (router_id,))
+    if e is not None:
+        out["enrollmentToken"] = e["token"]
+        out["enrollmentJwt"] = e["jwt"]
+        out["enrollmentCreatedAt"] = e["created_at"]
+        out["enrollmentExpiresAt"] = e["expires_at"]
+
+
+def delete_terminators(ctx, column: str, id: str) -> None:
+    """Delete the terminators of one router or service, telling terminator listeners."""
+    assert column in ("router_id", "service_id")
+    for row in ctx.store.all(f"SELECT * FROM terminators WHERE {column} = ?", (id,)):
+        ctx.store.execute("DELETE FROM terminators WHERE id = ?", (row["id"],))
+        crud.changed(ctx, TERMINATORS, row["id"], row, None)
+
+
+def before_delete_router(ctx, row: dict) -> None:
+    delete_terminators(ctx, "router_id", row["id"])
+    ctx.store.execute("DELETE FROM enrollments WHERE edge_router_id = ? OR transit_router_id = ?",
+                      (row["id"], row["id"]))
+
+
+def _router_written(own: str):
+    """after_write of one router collection: the enrollment of a new router, and on delete the
+    listeners of the other collections that showed the row."""
+    def hook(ctx, id: str, before: dict | None, values: dict | None) -> None:
+        if before is None and values is not None:
+            from ..enroll import new_enrollment  # the enrollment module signs the JWT
+            if own == "edge-routers":
+                new_enrollment(ctx, "erott", edge_router_id=id)
+            else:
+                new_enrollment(ctx, "trott", transit_router_id=id)
+        elif values is None:
+            targets = ["routers"] + (["edge-routers"] if before["is_edge"] else [])
+            for name in targets:
+                if name != own:
+                    for fn in crud.LISTENERS.get(name, ()):
+                        fn(ctx, id, before, None)
+    return hook
+
+
+# ---------------------------------------------------------------- edge routers
+class EdgeRouterCreate(Body):
+    name: str
+    is_tunneler_enabled: bool = False
+    cost: Optional[Cost] = None
+    no_traversal: Optional[bool] = None
+    disabled: Optional[bool] = None
+    role_attributes: Optional[Attributes] = None
+    app_data: Optional[Tags] = None
+    tags: Optional[Tags] = None
+
+
+class EdgeRouterUpdate(EdgeRouterCreate):
+    pass
+
+
+EDGE_DEFAULTS = {"cost": 0, "no_traversal": False, "disabled": False, "is_tunneler_enabled": False,
+                 "role_attributes": list, "app_data": dict}
+
+
+def prepare_edge_router(ctx, values: dict, existing: dict | None) -> None:
+    check_name(values)
+    check_attributes(values)
+    _defaults(values, EDGE_DEFAULTS)
+
+
+def render_edge_router(ctx, row: dict, out: dict) -> None:
+    out["isOnline"] = False
+    out["hostname"] = ""
+    out["supportedProtocols"] = {}
+    out["syncStatus"] = "SYNC_UNKNOWN"
+    out["versionInfo"] = dict(VERSION_INFO)
+    if not row["fingerprint"]:
+        out.pop("fingerprint", None)  # omitempty upstream
+    if not row["is_verified"]:
+        _enrollment_fields(ctx.store, "edge_router_id", row["id"], out)
+
+
+_ROUTER_FIELDS = (
+    NAME,
+    Field("fingerprint", nullable=True),
+    Field("cost", "int"),
+    Field("noTraversal", "bool"),
+    Field("disabled", "bool"),
+)
+_CERT_FIELDS = (
+    Field("unverifiedFingerprint", nullable=True, filterable=False),
+    Field("unverifiedCertPem", nullable=True, filterable=False),
+)
+
+EDGE_ROUTERS = Resource(
+    name="edge-routers", entity="edgeRouter", table="routers",
+    fields=(
+        *_ROUTER_FIELDS,
+        ROLE_ATTRIBUTES,
+        Field("isTunnelerEnabled", "bool"),
+        Field("isVerified", "bool"),
+        Field("appData", "map", filterable=False),
+        Field("certPem", nullable=True, filterable=False),
+        *_CERT_FIELDS,
+    ),
+    create=EdgeRouterCreate, update=EdgeRouterUpdate,
+    links=("edge-router-policies",),
+    scope="t.is_edge = 1", scope_values={"is_edge": 1},
+    # live state of the control channel: no router is ever connected to ziti-lite
+    extra_symbols={"connected": Symbol("bool", "(t.is_edge = 2)"), "online": Symbol("bool", "(t.is_edge = 2)")},
+    prepare=prepare_edge_router, render=render_edge_router,
+    before_delete=before_delete_router, after_write=_router_written("edge-routers"),
+)
+
+
+@op("POST", "/edge-routers/{id}/re-enroll", op_id="reEnrollEdgeRouter", tag="edge-routers")
+async def re_enroll_edge_router(ctx):
+    """Forget the router's certificate and issue a fresh erott enrollment."""
+    from ..enroll import new_enrollment
+    id = ctx.params["id"]
+    with ctx.store.write():
+        before = crud.get_row(ctx.store, EDGE_ROUTERS, id)
+        ctx.store.execute("DELETE FROM enrollments WHERE edge_router_id = ?", (id,))
+        new_enrollment(ctx, "erott", edge_router_id=id)
+        values = {"fingerprint": None, "cert_pem": None, "is_verified": False}
+        crud.write_row(ctx.store, EDGE_ROUTERS, id, values)
+        crud.changed(ctx, EDGE_ROUTERS, id, before, values)
+    return env.empty()
+
+
+# ---------------------------------------------------------------- routers / transit routers
+class RouterCreate(Body):
+    name: str
+    cost: Optional[Cost] = None
+    no_traversal: Optional[bool] = None
+    disabled: Optional[bool] = None
+    tags: Optional[Tags] = None
+
+
+class RouterUpdate(RouterCreate):
+    pass
+
+
+def prepare_router(ctx, values: dict, existing: dict | None) -> None:
+    if existing is not None and existing["is_edge"]:
+        raise ApiError("CAN_NOT_UPDATE_ROUTER", 409,
+                       message="The router was not added via the Edge API and cannot be updated")
+    check_name(values)
+    if existing is None:
+        values["disabled"] = False  # upstream's router create ignores disabled
+    _defaults(values, {"cost": 0, "no_traversal": False, "disabled": False})
+
+
+def render_router(ctx, row: dict, out: dict) -> None:
+    out["isOnline"] = False
+    if row["fingerprint"] is None:
+        out["fingerprint"] = ""
+    if row["is_edge"]:
+        # no transit sub-record: upstream reports the edge router as verified, no enrollment
+        out["isVerified"] = True
+        out["unverifiedFingerprint"] = None
+        out["unverifiedCertPem"] = None
+    elif not row["is_verified"]:
+        _enrollment_fields(ctx.store, "transit_router_id", row["id"], out)
+
+
+def _router_resource(name: str, entity: str, patch: type | None = None) -> Resource:
+    return Resource(
+        name=name, entity=entity, table="routers",
+        fields=(*_ROUTER_FIELDS, Field("isVerified", "bool", filterable=False), *_CERT_FIELDS),
+        create=RouterCreate, update=RouterUpdate, patch=patch,
+        prepare=prepare_router, render=render_router,
+        before_delete=before_delete_router, after_write=_router_written(name),
+    )
+
+
+ROUTERS = _router_resource("routers", "router")
+TRANSIT_ROUTERS = _router_resource("transit-routers", "transitRouter", patch=ROUTERS.patch)
+
+
+# ---------------------------------------------------------------- terminators
+class TerminatorCreate(Body):
+    service_id: str = msgspec.field(name="service")
+    router_id: str = msgspec.field(name="router")
+    binding: str
+    address: str
+    instance_id: Optional[str] = msgspec.field(default=None, name="identity")
+    instance_secret: Optional[str] = msgspec.field(default=None, name="identitySecret")
+    cost: Optional[Cost] = None
+    precedence: Optional[Precedence] = None
+    tags: Optional[Tags] = None
+
+
+class TerminatorUpdate(Body):
+    service_id: str = msgspec.field(name="service")
+    router_id: str = msgspec.field(name="router")
+    binding: str
+    address: str
+    cost: Optional[Cost] = None
+    precedence: Optional[Precedence] = None
+    tags: Optional[Tags] = None
+
+
+def prepare_terminator(ctx, values: dict, existing: dict | None) -> None:
+    store = ctx.store
+    if existing is None:
+        if not exists(store, "services", values["service_id"]):
+            raise NotFound("service", values["service_id"])
+        values["instance_id"] = values.get("instance_id") or ""
+        secret = values.get("instance_secret")
+        if secret is not None:
+            try:
+                base64.b64decode(secret, validate=True)
+            except (binascii.Error, ValueError):
+                raise CouldNotValidate("identitySecret", "identitySecret in body must be of type byte", "") from None
+    else:
+        values.pop("service_id", None)  # a terminator's service never changes (as upstream)
+    if "router_id" in values and not exists(store, "routers", values["router_id"]):
+        raise NotFound("router", values["router_id"])
+    if "address" in values and not values["address"]:
+        raise CouldNotValidate("address", "address is required", values["address"])
+    if values.get("binding") == "":
+        address = values.get("address", existing["address"] if existing else "")
+        values["binding"] = "udp" if address.startswith("udp:") else "transport"
+    _defaults(values, {"cost": 0, "precedence": "default"})
+
+
+def render_terminator(ctx, row: dict, out: dict) -> None:
+    store = ctx.store
+    out["service"] = env.entity_ref("services", "services", row["service_id"],
+                                    store.value("SELECT name FROM services WHERE id = ?", (row["service_id"],)))
+    out["router"] = env.entity_ref("transit-routers", "transit-routers", row["router_id"],
+                                   store.value("SELECT name FROM routers WHERE id = ?", (row["router_id"],)))
+    out["dynamicCost"] = 0
+
+
+TERMINATORS = Resource(
+    name="terminators", entity="terminator", unique=(),
+    fields=(
+        Field("serviceId", filterable=False),
+        Field("routerId", filterable=False),
+        Field("binding"),
+        Field("address"),
+        Field("identity", column="instance_id", filterable=False),
+        Field("cost", "int", filterable=False),
+        Field("precedence", filterable=False),
+        Field("instanceSecret", output=False, filterable=False),
+        Field("hostId", output=False),
+    ),
+    create=TerminatorCreate, update=TerminatorUpdate,
+    extra_symbols={
+        "instanceId": Symbol("string", "t.instance_id"),
+        "service": Symbol("string", "t.service_id"),
+        "router": Symbol("string", "t.router_id"),
+        "service.name": Symbol("string", "(SELECT s.name FROM services s WHERE s.id = t.service_id)"),
+        "router.name": Symbol("string", "(SELECT r.name FROM routers r WHERE r.id = t.router_id)"),
+    },
+    protect_system=True,
+    prepare=prepare_terminator, render=render_terminator,
+)
+
+
+@crud.listen("services")
+def _service_deleted(ctx, id: str, before: dict | None, values: dict | None) -> None:
+    """A deleted service takes its terminators with it (the foreign key cascades as well)."""
+    if values is None:
+        delete_terminators(ctx, "service_id", id)
+
+
+RESOURCES = (EDGE_ROUTERS, ROUTERS, TRANSIT_ROUTERS, TERMINATORS)

@@ -1,0 +1,178 @@
+"""Client certificates from the TLS handshake, handed to the application.
+
+uvicorn's HTTP protocols do not pass the peer certificate to the ASGI app. ``TlsH11Protocol``
+(and ``TlsHttpToolsProtocol`` when httptools is installed) fixes that: asyncio calls
+``connection_made`` only once the handshake is complete, so there the chain the client sent is
+read from the SSL object and the app is wrapped, for that connection only, so that every
+request's scope carries the ASGI TLS extension::
+
+    scope["extensions"]["tls"] = {"client_cert_chain": [PEM, ...], ...}   # leaf first
+
+Handlers read it with :func:`peer_certs`; this is the only module that touches TLS data.
+Tests that use Starlette's TestClient put the same extension into the scope
+(:class:`WithClientCert`).
+
+Trust: the listener asks for a client certificate without requiring one. OpenSSL checks a
+presented chain against the controller CA bundle and every CA entity registered through the API
+(added at run time with :func:`trust`; validity dates are not checked there). An OpenSSL store
+cannot forget a certificate, so the handshake is only a first filter: the application verifies
+the chain again against the CAs valid at that moment (verified, auth-enabled, not deleted).
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import _ssl
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+try:  # optional: uvicorn uses httptools when it is installed
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # pragma: no cover - depends on the environment
+    HttpToolsProtocol = None  # type: ignore[assignment,misc]
+
+_DER = _ssl.ENCODING_DER
+_TLS_VERSIONS = {"TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
+
+
+# ------------------------------------------------------------------ reading the handshake
+def _chain_der(ssl_object: Any) -> list[bytes]:
+    """DER of the certificates the client sent, leaf first ([] when it sent none)."""
+    if ssl_object is None:
+        return []
+    out: list[bytes] = []
+    inner = getattr(ssl_object, "_sslobj", ssl_object)
+    getter = getattr(inner, "get_unverified_chain", None)  # private in 3.10-3.12, public in 3.13
+    if getter is not None:
+        try:
+            for item in getter() or ():
+                out.append(bytes(item) if isinstance(item, (bytes, bytearray)) else item.public_bytes(_DER))
+        except Exception:
+            out = []
+    leaf = ssl_object.getpeercert(binary_form=True)
+    if leaf and (not out or out[0] != leaf):
+        out = [leaf] + [c for c in out if c != leaf]
+    return out if leaf else []
+
+
+def _pem(der: bytes) -> str:
+    return ssl.DER_cert_to_PEM_cert(der)
+
+
+def tls_extension(transport: Any) -> dict | None:
+    """The ASGI TLS extension for one connection, or None on a plain-text connection."""
+    ssl_object = transport.get_extra_info("ssl_object")
+    if ssl_object is None:
+        return None
+    try:
+        chain = [_pem(d) for d in _chain_der(ssl_object)]
+    except Exception:
+        chain = []
+    return {"server_cert": None, "client_cert_chain": chain, "client_cert_name": None,
+            "client_cert_error": None, "tls_version": _TLS_VERSIONS.get(ssl_object.version() or ""),
+            "cipher_suite": None}
+
+
+class _WithTls:
+    """The app of one connection: adds that connection's TLS extension to every scope."""
+
+    __slots__ = ("app", "ext")
+
+    def __init__(self, app, ext: dict):
+        self.app, self.ext = app, ext
+
+    async def __call__(self, scope, receive, send):
+        if scope.get("type") in ("http", "websocket"):
+            scope["extensions"] = {**(scope.get("extensions") or {}), "tls": self.ext}
+        return await self.app(scope, receive, send)
+
+
+class TlsH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol, passing the client certificate chain to the app."""
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        ext = tls_extension(transport)
+        if ext is not None:
+            self.app = _WithTls(self.app, ext)
+
+
+if HttpToolsProtocol is not None:
+    class TlsHttpToolsProtocol(HttpToolsProtocol):  # type: ignore[misc,valid-type]
+        """uvicorn's httptools protocol, passing the client certificate chain to the app."""
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            ext = tls_extension(transport)
+            if ext is not None:
+                self.app = _WithTls(self.app, ext)
+else:  # pragma: no cover
+    TlsHttpToolsProtocol = None  # type: ignore[assignment,misc]
+
+
+def protocol_class() -> type:
+    """The HTTP protocol class for ``uvicorn.Config(http=...)``."""
+    return TlsHttpToolsProtocol or TlsH11Protocol
+
+
+# ------------------------------------------------------------------ what handlers use
+def peer_certs(ctx_or_scope: Any) -> list[x509.Certificate]:
+    """The client's certificates for this request, leaf first; [] when none was presented.
+
+    Accepts a handler context, a Starlette request or an ASGI scope. Chain entries may be PEM
+    strings (the ASGI TLS extension) or DER bytes. A leaf that does not parse counts as no
+    certificate; an unparsable intermediate is skipped."""
+    scope = ctx_or_scope
+    if hasattr(scope, "request"):
+        scope = scope.request
+    if hasattr(scope, "scope"):
+        scope = scope.scope
+    ext = ((scope.get("extensions") or {}).get("tls") or {}) if isinstance(scope, dict) else {}
+    out: list[x509.Certificate] = []
+    for i, item in enumerate(ext.get("client_cert_chain") or ()):
+        try:
+            if isinstance(item, (bytes, bytearray)) and not bytes(item).lstrip().startswith(b"-----"):
+                out.append(x509.load_der_x509_certificate(bytes(item)))
+            else:
+                text = item.encode("ascii") if isinstance(item, str) else bytes(item)
+                out.extend(x509.load_pem_x509_certificates(text))
+        except Exception:
+            if i == 0:
+                return []
+    return out
+
+
+def cert_pem(cert: x509.Certificate) -> str:
+    return cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
+
+
+def trust(ctl, pem: str | None) -> None:
+    """Let handshakes accept chains ending at ``pem`` from now on (a running listener only)."""
+    context = getattr(ctl, "ssl_context", None)
+    if context is None or not pem or "-----BEGIN CERTIFICATE-----" not in pem:
+        return
+    try:
+        context.load_verify_locations(cadata=pem)
+    except (ssl.SSLError, ValueError):
+        pass  # not a usable certificate: the handshake just keeps refusing it
+
+
+class WithClientCert:
+    """ASGI wrapper for tests without TLS: presents ``chain`` (PEM strings or DER bytes, leaf
+    first) as the connection's client certificates, like :class:`TlsH11Protocol` does."""
+
+    def __init__(self, app, chain: list | None = None):
+        self.app = app
+        self.chain = list(chain or [])
+
+    async def __call__(self, scope, receive, send):
+        if scope.get("type") in ("http", "websocket") and self.chain:
+            chain = [c if isinstance(c, str) else _pem(bytes(c)) for c in self.chain]
+            scope["extensions"] = {**(scope.get("extensions") or {}),
+                                   "tls": {"client_cert_chain": chain, "server_cert": None, "client_cert_name": None,
+                                           "client_cert_error": None, "tls_version": None, "cipher_suite": None}}
+        return await self.app(scope, receive, send)
