@@ -280,7 +280,7 @@ CREATE INDEX service_policy_services_service ON service_policy_services(service_
 
 CREATE TABLE service_policy_posture_checks (
     policy_id TEXT NOT NULL REFERENCES service_policies(id) ON DELETE CASCADE,
-    posture_check_id TEXT NOT NULL,
+    posture_check_id TEXT NOT NULL REFERENCES posture_checks(id) ON DELETE CASCADE,
     PRIMARY KEY (policy_id, posture_check_id)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX service_policy_posture_checks_check ON service_policy_posture_checks(posture_check_id, policy_id);
@@ -294,7 +294,7 @@ CREATE INDEX edge_router_policy_identities_identity ON edge_router_policy_identi
 
 CREATE TABLE edge_router_policy_routers (
     policy_id TEXT NOT NULL REFERENCES edge_router_policies(id) ON DELETE CASCADE,
-    router_id TEXT NOT NULL,
+    router_id TEXT NOT NULL REFERENCES routers(id) ON DELETE CASCADE,
     PRIMARY KEY (policy_id, router_id)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX edge_router_policy_routers_router ON edge_router_policy_routers(router_id, policy_id);
@@ -308,7 +308,7 @@ CREATE INDEX service_edge_router_policy_services_service ON service_edge_router_
 
 CREATE TABLE service_edge_router_policy_routers (
     policy_id TEXT NOT NULL REFERENCES service_edge_router_policies(id) ON DELETE CASCADE,
-    router_id TEXT NOT NULL,
+    router_id TEXT NOT NULL REFERENCES routers(id) ON DELETE CASCADE,
     PRIMARY KEY (policy_id, router_id)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX service_edge_router_policy_routers_router ON service_edge_router_policy_routers(router_id, policy_id);
@@ -397,5 +397,44 @@ CREATE TABLE posture_checks (
     ignore_legacy_endpoints INTEGER    -- MFA
 ) STRICT;
 CREATE INDEX posture_checks_type ON posture_checks(type_id);
+
+-- ---------------------------------------------------------------- client API (ziti_lite/client)
+-- Sessions: the right of one API session to dial or bind one service. At most one per
+-- (API session, service, type); they go with their API session, service or identity.
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+    tags TEXT NOT NULL DEFAULT '{}', is_system INTEGER NOT NULL DEFAULT 0,
+    token TEXT NOT NULL UNIQUE,
+    api_session_id TEXT NOT NULL REFERENCES api_sessions(id) ON DELETE CASCADE,
+    identity_id TEXT NOT NULL REFERENCES identities(id) ON DELETE CASCADE,
+    service_id TEXT NOT NULL REFERENCES services(id) ON DELETE CASCADE,
+    type TEXT NOT NULL CHECK (type IN ('Dial', 'Bind')),
+    service_policies TEXT NOT NULL DEFAULT '[]'   -- ids of the policies whose posture passed
+) STRICT;
+CREATE UNIQUE INDEX sessions_api_session ON sessions(api_session_id, service_id, type);
+CREATE INDEX sessions_identity ON sessions(identity_id, id);
+CREATE INDEX sessions_service ON sessions(service_id);
+
+-- short-lived client certificates issued to one API session (/current-api-session/certificates)
+CREATE TABLE api_session_certificates (
+    id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+    tags TEXT NOT NULL DEFAULT '{}', is_system INTEGER NOT NULL DEFAULT 0,
+    api_session_id TEXT NOT NULL REFERENCES api_sessions(id) ON DELETE CASCADE,
+    identity_id TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    valid_from TEXT NOT NULL,
+    valid_to TEXT NOT NULL,
+    certificate TEXT NOT NULL          -- PEM: the leaf and the signing CA
+) STRICT;
+CREATE INDEX api_session_certificates_session ON api_session_certificates(api_session_id, id);
+CREATE INDEX api_session_certificates_fingerprint ON api_session_certificates(fingerprint);
+
+-- when something that changes an identity's service list last changed ('' = everyone), for
+-- /current-api-session/service-updates; written in the transaction of the change
+CREATE TABLE service_change_stamps (
+    scope TEXT PRIMARY KEY,
+    changed_at TEXT NOT NULL
+) STRICT, WITHOUT ROWID;
 
 -- @@ further tables are appended below by resource family @@

@@ -2,7 +2,9 @@
 
 The controller is first created the normal way (schema, PKI, admin, built-in rows), then the
 identities are inserted straight through SQL in one transaction: names like
-``maria.garcia-laptop-00042`` and 0..4 role attributes drawn from a realistic pool.
+``maria.garcia-laptop-00042``, 0..4 role attributes drawn from a realistic pool, and what enrolled
+identities carry (a certificate or password authenticator for ~80 %, a pending one-time-token
+enrollment for ~20 %), so an identity's detail has its usual related rows to render.
 
     .venv/bin/python benchmarks/seed.py --db /tmp/bench.db --count 100000
 """
@@ -15,6 +17,7 @@ import os
 import random
 import sys
 import time
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -52,6 +55,38 @@ def identities(count: int, seed: int = 1):
                "default", None, app_data, rnd.choice((0, 0, 0, 10, 100)), "default")
 
 
+def authenticators(rows, seed: int = 2):
+    """Most identities enrolled: ~75 % with a network-issued certificate, ~5 % with a password."""
+    rnd = random.Random(seed)
+    for r in rows:
+        x = _state(r)
+        if x < 0.75:
+            fp = "%040x" % rnd.getrandbits(160)
+            yield (new_id(), r[1], r[1], r[0], "cert", None, None, None, fp, CERT_PLACEHOLDER, 1)
+        elif x < 0.80:
+            yield (new_id(), r[1], r[1], r[0], "updb", r[4].split("-")[0] + f"-{r[0]}", "x" * 44, "y" * 44,
+                   None, None, 0)
+
+
+def enrollments(rows, seed: int = 3):
+    """The rest wait for enrollment: a pending one-time-token enrollment each (~20 %)."""
+    rnd = random.Random(seed)
+    expires = clock.fmt(clock.now() + clock.dt.timedelta(days=3650))
+    for r in rows:
+        if _state(r) >= 0.80:
+            yield (new_id(), r[1], r[1], "ott", r[0], str(uuid.UUID(int=rnd.getrandbits(128))),
+                   "eyJhbGciOiJSUzI1NiJ9." + "e" * 300 + ".sig", expires)
+
+
+def _state(row) -> float:
+    """A stable draw in [0, 1) per identity: below 0.75 cert, below 0.80 updb, else not enrolled."""
+    return random.Random(row[0]).random()
+
+
+# a stand-in for the PEM of an enrolled identity's certificate (never rendered in an identity)
+CERT_PLACEHOLDER = "-----BEGIN CERTIFICATE-----\nMIIB(benchmark placeholder)\n-----END CERTIFICATE-----\n"
+
+
 def seed(db: str, count: int = 100_000) -> dict:
     """Create a controller on ``db`` (a new file) and add ``count`` identities. Returns stats."""
     from ziti_lite.app import Controller
@@ -61,11 +96,19 @@ def seed(db: str, count: int = 100_000) -> dict:
     ctl = Controller(Settings(db=db, admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
     store = ctl.store
     t1 = time.perf_counter()
+    rows = list(identities(count))
     with store.write():
         store.executemany(
             "INSERT INTO identities (id, created_at, updated_at, tags, name, type_id, is_admin, role_attributes,"
             " auth_policy_id, external_id, app_data, default_hosting_cost, default_hosting_precedence)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", identities(count))
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        store.executemany(
+            "INSERT INTO authenticators (id, created_at, updated_at, identity_id, method, username, password_hash,"
+            " salt, fingerprint, cert_pem, is_issued_by_network) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            authenticators(rows))
+        store.executemany(
+            "INSERT INTO enrollments (id, created_at, updated_at, method, identity_id, token, jwt, expires_at)"
+            " VALUES (?,?,?,?,?,?,?,?)", enrollments(rows))
     t2 = time.perf_counter()
     store.execute("ANALYZE")
     store.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -81,6 +81,10 @@ class Controller:
             response = await route.handler(ctx)
         except ApiError as e:
             response = env.error_response(e)
+        except RecursionError:  # a JSON body nested deeper than any parser will follow
+            log.warning("recursion limit on %s %s", method, scope["path"])
+            response = env.error_response(ApiError("COULD_NOT_PARSE_BODY", 400, cause={
+                "code": "UNHANDLED", "message": "JSON document nested too deeply"}))
         except Exception:  # a bug: answer with the envelope, keep serving
             log.error("unhandled error on %s %s\n%s", method, scope["path"], traceback.format_exc())
             response = env.error_response(ApiError("UNHANDLED", 500))

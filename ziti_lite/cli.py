@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
@@ -27,8 +28,16 @@ def cli() -> None:
 def serve(db, host, port, advertise, admin_user, admin_password, log_level) -> None:
     """Create (if new) and serve a controller over HTTPS."""
     from .server import serve as run
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the handler
+    # that was installed before it: make that an orderly exit with status 0, not a kill
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _stopped)
     run(Settings(db=db, host=host, port=port, advertise=advertise, admin_user=admin_user,
                  admin_password=admin_password), log_level=log_level)
+
+
+def _stopped(signum, frame) -> None:
+    raise SystemExit(0)
 
 
 @cli.command()

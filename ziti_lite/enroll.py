@@ -1,16 +1,40 @@
-"""Enrollments: creating them (with their JWTs) and the controller's signing material.
+"""Enrollments: creating them (with their JWTs) and completing them.
 
-The client-API enroll endpoints and the other enrollment flows build on these functions.
+An enrollment is a one-time token (the ``jti`` of its JWT) that turns into a credential:
+``ott`` → a certificate issued from the client's CSR, ``ottca`` → a certificate from a
+registered CA bound to an existing identity, ``updb`` → a password, ``erott``/``trott`` → a
+router's client and server certificates. ``ca`` (auto CA enrollment) needs no token: a
+certificate from a CA with auto enrollment on creates a new identity. A completed enrollment is
+deleted in the same transaction that stores the credential, so a token works once.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+from typing import Any
 
 from . import clock
-from .errors import ApiError, NotFound
+from .auth import certs as certauth
+from .auth import passwords
+from .errors import ApiError, CouldNotValidate, field_cause
 from .ids import new_id, new_token
-from .pki import ca, tokens
+from .pki import ca, claims, tokens
+from .pki.csr import CsrError, parse_csr
+
+MESSAGES = {
+    "INVALID_ENROLLMENT_TOKEN": "The supplied token is not valid",
+    "ENROLLMENT_EXPIRED": "The window for this enrollment has expired",
+    "ENROLLMENT_CA_NOT_VALID": "The CA tied to the supplied token is no longer valid",
+    "ENROLLMENT_NO_VALID_CAS": "No CAs are valid for this request",
+    "MISSING_OR_INVALID_CSR": "The request is missing a CSR or the CSR is invalid",
+    "EDGE_ROUTER_ENROLL_COMMON_NAME_INVALID": "The common name of the client CSR must be the router's id",
+    "MAX_AUTHENTICATOR_METHODS_REACHED": "the identity already has an authenticator of this method",
+}
+
+
+def error(code: str, status: int = 400, cause: dict | None = None) -> ApiError:
+    return ApiError(code, status, message=MESSAGES.get(code) or certauth.MESSAGES.get(code), cause=cause)
 
 
 def server_keypair(ctl) -> ca.KeyPair:
@@ -25,6 +49,11 @@ def network_jwt(ctl) -> str:
     return tokens.network_jwt(server=server_keypair(ctl), issuer=ctl.settings.base_url)
 
 
+def ca_jwt(ctl, ca_id: str) -> str:
+    return tokens.ca_enrollment_jwt(server=server_keypair(ctl), issuer=ctl.settings.base_url, ca_id=ca_id)
+
+
+# ================================================================ creating enrollments
 def new_enrollment(ctx, method: str, *, identity_id: str | None = None, edge_router_id: str | None = None,
                    transit_router_id: str | None = None, ca_id: str | None = None, username: str | None = None,
                    expires_at: dt.datetime | None = None) -> str:
@@ -51,9 +80,8 @@ def create_for_identity(ctx, identity_id: str, spec: dict) -> str | None:
         return new_enrollment(ctx, "ott", identity_id=identity_id)
     if spec.get("ottca"):
         ca_id = spec["ottca"]
-        if not ctx.store.value("SELECT 1 FROM sqlite_master WHERE name = 'cas'") or \
-                not ctx.store.value("SELECT 1 FROM cas WHERE id = ?", (ca_id,)):
-            raise NotFound("ca", ca_id)
+        if not certauth.ca_rows(ctx.store, "id = ?", (ca_id,)):
+            raise ApiError("NOT_FOUND", 404, cause=field_cause("caId", f"ca with id {ca_id} not found", ca_id))
         return new_enrollment(ctx, "ottca", identity_id=identity_id, ca_id=ca_id)
     if spec.get("updb"):
         return new_enrollment(ctx, "updb", identity_id=identity_id, username=spec["updb"])
@@ -61,17 +89,278 @@ def create_for_identity(ctx, identity_id: str, spec: dict) -> str | None:
 
 
 def prepare_cert_authenticator(ctx, values: dict) -> None:
-    """Admin-created cert authenticator: one PEM certificate that chains to a trusted CA."""
-    pem = values.pop("cert_pem", None) or ""
+    """Admin-created cert authenticator (see ``auth.certs.prepare_cert_authenticator``)."""
+    certauth.prepare_cert_authenticator(ctx, values)
+
+
+def reenroll_authenticator(ctx, auth: dict, expires: dt.datetime) -> str:
+    """Replace an authenticator by an enrollment that recreates it: updb → updb (same username),
+    cert from a CA → ottca, other cert → ott. Returns the enrollment id (inside a write tx)."""
+    store = ctx.store
+    identity_id = auth["identity_id"]
+    if auth["method"] == "updb":
+        method, kw = "updb", {"username": auth["username"]}
+    else:
+        ca_id = auth.get("ca_id")
+        if ca_id is None and auth.get("cert_pem") and not auth.get("is_issued_by_network"):
+            try:
+                certs = ca.load_certs(auth["cert_pem"])
+            except ValueError:
+                certs = []
+            row = certauth.first_ca(store, certs, "1", check_time=False, eku=None) if certs else None
+            ca_id = row["id"] if row else None
+        method, kw = ("ottca", {"ca_id": ca_id}) if ca_id else ("ott", {})
+    store.execute("DELETE FROM enrollments WHERE identity_id = ? AND method = ?", (identity_id, method))
+    store.execute("DELETE FROM api_sessions WHERE authenticator_id = ?", (auth["id"],))
+    store.execute("DELETE FROM authenticators WHERE id = ?", (auth["id"],))
+    return new_enrollment(ctx, method, identity_id=identity_id, expires_at=expires, **kw)
+
+
+# ================================================================ completing enrollments
+def find(store, token: str | None) -> dict:
+    """The enrollment of ``token``, not expired."""
+    row = store.one("SELECT * FROM enrollments WHERE token = ?", (token,)) if token else None
+    if row is None:
+        raise error("INVALID_ENROLLMENT_TOKEN")
+    return row
+
+
+def _check_live(store, enr: dict, owner: str) -> None:
+    if not enr[owner] or (owner == "identity_id" and not store.value(
+            "SELECT 1 FROM identities WHERE id = ?", (enr["identity_id"],))):
+        raise error("INVALID_ENROLLMENT_TOKEN")
+    if enr["expires_at"] <= clock.stamp():
+        raise error("ENROLLMENT_EXPIRED")
+
+
+def _consume(store, enr: dict) -> None:
+    """Delete the enrollment; fails when another request consumed it first."""
+    if not store.value("SELECT 1 FROM enrollments WHERE id = ?", (enr["id"],)):
+        raise error("INVALID_ENROLLMENT_TOKEN")
+    store.execute("DELETE FROM enrollments WHERE id = ?", (enr["id"],))
+
+
+def _add_authenticator(ctx, values: dict) -> str:
+    from .api import crud
+    from .resources.identities import AUTHENTICATORS
+    store = ctx.store
+    if store.value("SELECT 1 FROM authenticators WHERE identity_id = ? AND method = ?",
+                   (values["identity_id"], values["method"])):
+        raise error("MAX_AUTHENTICATOR_METHODS_REACHED", 409)
+    id = crud.insert(store, AUTHENTICATORS, values)
+    crud.changed(ctx, AUTHENTICATORS, id, None, values)
+    return id
+
+
+def _csr(data: bytes | str, missing_code: str = "COULD_NOT_PROCESS_CSR"):
+    if not data or (isinstance(data, (bytes, str)) and not data.strip()):
+        raise error(missing_code)
     try:
-        certs = ca.load_certs(pem)
-    except Exception:
-        certs = []
-    if len(certs) != 1:
-        raise ApiError("COULD_NOT_PARSE_PEM_BLOCK", 400, message="could not parse the certificate PEM")
-    cert_pem = ca.chain_pem(certs[0])
-    values["cert_pem"] = cert_pem
-    values["fingerprint"] = ca.fingerprint(cert_pem)
-    values["is_issued_by_network"] = False
-    values.pop("username", None)
-    values.pop("password", None)
+        return parse_csr(data)
+    except CsrError as e:
+        raise error("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": str(e)}) from None
+
+
+def enroll_ott(ctx, enr: dict, body: bytes, is_json: bool) -> str:
+    """Sign the CSR in ``body``; the identity gets a network-issued cert authenticator.
+    Returns the issued leaf PEM."""
+    store = ctx.store
+    _check_live(store, enr, "identity_id")
+    if is_json:
+        raise error("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": "expected a PEM CSR, got JSON"})
+    csr = _csr(body)
+    leaf = ca.sign_csr(csr, signer_keypair(ctx.ctl), usage="client")
+    with store.write():
+        _consume(store, enr)
+        _add_authenticator(ctx, {"identity_id": enr["identity_id"], "method": "cert", "cert_pem": leaf,
+                                 "fingerprint": ca.fingerprint(leaf), "is_issued_by_network": True})
+    return leaf
+
+
+def enroll_updb(ctx, enr: dict, doc: dict) -> None:
+    """Set the password of the enrollment's username (the body's username is ignored)."""
+    from .api.authentication import identity_policy
+    store = ctx.store
+    _check_live(store, enr, "identity_id")
+    password = doc.get("password") if isinstance(doc, dict) else None
+    if not isinstance(password, str) or not password:
+        raise CouldNotValidate("password", "password is required", None)
+    found = identity_policy(store, enr["identity_id"])
+    minimum = max(5, int(((found[1]["primary"].get("updb") or {}).get("minPasswordLength") or 5) if found else 5))
+    if not minimum <= len(password) <= 100:
+        raise CouldNotValidate("password", f"password must be between {minimum} and 100 characters", "<redacted>")
+    username = enr["username"] or ""
+    if not username:
+        raise error("INVALID_ENROLLMENT_TOKEN")
+    hashed, salt = passwords.hash_password(password)
+    with store.write():
+        _consume(store, enr)
+        if store.value("SELECT 1 FROM authenticators WHERE username = ?", (username,)):
+            raise CouldNotValidate("username", f"duplicate value '{username}' in unique index on authenticators store",
+                                   username)
+        _add_authenticator(ctx, {"identity_id": enr["identity_id"], "method": "updb", "username": username,
+                                 "password_hash": hashed, "salt": salt})
+
+
+def _cert_not_in_use(store, fp: str) -> None:
+    if store.value("SELECT 1 FROM authenticators WHERE fingerprint = ? OR unverified_fingerprint = ?", (fp, fp)):
+        raise error("CERT_IN_USE", 409, cause={"fingerprint": fp})
+
+
+def enroll_ottca(ctx, enr: dict, certs: list) -> None:
+    """Bind the presented certificate (issued through the enrollment's CA) to the identity."""
+    store = ctx.store
+    _check_live(store, enr, "identity_id")
+    rows = certauth.ca_rows(store, "id = ?", (enr["ca_id"],)) if enr["ca_id"] else []
+    if not rows:
+        raise error("INVALID_ENROLLMENT_TOKEN")
+    row = rows[0]
+    if not row["is_ott_ca_enrollment_enabled"] or not row["is_verified"]:
+        raise error("ENROLLMENT_CA_NOT_VALID")
+    try:
+        anchors = ca.load_certs(row["cert_pem"])
+        path = ca.verified_path(certs[0], certs[1:], anchors, eku="client") if certs else None
+    except (ca.ChainError, ValueError):
+        path = None
+    if not path:
+        raise error("CERT_FAILED_VALIDATION")
+    fp = certauth.fingerprint(certs[0])
+    _cert_not_in_use(store, fp)
+    with store.write():
+        _consume(store, enr)
+        _add_authenticator(ctx, {"identity_id": enr["identity_id"], "method": "cert", "fingerprint": fp,
+                                 "cert_pem": ca.chain_pem(*path), "is_issued_by_network": False,
+                                 "ca_id": row["id"]})
+
+
+def _identity_name(store, row: dict, leaf, requested: str, identity_id: str) -> str:
+    cn = ca.cert_info(leaf)["cn"] or ""
+    name = row["identity_name_format"] or "[caName]-[commonName]"
+    for symbol, value in (("[caName]", row["name"]), ("[caId]", row["id"]), ("[commonName]", cn),
+                          ("[requestedName]", requested or identity_id), ("[identityId]", identity_id)):
+        name = name.replace(symbol, value)
+    count = 0
+    while store.value("SELECT 1 FROM identities WHERE name = ?", (name,)):
+        count += 1
+        name += f"{count:06d}"  # cumulative, as upstream
+    return name
+
+
+def enroll_ca(ctx, certs: list, requested: str) -> str:
+    """Auto CA enrollment: a certificate from a verified CA with auto enrollment on creates a
+    new identity. Returns its id."""
+    from .api import crud
+    from .resources.identities import IDENTITIES
+    store = ctx.store
+    if not certauth.ca_rows(store):
+        raise error("ENROLLMENT_NO_VALID_CAS")
+    if not certs:
+        raise error("CERT_FAILED_VALIDATION")
+    row = certauth.first_ca(store, certs, "is_auto_ca_enrollment_enabled = 1 AND is_verified = 1",
+                            check_time=True, eku="client")
+    if row is None:
+        raise error("CERT_FAILED_VALIDATION")
+    leaf = certs[0]
+    try:
+        external_id = claims.external_id(certauth.claim_of(row), leaf)
+    except claims.ClaimError as e:
+        raise error("MISSING_CERT_CLAIM", cause={"code": "UNHANDLED", "message": str(e)}) from None
+    fp = certauth.fingerprint(leaf)
+    if not external_id:
+        _cert_not_in_use(store, fp)
+    elif store.value("SELECT 1 FROM identities WHERE external_id = ?", (external_id,)):
+        raise error("CERT_IN_USE", 409, cause={"externalId": external_id})
+    identity_id = new_id()
+    roles = [r[1:] if r.startswith("#") else r for r in json.loads(row["identity_roles"] or "[]")]
+    with store.write():
+        values: dict[str, Any] = {
+            "name": _identity_name(store, row, leaf, requested, identity_id), "type": "Default",
+            "is_admin": False, "role_attributes": [r for r in roles if r and not r.startswith("@")],
+            "auth_policy_id": None, "external_id": external_id or None, "tags": {},
+        }
+        IDENTITIES.prepare(ctx, values, None)
+        crud.insert(store, IDENTITIES, values, identity_id)
+        crud.changed(ctx, IDENTITIES, identity_id, None, values)
+        if not external_id:
+            _add_authenticator(ctx, {"identity_id": identity_id, "method": "cert", "fingerprint": fp,
+                                     "cert_pem": certauth.pem_of(leaf), "is_issued_by_network": False,
+                                     "ca_id": row["id"]})
+    return identity_id
+
+
+# ================================================================ routers
+ROUTER_OWNER = {"erott": "edge_router_id", "trott": "transit_router_id"}
+
+
+def _router_certs(ctx, router_id: str, doc: dict, missing_code: str) -> tuple[str, str]:
+    """Sign a router's client and server CSRs; returns (client leaf, server leaf)."""
+    client_csr = doc.get("certCsr") or doc.get("clientCsr")
+    server_csr = doc.get("serverCertCsr") or doc.get("serverCsr")
+    if not isinstance(server_csr, str) or not server_csr.strip():
+        raise error(missing_code, cause={"code": "UNHANDLED", "message": "invalid server CSR"})
+    if not isinstance(client_csr, str) or not client_csr.strip():
+        raise error(missing_code, cause={"code": "UNHANDLED", "message": "invalid client CSR"})
+    server = _csr(server_csr)
+    client = _csr(client_csr)
+    if client.common_name != router_id:
+        raise error("EDGE_ROUTER_ENROLL_COMMON_NAME_INVALID")
+    signer = signer_keypair(ctx.ctl)
+    server_leaf = ca.sign_csr(server, signer, usage="server")
+    client_leaf = ca.sign_csr(client, signer, usage="client", copy_sans=True)
+    return client_leaf, server_leaf
+
+
+def _set_router_cert(ctx, router_id: str, client_chain: str, client_leaf: str) -> None:
+    from .api import crud
+    from .resources.routers import EDGE_ROUTERS, ROUTERS
+    before = ctx.store.one("SELECT * FROM routers WHERE id = ?", (router_id,))
+    res = EDGE_ROUTERS if before["is_edge"] else ROUTERS
+    values = {"fingerprint": ca.fingerprint(client_leaf), "cert_pem": client_chain, "is_verified": True,
+              "unverified_fingerprint": None, "unverified_cert_pem": None}
+    crud.write_row(ctx.store, res, router_id, values)
+    crud.changed(ctx, res, router_id, before, values)
+
+
+def _has_routers(store) -> bool:
+    return store.value("SELECT 1 FROM sqlite_master WHERE name = 'routers'") is not None
+
+
+def enroll_router(ctx, enr: dict, doc: dict) -> dict:
+    """``erott``/``trott``: the router's client and server certificates, and the CA bundle."""
+    store = ctx.store
+    owner = ROUTER_OWNER[enr["method"]]
+    router_id = enr[owner]
+    if not router_id or not _has_routers(store) or not store.value("SELECT 1 FROM routers WHERE id = ?", (router_id,)):
+        raise error("INVALID_ENROLLMENT_TOKEN")
+    if enr["expires_at"] <= clock.stamp():
+        raise error("ENROLLMENT_EXPIRED")
+    client_leaf, server_leaf = _router_certs(ctx, router_id, doc if isinstance(doc, dict) else {},
+                                             "MISSING_OR_INVALID_CSR")
+    client_chain = certauth.chain_pem(ctx.ctl, client_leaf)
+    with store.write():
+        _consume(store, enr)
+        _set_router_cert(ctx, router_id, client_chain, client_leaf)
+    return {"ca": certauth.ca_bundle_pem(ctx.ctl), "cert": client_chain,
+            "serverCert": certauth.chain_pem(ctx.ctl, server_leaf)}
+
+
+def extend_router(ctx, certs: list, doc: dict) -> dict:
+    """``/enroll/extend/router``: a router presenting its current client certificate gets new
+    client and server certificates; the new client certificate replaces the old one."""
+    from .errors import Unauthorized
+    store = ctx.store
+    leaf = next((c for c in reversed(certs) if not ca.is_ca(c)), None)
+    if leaf is None or not _has_routers(store):
+        raise Unauthorized()
+    router_id = store.value("SELECT id FROM routers WHERE fingerprint = ?", (certauth.fingerprint(leaf),))
+    if router_id is None:
+        raise Unauthorized()
+    doc = doc if isinstance(doc, dict) else {}
+    for key, reason in (("certCsr", "client CSR is required"), ("serverCertCsr", "server CSR is required")):
+        if not isinstance(doc.get(key), str) or not doc[key].strip():
+            raise CouldNotValidate(key, reason, doc.get(key))
+    client_leaf, server_leaf = _router_certs(ctx, router_id, doc, "MISSING_OR_INVALID_CSR")
+    client_chain = certauth.chain_pem(ctx.ctl, client_leaf)
+    with store.write():
+        _set_router_cert(ctx, router_id, client_chain, client_leaf)
+    return {"cert": client_chain, "serverCert": certauth.chain_pem(ctx.ctl, server_leaf)}

@@ -32,21 +32,55 @@ def sqlite_integrity(store) -> Iterator[Problem]:
             yield Problem(f"sqlite integrity_check: {msg}")
 
 
-@check
 def foreign_keys(store) -> Iterator[Problem]:
-    for table, rowid, parent, _ in store.conn.execute("PRAGMA foreign_key_check"):
-        def fix(s, table=table, rowid=rowid):
-            s.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
-        yield Problem(f"{table} row {rowid} references a missing {parent}", True, fix)
+    """SQLite's foreign_key_check (rows whose reference is dangling, e.g. written with foreign
+    keys off). The fix nulls a nullable reference and deletes the row otherwise; it re-checks
+    at fix time, so a problem an earlier, more specific fix already repaired is left alone.
+    Runs after every other check (see ``run``)."""
+    seen = set()
+    for table, rowid, parent, fkid in store.conn.execute("PRAGMA foreign_key_check").fetchall():
+        fk = [r for r in store.conn.execute(f"PRAGMA foreign_key_list({table})").fetchall() if r[0] == fkid]
+        cols = [r[3] for r in fk]
+        pcols = [r[4] or "id" for r in fk]
+        dangling = (" AND ".join(f"t.{c} IS NOT NULL" for c in cols) + " AND NOT EXISTS (SELECT 1 FROM "
+                    f"{parent} p WHERE " + " AND ".join(f"p.{pc} = t.{c}" for c, pc in zip(cols, pcols)) + ")")
+        if rowid is not None:
+            where, params = f"t.rowid = ? AND {dangling}", [rowid]
+            what = f"{table} row {rowid}"
+        else:  # WITHOUT ROWID table: one problem per dangling value
+            values = store.conn.execute(f"SELECT {', '.join('t.' + c for c in cols)} FROM {table} t WHERE {dangling}"
+                                        ).fetchall()
+            for v in values:
+                if (table, fkid, v) in seen:
+                    continue
+                seen.add((table, fkid, v))
+                where = " AND ".join(f"t.{c} = ?" for c in cols) + f" AND {dangling}"
+                yield Problem(f"{table} rows with {', '.join(cols)} = {', '.join(map(str, v))} reference a missing "
+                              f"{parent}", True, _fk_fix(table, cols, where, list(v)))
+            continue
+        yield Problem(f"{what} ({', '.join(cols)}) references a missing {parent}", True,
+                      _fk_fix(table, cols, where, params))
+
+
+def _fk_fix(table: str, cols: list[str], where: str, params: list):
+    def fix(s):
+        info = {r[1]: r for r in s.conn.execute(f"PRAGMA table_info({table})").fetchall()}
+        if all(not info[c][3] and not info[c][5] for c in cols):  # nullable, not part of the key
+            s.execute(f"UPDATE {table} AS t SET {', '.join(f'{c} = NULL' for c in cols)} WHERE {where}", params)
+        else:
+            s.execute(f"DELETE FROM {table} AS t WHERE {where}", params)
+    return fix
 
 
 @check
 def service_config_links(store) -> Iterator[Problem]:
     """services.configs (the ordered list) and the service_configs index must agree."""
     for sid, configs in store.conn.execute("SELECT id, configs FROM services").fetchall():
-        want = set(json.loads(configs))
+        listed = json.loads(configs)
+        want = set(listed)
         have = set(store.column("SELECT config_id FROM service_configs WHERE service_id = ?", (sid,)))
-        if want != have:
+        live = [c for c in listed if store.value("SELECT 1 FROM configs WHERE id = ?", (c,))]
+        if want != have or live != listed:
             def fix(s, sid=sid, want=want, configs=configs):
                 s.execute("DELETE FROM service_configs WHERE service_id = ?", (sid,))
                 live = [c for c in json.loads(configs) if s.value("SELECT 1 FROM configs WHERE id = ?", (c,))]
@@ -66,7 +100,7 @@ def identity_auth_policy(store) -> Iterator[Problem]:
 
 def run(store, fix: bool = False) -> list[Problem]:
     problems: list[Problem] = []
-    for c in CHECKS:
+    for c in (*CHECKS, foreign_keys):
         problems.extend(c(store))
     if fix:
         with store.write():

@@ -175,3 +175,43 @@ def test_errors_on_client_api_are_enveloped_too(client):
     exact(client.post("/authenticate?method=password", json={"username": "nobody", "password": "wrong-pw"}),
           401, "INVALID_AUTH")
     exact(client.post("/authenticate?method=nosuch", json={}), 400, "COULD_NOT_VALIDATE", cause="field")
+
+
+def test_deeply_nested_json_is_400(admin):
+    for body in (b"[" * 100_000, b'{"name": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"):
+        exact(admin.post("/identities", content=body, headers={"content-type": "application/json"}),
+              400, "COULD_NOT_PARSE_BODY", cause="generic")
+
+
+def test_integer_out_of_int64_range_is_400(admin):
+    err = exact(admin.post("/services", json={"name": "big", "encryptionRequired": True, "maxIdleTimeMillis": 1 << 63}),
+                400, "COULD_NOT_VALIDATE", cause="field")
+    assert err["cause"]["field"] == "maxIdleTimeMillis"
+
+
+@pytest.mark.parametrize("param", ["limit=abc", "offset=x", "limit=1.5", "offset=99999999999999999999"])
+def test_non_integer_paging_params_are_400(admin, param):
+    err = exact(admin.get(f"/identities?{param}"), 400, "COULD_NOT_VALIDATE", cause="field")
+    name, value = param.split("=")
+    assert err["cause"] == {"field": name, "reason": f'{name} in query must be of type int64: "{value}"', "value": value}
+
+
+@pytest.mark.parametrize("query,limit,offset", [
+    ("limit=1000", 500, 0), ("limit=0", 10, 0), ("limit=-5", 10, 0), ("offset=-3", 10, 0),
+    ("offset=200000", 10, 100000), ("limit=-1", 9223372036854775807, 0),
+    ("filter=true limit 3 skip 1&limit=50&offset=7", 50, 7),
+    ("filter=true skip 1 limit 3&limit=50&offset=7", 3, 1),
+    ("filter=true limit none", 9223372036854775807, 0),
+])
+def test_paging_defaults_and_clamps(admin, query, limit, offset):
+    r = admin.get(f"/identity-types?{query}")
+    if r.status_code == 400:  # "limit 3 skip 1" is out of order: a syntax error
+        exact(r, 400, "INVALID_FILTER", cause="generic")
+        return
+    pag = r.json()["meta"]["pagination"]
+    assert (pag["limit"], pag["offset"]) == (limit, offset)
+
+
+def test_head_and_errors_of_head(client):
+    r = client.head("/version")
+    assert r.status_code == 200 and r.content == b""

@@ -62,6 +62,8 @@ class Ctx:
             return _json.decode(body)
         except msgspec.DecodeError as e:
             raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(e)})
+        except RecursionError:
+            raise too_deep() from None
 
     @property
     def identity_id(self) -> str:
@@ -90,9 +92,17 @@ def decode(body: bytes, type_: type[T]) -> T:
             _json.decode(body)  # a type error found before the end of a truncated document
         except msgspec.DecodeError as de:
             raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(de)}) from None
+        except RecursionError:
+            raise too_deep() from None
         raise validation_error(str(e), body) from None
     except msgspec.DecodeError as e:
         raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
+    except RecursionError:
+        raise too_deep() from None
+
+
+def too_deep() -> ApiError:
+    return ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": "JSON document nested too deeply"})
 
 
 def _path_to_field(path: str) -> str:

@@ -39,6 +39,19 @@ def listen(resource_name: str):
     return deco
 
 
+# resource name -> fn(ctx, rows) called before a list page of that resource is rendered, so a
+# render hook can read the related rows of the whole page from one query instead of one per row
+# (the hook stores what it fetched on ctx; render must still work for rows it did not see).
+PREFETCH: dict[str, Any] = {}
+
+
+def prefetch(resource_name: str):
+    def deco(fn):
+        PREFETCH[resource_name] = fn
+        return fn
+    return deco
+
+
 def changed(ctx, res: Resource, id: str, before: dict | None, values: dict | None) -> None:
     if res.after_write:
         res.after_write(ctx, id, before, values)
@@ -71,7 +84,23 @@ def to_sql(res: Resource, column: str, value: Any) -> Any:
         return _jenc.encode(value if value is not None else ({} if column == "tags" else None)).decode()
     if isinstance(value, bool):
         return int(value)
+    if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):  # SQLite (and upstream) ints are int64
+        f = res.by_column.get(column)
+        raise CouldNotValidate(f.name if f else column, "value out of range of a 64-bit integer", value)
     return value
+
+
+_PLAIN, _BOOL, _RAW = 0, 1, 2
+
+
+def _render_plan(res: Resource) -> tuple:
+    """(wire name, column, conversion) of each output field, worked out once per Resource."""
+    plan = res.__dict__.get("_render_plan")
+    if plan is None or plan[0] is not res.fields:
+        conv = {"bool": _BOOL, "json": _RAW, "set": _RAW, "map": _RAW}
+        plan = res.__dict__["_render_plan"] = (
+            res.fields, tuple((f.name, f.column, conv.get(f.kind, _PLAIN)) for f in res.fields if f.output))
+    return plan[1]
 
 
 def render(ctx: Ctx, res: Resource, row: dict) -> dict:
@@ -83,15 +112,14 @@ def render(ctx: Ctx, res: Resource, row: dict) -> dict:
         "tags": Raw(row["tags"]),
         "_links": env.links(res.name, id, res.links),
     }
-    for f in res.fields:
-        if not f.output:
-            continue
-        v = row.get(f.column)
-        if f.kind == "bool":
+    get = row.get
+    for name, column, conv in _render_plan(res):
+        v = get(column)
+        if conv == _BOOL:
             v = bool(v)
-        elif f.kind in ("json", "set", "map") and v is not None:
+        elif conv == _RAW and v is not None:
             v = Raw(v)
-        out[f.name] = v
+        out[name] = v
     if res.render is not None:
         res.render(ctx, row, out)
     return out
@@ -162,8 +190,11 @@ def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbo
         raise InvalidFilter(str(e)) from None
     except fq.SortError as e:
         raise ApiError("INVALID_SORT_IDENTIFIER", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
-    except fq.PagingError as e:
-        raise ApiError("INVALID_PAGINATION", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
+    except fq.PagingError:
+        # list operations declare limit/offset, so upstream's parameter binding answers first
+        name = "limit" if _bad_int(ctx.q("limit")) else "offset"
+        value = ctx.q(name)
+        raise CouldNotValidate(name, f'{name} in query must be of type int64: "{value}"', value) from None
     # only the conditions that constrain: a bare ``count(*)`` uses SQLite's b-tree count
     # (11 µs at 100k rows) where ``WHERE 1`` scans an index (0.9 ms)
     parts = [f"({c})" for c in (where, res.scope, compiled.where) if c and c != "1"]
@@ -177,6 +208,14 @@ def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbo
     return rows, (fq.UNLIMITED_META if limit < 0 else limit), offset, total
 
 
+def _bad_int(text: str | None) -> bool:
+    try:
+        fq._param_int(text, "")
+        return False
+    except fq.PagingError:
+        return True
+
+
 def _with_sort(query, sort_text: str):
     sorted_q = zitiql.parse("sort by " + sort_text)
     return zitiql.Query(query.predicate, sorted_q.sort, query.skip, query.limit)
@@ -184,12 +223,31 @@ def _with_sort(query, sort_text: str):
 
 def list_response(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), **kw) -> env.JSON:
     rows, limit, offset, total = page(ctx, res, where, params, **kw)
+    pre = PREFETCH.get(res.name)
+    if pre is not None and rows:
+        pre(ctx, rows)
     data = [render(ctx, res, r) for r in rows]
     return env.listing(data, limit, offset, total, res.filterable)
 
 
+# resource name -> fn(ctx) returning None or (where, params): a condition the request adds to
+# that resource's list (e.g. roleFilter on identities), applied before filter and paging.
+LIST_CONDITIONS: dict[str, Any] = {}
+
+
+def list_condition(resource_name: str):
+    def deco(fn):
+        LIST_CONDITIONS[resource_name] = fn
+        return fn
+    return deco
+
+
 # ------------------------------------------------------------------ the six handlers
 async def list_(res: Resource, ctx: Ctx):
+    cond = LIST_CONDITIONS.get(res.name)
+    extra = cond(ctx) if cond is not None else None
+    if extra is not None:
+        return list_response(ctx, res, extra[0], extra[1])
     return list_response(ctx, res)
 
 

@@ -1,9 +1,16 @@
-"""The Database group: snapshot and data-integrity check/fix (one at a time, in the background)."""
+"""The Database group: snapshot and data-integrity check/fix.
+
+A check or fix runs in a worker thread on its own SQLite connection, so a scan of a large file
+never stalls the event loop; one runs at a time (a second request is refused with 429, as
+upstream). Results follow upstream: ``results`` is null until a problem is found, at most 1000
+are kept (then ``tooManyErrors``), and a fix first writes a snapshot of the database.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 
 from .. import clock, integrity
@@ -11,33 +18,65 @@ from ..api import envelope as env
 from ..api.ops import op
 from ..errors import ApiError
 
+MAX_RESULTS = 1000
+SNAPSHOT_INTERVAL = 60.0  # seconds between two snapshots, as upstream
+
+
+def _idle_job() -> dict:
+    return {"inProgress": False, "fixingErrors": False, "tooManyErrors": False, "startTime": None,
+            "endTime": None, "error": None, "results": None}
+
 
 def _busy(ctl) -> bool:
     job = ctl.jobs.get("integrity")
     return bool(job and job.get("inProgress"))
 
 
-async def _run(ctl, fix: bool) -> None:
+def snapshot_path(db: str) -> str:
+    """``<db>-YYYYMMDD-HHMMSS`` next to the database, as upstream names its snapshots."""
+    return f"{os.path.abspath(db)}-{clock.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def _scan(path: str, fix: bool) -> list[integrity.Problem]:
+    from ..db.store import Store
+    store = Store(path)
+    try:
+        if fix:
+            out = snapshot_path(path)
+            if not os.path.exists(out):
+                store.snapshot(out)
+        return integrity.run(store, fix=fix)
+    finally:
+        store.close()
+
+
+async def _run(ctl, fix: bool, done: threading.Event) -> None:
     job = ctl.jobs["integrity"]
     try:
-        await asyncio.sleep(0)  # answer the request first
-        problems = integrity.run(ctl.store, fix=fix)
-        job["results"] = [{"description": p.description, "fixed": p.fixed} for p in problems]
-        job["tooManyErrors"] = False
+        path = ctl.store.path
+        if path in ("", ":memory:"):
+            problems = integrity.run(ctl.store, fix=fix)  # no second connection can see it
+        else:
+            problems = await asyncio.to_thread(_scan, path, fix)
+        results = [{"description": p.description, "fixed": p.fixed} for p in problems[:MAX_RESULTS]]
+        job["results"] = results or None
+        job["tooManyErrors"] = len(problems) > MAX_RESULTS
     except Exception as e:  # report, don't crash the server
         job["error"] = str(e)
     finally:
         job["inProgress"] = False
         job["endTime"] = clock.stamp()
+        done.set()
 
 
 def _start(ctx, fix: bool):
     ctl = ctx.ctl
     if _busy(ctl):
         raise ApiError("RATE_LIMITED", 429)
-    ctl.jobs["integrity"] = {"inProgress": True, "fixingErrors": fix, "startTime": clock.stamp(),
-                             "endTime": None, "error": None, "results": [], "tooManyErrors": False}
-    ctl.jobs["integrity_task"] = asyncio.get_running_loop().create_task(_run(ctl, fix))
+    ctl.jobs["integrity"] = {**_idle_job(), "inProgress": True, "fixingErrors": fix, "startTime": clock.stamp()}
+    done = threading.Event()
+    ctl.jobs["integrity_done"] = done  # tests and shutdown wait on it
+    ctl.jobs["integrity_task"] = asyncio.get_running_loop().create_task(_run(ctl, fix, done))
     return env.empty(202)
 
 
@@ -53,19 +92,30 @@ async def fix_integrity(ctx):
 
 @op("GET", "/database/data-integrity-results", op_id="dataIntegrityResults", tag="database")
 async def integrity_results(ctx):
-    job = ctx.ctl.jobs.get("integrity") or {"inProgress": False, "fixingErrors": False, "startTime": None,
-                                             "endTime": None, "error": None, "results": [], "tooManyErrors": False}
-    return env.ok({k: v for k, v in job.items()})
+    job = dict(ctx.ctl.jobs.get("integrity") or _idle_job())
+    count = len(job["results"] or ())
+    meta = {"pagination": {"limit": -1, "offset": 0, "totalCount": count}, "filterableFields": []}
+    return env.ok(job, meta)
 
 
 @op("POST", "/database/snapshot", op_id="createDatabaseSnapshot", tag="database")
 async def snapshot(ctx):
     ctl = ctx.ctl
-    last = ctl.jobs.get("snapshot_at", 0.0)
-    if time.monotonic() - last < 60:
+    last = ctl.jobs.get("snapshot_at")
+    if last is not None and time.monotonic() - last < SNAPSHOT_INTERVAL:
         raise ApiError("RATE_LIMITED", 429)
     ctl.jobs["snapshot_at"] = time.monotonic()
-    base = os.path.abspath(ctl.settings.db)
-    stamp = clock.now().strftime("%Y%m%d-%H%M%S")
-    ctl.store.snapshot(f"{base}-{stamp}.snapshot")
+    path = ctl.store.path
+    out = snapshot_path(path)
+    if not os.path.exists(out):
+        await asyncio.to_thread(_snapshot, path, out)
     return env.empty()
+
+
+def _snapshot(path: str, out: str) -> None:
+    from ..db.store import Store
+    store = Store(path)
+    try:
+        store.snapshot(out)
+    finally:
+        store.close()

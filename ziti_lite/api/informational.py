@@ -88,7 +88,7 @@ async def spec_body(ctx):
 async def cacerts(ctx):
     from ..pki import ca
     body = ca.cacerts_pkcs7([ctx.ctl.state["signer_cert"], ctx.ctl.state["root_cert"]])
-    return Response(body, media_type="application/pkcs7-mime")
+    return Response(body, media_type="application/pkcs7-mime", headers={"content-transfer-encoding": "base64"})
 
 
 @op("GET", "/network-jwts", apis=BOTH, auth="public", op_id="listNetworkJWTs", tag="informational")

@@ -15,6 +15,13 @@ SPECIAL_MODULES = (
     "ziti_lite.api.authentication",
     "ziti_lite.api.database",
     "ziti_lite.resources.identities",
+    "ziti_lite.api.mfa",
+    "ziti_lite.api.enrollment",
+    "ziti_lite.auth.extjwt",
+    "ziti_lite.policy.relations",
+    "ziti_lite.policy.advice",
+    "ziti_lite.policy.roles",
+    "ziti_lite.policy.service_configs",
 )
 OPTIONAL_MODULES: tuple[str, ...] = ()
 

@@ -43,8 +43,17 @@ def new_recovery_codes() -> list[str]:
     return [base64.b32encode(os.urandom(8)).decode().rstrip("=")[:6] for _ in range(RECOVERY_CODES)]
 
 
+class _TOTP(pyotp.TOTP):
+    """pyotp's TOTP without its 112-bit minimum on secrets: upstream's secrets are 80 bits
+    (authenticator apps accept them) and identities enrolled upstream keep theirs."""
+
+    def byte_secret(self) -> bytes:
+        secret = self.secret.upper()
+        return base64.b32decode(secret + "=" * (-len(secret) % 8))
+
+
 def totp(secret: str) -> pyotp.TOTP:
-    return pyotp.TOTP(secret, digits=DIGITS, digest=hashlib.sha1, interval=PERIOD)
+    return _TOTP(secret, digits=DIGITS, digest=hashlib.sha1, interval=PERIOD)
 
 
 def valid_totp(secret: str, code: str | None) -> bool:

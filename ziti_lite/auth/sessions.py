@@ -32,7 +32,7 @@ class Session:
 _LOOKUP = (
     "SELECT s.id, s.token, s.identity_id, s.authenticator_id, s.last_activity_at, s.is_mfa_required,"
     " s.is_mfa_complete, i.is_admin, i.is_default_admin, i.disabled_at, i.disabled_until, p.secondary"
-    " FROM api_sessions s JOIN identities i ON i.id = s.identity_id"
+    " FROM api_sessions s CROSS JOIN identities i ON i.id = s.identity_id"
     " LEFT JOIN auth_policies p ON p.id = i.auth_policy_id WHERE s.token = ?"
 )
 
@@ -75,28 +75,71 @@ async def warm(ctl, headers) -> None:
         await extjwt.warm(ctl, headers)
 
 
+_MISSING = object()
+_CACHE_MAX = 10_000
+
+
+def _session_row(ctl, token: str) -> dict | None:
+    """The session row of ``token`` (joined with its identity and auth policy), or None.
+
+    Rows are cached per process and the whole cache is dropped whenever the database may have
+    changed: ``PRAGMA data_version`` moves when another connection (another worker) commits,
+    ``total_changes()`` when this one writes. Both together cost ~1.6 µs against ~15 µs for
+    the three-table lookup, and every request that carries a session pays this.
+    """
+    conn = ctl.store.conn
+    gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())
+    cache = ctl.__dict__.get("_session_rows")
+    if cache is None or cache[0] != gen:
+        cache = ctl.__dict__["_session_rows"] = (gen, {})
+    rows = cache[1]
+    row = rows.get(token, _MISSING)
+    if row is _MISSING:
+        try:
+            uuid.UUID(token)
+        except ValueError:
+            return None  # upstream ignores a zt-session that is not a UUID
+        row = ctl.store.one(_LOOKUP, (token,))
+        if len(rows) < _CACHE_MAX:
+            rows[token] = row
+    return row
+
+
+_earlier_memo: dict[tuple[str, int], str] = {}
+
+
+def _earlier(stamp: str, now: dt.datetime, seconds: int) -> str:
+    """``clock.fmt(now - seconds)``: a whole number of seconds leaves the ``.mmmZ`` tail of the
+    stamp as it is, so the date-time part is computed once per second."""
+    if not isinstance(seconds, int):
+        return clock.fmt(now - dt.timedelta(seconds=seconds))
+    key = (stamp[:19], seconds)
+    head = _earlier_memo.get(key)
+    if head is None:
+        if len(_earlier_memo) > 64:
+            _earlier_memo.clear()
+        head = _earlier_memo[key] = clock.fmt(now - dt.timedelta(seconds=seconds))[:19]
+    return head + stamp[19:]
+
+
 def lookup(ctl, token: str | None, headers=None) -> Session | None:
     if not token:
         return None
-    try:
-        uuid.UUID(token)
-    except ValueError:
-        return None  # upstream ignores a zt-session that is not a UUID
-    row = ctl.store.one(_LOOKUP, (token,))
+    row = _session_row(ctl, token)
     if row is None:
         return None
     now = clock.now()
-    if row["disabled_at"] and (not row["disabled_until"] or row["disabled_until"] > clock.fmt(now)):
+    stamp = clock.fmt(now)
+    if row["disabled_at"] and (not row["disabled_until"] or row["disabled_until"] > stamp):
         return None
     last = max(row["last_activity_at"], ctl.activity.get(token, ""))
-    if last < clock.fmt(now - dt.timedelta(seconds=ctl.settings.session_timeout)):
+    if last < _earlier(stamp, now, ctl.settings.session_timeout):
         with ctl.store.write():
             ctl.store.execute("DELETE FROM api_sessions WHERE id = ?", (row["id"],))
         ctl.activity.pop(token, None)
         return None
-    stamp = clock.fmt(now)
     ctl.activity[token] = stamp
-    if row["last_activity_at"] < clock.fmt(now - dt.timedelta(seconds=FLUSH_SECONDS)):
+    if row["last_activity_at"] < _earlier(stamp, now, FLUSH_SECONDS):
         with ctl.store.write():
             ctl.store.execute("UPDATE api_sessions SET last_activity_at = ? WHERE id = ?", (stamp, row["id"]))
     return Session(row["id"], token, row["identity_id"], bool(row["is_admin"] or row["is_default_admin"]),

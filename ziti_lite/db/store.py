@@ -39,6 +39,10 @@ def connect(path: str) -> apsw.Connection:
             fix(conn)
     conn.setbusytimeout(5000)
     conn.execute("PRAGMA synchronous = NORMAL")
+    # 64 MiB of page cache (the default is 2 MiB): at 100k identities one list request (count +
+    # page + related rows) touches more pages than the default holds, and re-reading them from
+    # the OS made a bare count(*) cost 0.4-0.9 ms instead of 11 µs
+    conn.execute("PRAGMA cache_size = -65536")
     # the controller's clock in SQL (tests move it with clock.advance), in the stored format
     conn.create_scalar_function("zl_now", clock.stamp, 0, deterministic=False)
     return conn

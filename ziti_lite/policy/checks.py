@@ -102,11 +102,9 @@ def policy_membership(store) -> Iterator[Problem]:
 
 def _membership_problem(kind: Kind, ln: Link, pid: str, missing: int, extra: int) -> Problem:
     def fix(s):
+        s.execute(f"DELETE FROM {ln.table} WHERE policy_id = ?", (pid,))
         row = s.one(f"SELECT * FROM {kind.table} WHERE id = ?", (pid,))
-        if row is None:
-            s.execute(f"DELETE FROM {ln.table} WHERE policy_id = ?", (pid,))
-        else:
-            s.execute(f"DELETE FROM {ln.table} WHERE policy_id = ?", (pid,))
-            links.evaluate_policy(s, kind, ln, row)
+        if row is not None:
+            links.evaluate_policy(s, kind, ln, row, fresh=True)
     return Problem(f"{kind.resource} {pid}: {ln.wire} selects {missing} {ln.side.entity_type} that are not linked "
                    f"and {extra} linked ones it does not select", True, fix)

@@ -119,17 +119,28 @@ def policy_member_sql(store, ln: Link, row: dict) -> tuple[str, list]:
     return evaluate.member_sql(ln.side, _roles(row[ln.roles]), row["semantic"])
 
 
-def evaluate_policy(store, kind: Kind, ln: Link, row: dict) -> None:
-    """Make the membership of one role list of one policy equal to what its roles select."""
+def evaluate_policy(store, kind: Kind, ln: Link, row: dict, fresh: bool = False) -> None:
+    """Make the membership of one role list of one policy equal to what its roles select.
+
+    ``fresh``: the policy has no membership rows yet (just created), so insert in one pass.
+    Otherwise the selection is computed once and only the difference is written.
+    """
     sql, params = policy_member_sql(store, ln, row)
     pid = row["id"]
-    store.execute(f"DELETE FROM {ln.table} WHERE policy_id = ? AND {ln.column} NOT IN ({sql})", [pid, *params])
-    if ln.typed:
-        store.execute(f"INSERT OR IGNORE INTO {ln.table} (policy_id, {ln.column}, type) SELECT ?, id, ? FROM ({sql})",
-                      [pid, row["type"], *params])
-    else:
-        store.execute(f"INSERT OR IGNORE INTO {ln.table} (policy_id, {ln.column}) SELECT ?, id FROM ({sql})",
-                      [pid, *params])
+    cols = f"policy_id, {ln.column}, type" if ln.typed else f"policy_id, {ln.column}"
+    extra = [row["type"]] if ln.typed else []
+    if fresh:
+        select = "?, id, ?" if ln.typed else "?, id"
+        store.execute(f"INSERT OR IGNORE INTO {ln.table} ({cols}) SELECT {select} FROM ({sql})", [pid, *extra, *params])
+        return
+    want = set(store.column(sql, params))
+    have = set(store.column(f"SELECT {ln.column} FROM {ln.table} WHERE policy_id = ?", (pid,)))
+    drop, add = sorted(have - want), sorted(want - have)
+    if drop:
+        store.executemany(f"DELETE FROM {ln.table} WHERE policy_id = ? AND {ln.column} = ?", [(pid, e) for e in drop])
+    if add:
+        marks = ", ".join("?" * (3 if ln.typed else 2))
+        store.executemany(f"INSERT INTO {ln.table} ({cols}) VALUES ({marks})", [(pid, e, *extra) for e in add])
 
 
 def policy_written(store, kind: Kind, policy_id: str, before: dict | None) -> None:
@@ -144,13 +155,24 @@ def policy_written(store, kind: Kind, policy_id: str, before: dict | None) -> No
     for ln in kind.links:
         if ln.typed and before is not None and before["type"] != row["type"]:
             store.execute(f"UPDATE {ln.table} SET type = ? WHERE policy_id = ?", (row["type"], policy_id))
-        if (before is None or before[ln.roles] != row[ln.roles] or before["semantic"] != row["semantic"]):
+        if before is None:
+            evaluate_policy(store, kind, ln, row, fresh=True)
+        elif before[ln.roles] != row[ln.roles] or before["semantic"] != row["semantic"]:
             evaluate_policy(store, kind, ln, row)
 
 
 # ------------------------------------------------------------------ everything
 def rebuild(store) -> None:
     """Recompute every derived table from the entities and policies (bulk loads, repairs)."""
+    cache = store.value("PRAGMA cache_size")
+    store.execute("PRAGMA cache_size = -262144")  # the reverse indexes are written in random order
+    try:
+        _rebuild(store)
+    finally:
+        store.execute(f"PRAGMA cache_size = {int(cache)}")
+
+
+def _rebuild(store) -> None:
     store.execute("DELETE FROM entity_role_attributes")
     for side in SIDES.values():
         if table_exists(store, side.table):
@@ -167,7 +189,7 @@ def rebuild(store) -> None:
                           (kind.name, ln.side.name))
         for row in store.all(f"SELECT * FROM {kind.table}"):
             for ln in kind.links:
-                evaluate_policy(store, kind, ln, row)
+                evaluate_policy(store, kind, ln, row, fresh=True)
 
 
 # ------------------------------------------------------------------ crud listeners
@@ -178,15 +200,9 @@ def _on_entity(side: Side, ctx, id: str, before: dict | None, values: dict | Non
         entity_written(ctx.store, side, id, before)
 
 
-def _on_router(ctx, id: str, before: dict | None, values: dict | None) -> None:
-    """Transit-router deletes can remove an edge router too."""
-    if values is None:
-        entity_deleted(ctx.store, SIDES["router"], id)
-
-
+# (an edge router deleted through /routers or /transit-routers notifies "edge-routers" too)
 for _side in SIDES.values():
     crud.listen(_side.resource)(functools.partial(_on_entity, _side))
-crud.listen("routers")(_on_router)
 
 
 def after_policy_write(kind: Kind):

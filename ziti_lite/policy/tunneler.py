@@ -76,5 +76,4 @@ def _on_edge_router(ctx, id: str, before: dict | None, values: dict | None) -> N
             crud.write_row(ctx.store, identities, id, {"name": row["name"]})
 
 
-crud.listen("edge-routers")(_on_edge_router)
-crud.listen("routers")(lambda ctx, id, before, values: _on_edge_router(ctx, id, before, values) if values is None else None)
+crud.listen("edge-routers")(_on_edge_router)  # deletes through /routers notify this too

@@ -8,6 +8,10 @@ FAMILIES = (
     "identities",
     "services",
     "auth",
+    "cas_enrollments",
+    "routers",
+    "posture",
+    "policies",
 )
 
 

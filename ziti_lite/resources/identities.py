@@ -116,24 +116,40 @@ def after_identity(ctx, id: str, before: dict | None, values: dict | None) -> No
         create_for_identity(ctx, id, enrollment)
 
 
-# everything the identity detail needs beyond its own row, in one statement (one round trip
-# through apsw instead of five; this runs once per identity of every list page)
-_RENDER_EXTRAS = (
-    "SELECT (SELECT name FROM auth_policies WHERE id = ?1),"
+# everything the identity detail needs beyond its own row, in one statement: one round trip
+# through apsw instead of five or six per identity, and for a list page one for all its rows
+# (see ``prefetch_identities``). Correlated through ``t.id`` these subqueries cost ~3.5 µs per
+# identity; the same ones on bare parameters cost ~13 µs.
+_EXTRA_COLUMNS = (
+    "t.id, (SELECT name FROM auth_policies WHERE id = t.auth_policy_id),"
     " (SELECT json_group_array(json_array(id, method, username, fingerprint)) FROM authenticators"
-    "  WHERE identity_id = ?2),"
-    " EXISTS (SELECT 1 FROM enrollments WHERE identity_id = ?2),"
-    " EXISTS (SELECT 1 FROM api_sessions WHERE identity_id = ?2),"
-    " EXISTS (SELECT 1 FROM mfa WHERE identity_id = ?2 AND is_verified = 1)"
+    "  WHERE identity_id = t.id),"
+    " (SELECT json_group_array(json_array(id, method, token, jwt, expires_at, ca_id, username) ORDER BY created_at)"
+    "  FROM enrollments WHERE identity_id = t.id),"
+    " EXISTS (SELECT 1 FROM api_sessions WHERE identity_id = t.id),"
+    " EXISTS (SELECT 1 FROM mfa WHERE identity_id = t.id AND is_verified = 1)"
 )
+_EXTRAS_ONE = f"SELECT {_EXTRA_COLUMNS} FROM identities t WHERE t.id = ?"
+_EXTRAS_MANY = f"SELECT {_EXTRA_COLUMNS} FROM identities t WHERE t.id IN (SELECT value FROM json_each(?))"
 _decode_list = msgspec.json.Decoder(list).decode
+_encode = msgspec.json.Encoder().encode
+
+
+@crud.prefetch("identities")
+def prefetch_identities(ctx, rows: list[dict]) -> None:
+    """Before a list page is rendered: the related rows of all its identities in one query."""
+    ctx.identity_extras = {r[0]: r for r in ctx.store.conn.execute(
+        _EXTRAS_MANY, (_encode([r["id"] for r in rows]).decode(),))}
 
 
 def render_identity(ctx, row: dict, out: dict) -> None:
     store = ctx.store
     id = row["id"]
-    policy_name, auth_rows, has_enrollment, has_session, has_mfa = store.conn.execute(
-        _RENDER_EXTRAS, (row["auth_policy_id"], id)).fetchone()
+    extras = getattr(ctx, "identity_extras", None)
+    extras = extras.get(id) if extras else None
+    if extras is None:
+        extras = store.conn.execute(_EXTRAS_ONE, (id,)).fetchone()
+    _, policy_name, auth_rows, enrollment_rows, has_session, has_mfa = extras
     out["type"] = env.entity_ref("identity-types", "identity-types", row["type_id"], row["type_id"])
     out["authPolicy"] = env.entity_ref("auth-policies", "auth-policies", row["auth_policy_id"], policy_name)
     out["_links"]["auth-policies"] = {"href": f"./auth-policies/{row['auth_policy_id']}"}
@@ -143,7 +159,7 @@ def render_identity(ctx, row: dict, out: dict) -> None:
             auths[method] = ({"id": a_id, "username": username} if method == "updb"
                              else {"id": a_id, "fingerprint": fingerprint})
     out["authenticators"] = auths
-    out["enrollment"] = enrollment_summary(store, id) if has_enrollment else {}
+    out["enrollment"] = _enrollments(store, _decode_list(enrollment_rows)) if enrollment_rows != "[]" else {}
     out["disabled"] = _disabled(row)
     if row.get("disabled_at") is None:
         out.pop("disabledAt", None)
@@ -156,16 +172,21 @@ def render_identity(ctx, row: dict, out: dict) -> None:
 
 
 def enrollment_summary(store, identity_id: str) -> dict:
+    return _enrollments(store, store.conn.execute(
+        "SELECT id, method, token, jwt, expires_at, ca_id, username FROM enrollments"
+        " WHERE identity_id = ? ORDER BY created_at", (identity_id,)))
+
+
+def _enrollments(store, rows) -> dict:
     out = {}
-    for e in store.all("SELECT id, method, token, jwt, expires_at, ca_id, username FROM enrollments"
-                       " WHERE identity_id = ? ORDER BY created_at", (identity_id,)):
-        item = {"id": e["id"], "jwt": e["jwt"], "token": e["token"], "expiresAt": e["expires_at"]}
-        if e["method"] == "ottca":
-            item["caId"] = e["ca_id"]
-            item["ca"] = env.entity_ref("cas", "cas", e["ca_id"], name_of(store, "cas", e["ca_id"]))
-        if e["method"] == "updb":
-            item["username"] = e["username"]
-        out[e["method"]] = item
+    for e_id, method, token, jwt, expires_at, ca_id, username in rows:
+        item = {"id": e_id, "jwt": jwt, "token": token, "expiresAt": expires_at}
+        if method == "ottca":
+            item["caId"] = ca_id
+            item["ca"] = env.entity_ref("cas", "cas", ca_id, name_of(store, "cas", ca_id))
+        if method == "updb":
+            item["username"] = username
+        out[method] = item
     return out
 
 

@@ -109,7 +109,7 @@ def _renderer(kind: Kind):
     def render(ctx, row: dict, out: dict) -> None:
         for ln in kind.links:
             roles = json.loads(row[ln.roles])
-            out[ln.wire] = roles or None  # upstream stores lists as keys: empty reads back as null
+            out[ln.wire] = roles  # upstream reads an empty list back as null; the spec requires a list
             out[ln.wire + "Display"] = named_roles(ctx.store, ln.side, roles)
         if kind is ERP:
             out["isSystem"] = bool(row["is_system"])

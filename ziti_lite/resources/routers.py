@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Optional
+from typing import Optional, Union
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from ..api import crud
 from ..api import envelope as env
@@ -242,6 +243,17 @@ class TerminatorUpdate(Body):
     tags: Optional[Tags] = None
 
 
+class TerminatorPatch(Body):
+    """Written out (not derived) so the ``service``/``router`` wire names survive."""
+    service_id: Union[str, None, UnsetType] = msgspec.field(default=UNSET, name="service")
+    router_id: Union[str, None, UnsetType] = msgspec.field(default=UNSET, name="router")
+    binding: Union[str, None, UnsetType] = UNSET
+    address: Union[str, None, UnsetType] = UNSET
+    cost: Union[Cost, None, UnsetType] = UNSET
+    precedence: Union[Precedence, None, UnsetType] = UNSET
+    tags: Union[Tags, None, UnsetType] = UNSET
+
+
 def prepare_terminator(ctx, values: dict, existing: dict | None) -> None:
     store = ctx.store
     if existing is None:
@@ -288,7 +300,7 @@ TERMINATORS = Resource(
         Field("instanceSecret", output=False, filterable=False),
         Field("hostId", output=False),
     ),
-    create=TerminatorCreate, update=TerminatorUpdate,
+    create=TerminatorCreate, update=TerminatorUpdate, patch=TerminatorPatch,
     extra_symbols={
         "instanceId": Symbol("string", "t.instance_id"),
         "service": Symbol("string", "t.service_id"),

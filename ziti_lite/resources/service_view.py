@@ -1,21 +1,197 @@
 """The caller-dependent parts of a service detail: permissions, merged config, posture queries.
 
-The policy engine replaces ``permissions_for`` when it is loaded; until then an admin sees
-every service with no permissions, as upstream shows ``["Invalid"]``.
+Used by the management and the client service details and lists. ``decorate`` fills one
+rendered service; the values of a whole page are computed together (``prepare``, a handful of
+queries for any number of services) and kept on the request context, so a list costs the same
+few queries whatever its length. Who "the caller" is: the session's identity, or on the
+management API the identity named by ``asIdentity``. Which config types: the ``configTypes``
+query parameter (client lists: repeated; management: comma-separated), else the API session's.
 """
 
 from __future__ import annotations
 
+import json
 
-def permissions_for(ctx, service_id: str) -> list[str]:
-    return ["Invalid"]
+import msgspec
+
+PERMISSIONS_SQL = ("SELECT DISTINCT i.type FROM service_policy_identities i"
+                   " JOIN service_policy_services s ON s.policy_id = i.policy_id AND s.service_id = ?"
+                   " WHERE i.identity_id = ?")
+
+
+def permissions_for(ctx, service_id: str, identity_id: str | None = None) -> list[str]:
+    """The caller's (or ``identity_id``'s) permissions on a service from its service policies:
+    ``Bind`` before ``Dial``, as upstream; none gives ``["Invalid"]`` (only admins see such a
+    service)."""
+    if identity_id is None:
+        identity_id = ctx.session.identity_id
+    types = set(ctx.store.column(PERMISSIONS_SQL, (service_id, identity_id)))
+    perms = [p for p in ("Bind", "Dial") if p in types]
+    return perms or ["Invalid"]
+
+
+# ------------------------------------------------------------------ the caller's view (decorate)
+class View:
+    """The caller-dependent values of the services of one request."""
+
+    def __init__(self, ctx):
+        from ..client import posture_checks
+        from ..client.access import has_posture_checks
+        store = ctx.store
+        sess = ctx.session
+        self.identity_id = sess.identity_id if sess else None
+        api_session_id = sess.id if sess else None
+        if ctx.api == "management" and ctx.q("asIdentity"):
+            self.identity_id = as_identity(store, ctx.q("asIdentity"))
+            api_session_id = None
+        self.detail = ctx.route.path.endswith("{id}")
+        self.types = requested_types(ctx, sess)
+        self.has_checks = has_posture_checks(store) if self.identity_id else False
+        self.evaluator = posture_checks.Evaluator(ctx.ctl, self.identity_id, api_session_id) if self.identity_id else None
+        self.values: dict[str, tuple] = {}
+
+    def prepare(self, ctx, rows: list[dict]) -> None:
+        """Compute permissions, config and posture queries of ``rows`` in a few queries."""
+        from ..client import access, posture_checks
+        store = ctx.store
+        ids = [r["id"] for r in rows if r["id"] not in self.values]
+        if not ids:
+            return
+        by_service: dict[str, list[dict]] = {}
+        if self.identity_id:
+            for p in access.policies(store, self.identity_id, ids):
+                by_service.setdefault(p["service_id"], []).append(p)
+        checks = access.policy_checks(store, [p["policy_id"] for ps in by_service.values() for p in ps]) \
+            if self.has_checks and by_service else {}
+        configs = self._configs(store, [r for r in rows if r["id"] in set(ids)])
+        for row in rows:
+            sid = row["id"]
+            if sid in self.values:
+                continue
+            pols = by_service.get(sid, [])
+            kinds = {p["type"] for p in pols}
+            perms = [k for k in ("Bind", "Dial") if k in kinds] or (["Invalid"] if self.identity_id else [])
+            if not self.has_checks or not pols:
+                queries = [{"policyId": f"dummy {p.lower()} policy: no posture checks defined", "policyType": p,
+                            "isPassing": True, "postureQueries": []} for p in perms]
+            else:
+                queries = []
+                for p in pols:
+                    items = [(c, self.evaluator.check(c)) for c in checks.get(p["policy_id"], ())]
+                    queries.append({"policyId": p["policy_id"], "policyType": p["type"],
+                                    "isPassing": all(ok for _, ok in items),
+                                    "postureQueries": [posture_checks.query(c, self.evaluator.subject, ok)
+                                                       for c, ok in items]})
+            if self.types is None:  # nothing asked for: details show null, lists an empty map
+                config = None if self.detail else {}
+            else:
+                config = configs.get(sid, {})
+            self.values[sid] = (perms, config, queries)
+
+    def _configs(self, store, rows: list[dict]) -> dict[str, dict]:
+        """Merged ``config`` per service: the service's configs of the requested types, then the
+        identity's overrides of those types, keyed by config type name."""
+        if not self.types or not rows:
+            return {}
+        wants_all = self.types == ["all"]
+        wanted = set(self.types)
+        config_ids = sorted({c for r in rows for c in json.loads(r["configs"] or "[]")})
+        found = {}
+        if config_ids:
+            for c in store.all("SELECT c.id, c.config_type_id AS type_id, ct.name AS type_name, c.data FROM configs c"
+                               " JOIN config_types ct ON ct.id = c.config_type_id"
+                               " WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(config_ids),)):
+                found[c["id"]] = c
+        overrides: dict[str, list[dict]] = {}
+        if self.identity_id:
+            for o in store.all("SELECT x.service_id, x.config_type_id AS type_id, ct.name AS type_name, c.data"
+                               " FROM identity_service_configs x JOIN configs c ON c.id = x.config_id"
+                               " JOIN config_types ct ON ct.id = x.config_type_id"
+                               " WHERE x.identity_id = ? AND x.service_id IN (SELECT value FROM json_each(?))",
+                               (self.identity_id, json.dumps([r["id"] for r in rows]))):
+                overrides.setdefault(o["service_id"], []).append(o)
+        out = {}
+        for r in rows:
+            merged: dict[str, dict] = {}
+            for cid in json.loads(r["configs"] or "[]"):
+                c = found.get(cid)
+                if c is not None and (wants_all or c["type_id"] in wanted):
+                    merged[c["type_id"]] = c
+            for o in overrides.get(r["id"], ()):
+                if wants_all or o["type_id"] in wanted:
+                    merged[o["type_id"]] = o
+            out[r["id"]] = {c["type_name"]: msgspec.Raw(c["data"])
+                            for c in sorted(merged.values(), key=lambda c: c["type_name"])}
+        return out
+
+
+def as_identity(store, value: str) -> str:
+    from ..errors import NotFound
+    found = store.value("SELECT id FROM identities WHERE id = ? OR name = ? ORDER BY id = ? DESC LIMIT 1",
+                        (value, value, value))
+    if found is None:
+        raise NotFound("identity", value)
+    return found
+
+
+def requested_types(ctx, sess) -> list[str] | None:
+    """Config type ids (or ``["all"]``) the request asks for; None when it asks for none."""
+    from ..api.authentication import resolve_config_types
+    store = ctx.store
+    if ctx.api == "client":
+        given = ctx.qlist("configTypes") if not ctx.route.path.endswith("{id}") else []
+        requested = given or None
+    else:
+        requested = ctx.q("configTypes") or None
+    if requested is not None:
+        return resolve_config_types(store, requested)
+    if sess is None:
+        return None
+    text = store.value("SELECT config_types FROM api_sessions WHERE id = ?", (sess.id,))
+    types = json.loads(text) if text else []
+    return types or None
+
+
+def view(ctx) -> View:
+    v = ctx.__dict__.get("_service_view")
+    if v is None:
+        v = ctx.__dict__["_service_view"] = View(ctx)
+    return v
 
 
 def decorate(ctx, row: dict, out: dict) -> None:
-    perms = permissions_for(ctx, row["id"]) if ctx.session else []
+    v = view(ctx)
+    if row["id"] not in v.values:
+        v.prepare(ctx, [row])
+    perms, config, queries = v.values[row["id"]]
     out["permissions"] = perms
-    out["config"] = {}
-    out["postureQueries"] = [
-        {"policyId": f"dummy {p.lower()} policy: no posture checks defined", "policyType": p,
-         "isPassing": True, "postureQueries": []} for p in perms
-    ]
+    out["config"] = config
+    out["postureQueries"] = queries
+
+
+def _as_identity_condition(ctx):
+    """Management ``GET /services?asIdentity=``: a non-admin identity sees only its services."""
+    value = ctx.q("asIdentity") if ctx.api == "management" else None
+    if not value:
+        return None
+    identity_id = as_identity(ctx.store, value)
+    if ctx.store.value("SELECT is_admin OR is_default_admin FROM identities WHERE id = ?", (identity_id,)):
+        return None
+    from ..client.access import VISIBLE
+    return VISIBLE, [identity_id]
+
+
+def install_list_condition() -> None:
+    """Add the asIdentity restriction to whatever condition the services list already has."""
+    from ..api import crud
+    previous = crud.LIST_CONDITIONS.get("services")
+    if getattr(previous, "_as_identity", False):
+        return
+
+    def condition(ctx):
+        parts = [c for c in ((previous(ctx) if previous else None), _as_identity_condition(ctx)) if c]
+        if not parts:
+            return None
+        return " AND ".join(f"({w})" for w, _ in parts), [p for _, ps in parts for p in ps]
+    condition._as_identity = True
+    crud.LIST_CONDITIONS["services"] = condition

@@ -1,0 +1,120 @@
+"""The Store seam: schema on a new file, pragmas, transactions and savepoints, snapshots."""
+
+from __future__ import annotations
+
+import apsw
+import pytest
+
+from ziti_lite import clock
+from ziti_lite.db.store import SCHEMA_VERSION, Store
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(str(tmp_path / "s.db"))
+    yield s
+    s.close()
+
+
+def test_new_file_gets_schema_and_version(store):
+    assert store.value("PRAGMA user_version") == SCHEMA_VERSION
+    tables = set(store.column("SELECT name FROM sqlite_master WHERE type = 'table'"))
+    assert {"controller", "identities", "authenticators", "api_sessions", "services", "configs", "config_types"} <= tables
+    assert store.migrate() is False  # idempotent
+
+
+def test_tables_are_strict(store):
+    for name, sql in store.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"):
+        assert "STRICT" in sql.upper(), name
+
+
+def test_pragmas(store):
+    assert store.value("PRAGMA journal_mode") == "wal"
+    assert store.value("PRAGMA foreign_keys") == 1
+    with pytest.raises(apsw.ConstraintError):
+        store.execute("INSERT INTO configs (id, created_at, updated_at, name, config_type_id) VALUES ('c','t','t','n','missing')")
+
+
+def test_reads_on_empty_results(store):
+    assert store.one("SELECT * FROM identities WHERE id = ?", ("x",)) is None
+    assert store.all("SELECT * FROM identities") == []
+    assert store.value("SELECT id FROM identities") is None
+    assert store.column("SELECT id FROM identities") == []
+
+
+def _add(store, id):
+    store.execute("INSERT INTO identity_types (id, created_at, updated_at, name) VALUES (?, 't', 't', ?)", (id, id))
+
+
+def test_write_commits_and_rolls_back(store):
+    with store.write():
+        _add(store, "a")
+    with pytest.raises(RuntimeError):
+        with store.write():
+            _add(store, "b")
+            raise RuntimeError("boom")
+    assert store.column("SELECT id FROM identity_types ORDER BY id") == ["a"]
+    assert store.conn.in_transaction is False
+
+
+def test_nested_write_is_a_savepoint(store):
+    with store.write():
+        _add(store, "outer")
+        with pytest.raises(ValueError):
+            with store.write():
+                _add(store, "inner")
+                raise ValueError
+        _add(store, "after")
+    assert store.column("SELECT id FROM identity_types ORDER BY id") == ["after", "outer"]
+
+
+def test_one_returns_a_dict(store):
+    with store.write():
+        _add(store, "x")
+    row = store.one("SELECT id, name FROM identity_types WHERE id = ?", ("x",))
+    assert row == {"id": "x", "name": "x"}
+    assert store.all("SELECT id FROM identity_types") == [{"id": "x"}]
+
+
+def test_executemany(store):
+    with store.write():
+        store.executemany("INSERT INTO identity_types (id, created_at, updated_at, name) VALUES (?, 't', 't', ?)",
+                          [("a", "a"), ("b", "b")])
+    assert store.value("SELECT count(*) FROM identity_types") == 2
+
+
+def test_snapshot_is_consistent_while_another_connection_writes(store, tmp_path):
+    with store.write():
+        for i in range(50):
+            _add(store, f"id{i}")
+    other = apsw.Connection(store.path)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO identity_types (id, created_at, updated_at, name) VALUES ('uncommitted','t','t','u')")
+    out = str(tmp_path / "snap.db")
+    store.snapshot(out)
+    other.execute("ROLLBACK")
+    other.close()
+    copy = Store(out)
+    assert copy.value("SELECT count(*) FROM identity_types") == 50
+    assert copy.value("PRAGMA integrity_check") == "ok"
+    copy.close()
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = str(tmp_path / "future.db")
+    conn = apsw.Connection(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(RuntimeError, match="newer"):
+        Store(path)
+
+
+def test_sql_now_follows_the_controller_clock(store):
+    clock.reset()
+    try:
+        before = store.value("SELECT zl_now()")
+        clock.advance(3600)
+        later = store.value("SELECT zl_now()")
+        assert later > before and clock.parse(later) - clock.parse(before) >= __import__("datetime").timedelta(minutes=59)
+    finally:
+        clock.reset()

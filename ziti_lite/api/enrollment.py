@@ -1,0 +1,289 @@
+"""HTTP side of enrollment and certificates: the client API's ``/enroll`` endpoints, CA
+verification and JWT, authenticator re-enrollment, the caller's own authenticators (password
+change, certificate extension) and ``POST /authenticate?method=cert``.
+
+The logic lives in ``ziti_lite.enroll`` and ``ziti_lite.auth.certs``; client certificates come
+from ``ziti_lite.tls``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Optional
+
+import msgspec
+from msgspec import Meta
+from starlette.responses import Response
+
+from .. import clock, enroll, tls
+from ..auth import certs as certauth
+from ..auth import passwords
+from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
+from ..resources.common import Body, Tags
+from . import crud
+from . import envelope as env
+from .authentication import Login, method
+from .ops import BOTH, op
+
+CLIENT = ("client",)
+RAW_TYPES = {"text/plain", "application/x-pem-file", "application/pkcs7-mime", "application/pkcs10"}
+PEM_TYPE = "application/x-pem-file"
+_json = msgspec.json.Decoder()
+
+Username = Annotated[str, Meta(min_length=4, max_length=100)]
+Password = Annotated[str, Meta(min_length=5, max_length=100)]
+
+
+# ================================================================ method=cert
+@method("cert")
+async def cert_login(ctx, body) -> Login:
+    identity_id, authenticator_id, extendable = certauth.login(ctx, tls.peer_certs(ctx))
+    return Login(identity_id, authenticator_id, extendable)
+
+
+@crud.listen("cas")
+def _trust_registered_ca(ctx, id, before, values) -> None:
+    """A CA created through the API is accepted by TLS handshakes from now on (no restart);
+    whether its certificates are worth anything is decided per request."""
+    if values is not None and values.get("cert_pem"):
+        tls.trust(ctx.ctl, values["cert_pem"])
+
+
+# ================================================================ /enroll
+async def _read_body(ctx) -> tuple[bytes, dict | None]:
+    """The body as raw bytes, and as a JSON object when it is JSON (upstream: by Content-Type)."""
+    ctype = (ctx.request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    body = await ctx.body()
+    if ctype == "":  # clients that send no type: an empty body, JSON, or PEM
+        ctype = "application/json" if body.lstrip()[:1] == b"{" else "text/plain"
+    if ctype == "application/json":
+        if not body.strip():
+            return body, {}
+        try:
+            doc = _json.decode(body)
+        except msgspec.DecodeError as e:
+            raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
+        return body, doc if isinstance(doc, dict) else {}
+    if ctype in RAW_TYPES:
+        return body, None
+    raise ApiError("INVALID_CONTENT_TYPE", 400, message="The content type supplied is not acceptable",
+                   cause={"code": "UNHANDLED", "message": f"content type {ctype} is not supported"})
+
+
+def wants_json(accept: str | None) -> bool:
+    """JSON when the client accepts it explicitly or accepts anything; bare PEM otherwise."""
+    if not accept:
+        return False
+    kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")}
+    return bool(kinds & {"application/json", "*/*"})
+
+
+def _requested_name(doc: dict | None) -> str:
+    name = (doc or {}).get("name")
+    return name if isinstance(name, str) else ""
+
+
+def _enroll_handler(default_method: str | None):
+    async def handler(ctx):
+        body, doc = await _read_body(ctx)
+        method_name = ctx.q("method") or default_method
+        if method_name == "ca":
+            enroll.enroll_ca(ctx, tls.peer_certs(ctx), _requested_name(doc))
+            return env.empty()
+        token = ctx.q("token") or ((doc or {}).get("token") if isinstance((doc or {}).get("token"), str) else None)
+        enr = enroll.find(ctx.store, token)
+        kind = enr["method"]  # the stored method decides, not the query
+        if kind == "ott":
+            leaf = enroll.enroll_ott(ctx, enr, body, doc is not None)
+            if wants_json(ctx.request.headers.get("accept")):
+                return env.ok({"cert": certauth.chain_pem(ctx.ctl, leaf), "ca": certauth.ca_bundle_pem(ctx.ctl)})
+            return Response(leaf, media_type=PEM_TYPE)
+        if kind == "ottca":
+            enroll.enroll_ottca(ctx, enr, tls.peer_certs(ctx))
+            return env.empty()
+        if kind == "updb":
+            enroll.enroll_updb(ctx, enr, doc or {})
+            return env.empty()
+        if kind in enroll.ROUTER_OWNER:
+            return env.ok(enroll.enroll_router(ctx, enr, doc or {}))
+        raise enroll.error("INVALID_ENROLLMENT_TOKEN")
+    return handler
+
+
+for _path, _op_id, _default in (("/enroll", "enroll", None), ("/enroll/ott", "enrollOtt", None),
+                                ("/enroll/ottca", "enrollOttCa", None), ("/enroll/ca", "enrollCa", "ca"),
+                                ("/enroll/updb", "enrollUpdb", None), ("/enroll/erott", "enrollErOtt", None)):
+    op("POST", _path, apis=CLIENT, auth="public", op_id=_op_id, tag="enroll",
+       body="text/plain", query=("method", "token") if _path == "/enroll" else ())(_enroll_handler(_default))
+
+
+@op("POST", "/enroll/extend/router", apis=CLIENT, auth="public", op_id="extendRouterEnrollment", tag="enroll")
+async def extend_router(ctx):
+    _, doc = await _read_body(ctx)
+    return env.ok(enroll.extend_router(ctx, tls.peer_certs(ctx), doc or {}))
+
+
+# ================================================================ CAs
+def _ca(ctx) -> dict:
+    id = ctx.params["id"]
+    rows = certauth.ca_rows(ctx.store, "id = ?", (id,))
+    if not rows:
+        raise NotFound("ca", id)
+    return rows[0]
+
+
+@op("POST", "/cas/{id}/verify", op_id="verifyCa", body="text/plain", tag="certificate-authority")
+async def verify_ca(ctx):
+    row = _ca(ctx)
+    certauth.verify_ca(ctx, row, await ctx.body())
+    with ctx.store.write():
+        ctx.store.execute("UPDATE cas SET is_verified = 1, updated_at = ? WHERE id = ?", (clock.stamp(), row["id"]))
+    tls.trust(ctx.ctl, row["cert_pem"])
+    return env.empty()
+
+
+@op("GET", "/cas/{id}/jwt", op_id="getCaJwt", tag="certificate-authority")
+async def ca_jwt(ctx):
+    row = _ca(ctx)
+    return Response(enroll.ca_jwt(ctx.ctl, row["id"]), media_type="application/jwt")
+
+
+# ================================================================ authenticators
+class ReEnroll(Body):
+    expires_at: dt.datetime
+
+
+def _future(t: dt.datetime) -> dt.datetime:
+    t = t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+    if t <= clock.now():
+        raise CouldNotValidate("expiresAt", "must be after the current date and time", clock.fmt(t))
+    return t
+
+
+@op("POST", "/authenticators/{id}/re-enroll", op_id="reEnrollAuthenticator", body=ReEnroll, status=201,
+    tag="authenticator")
+async def reenroll_authenticator(ctx):
+    id = ctx.params["id"]
+    if ctx.store.one("SELECT id FROM authenticators WHERE id = ?", (id,)) is None:
+        raise NotFound("authenticator", id)
+    body = await ctx.json(ReEnroll)
+    expires = _future(body.expires_at)
+    with ctx.store.write():
+        auth = ctx.store.one("SELECT * FROM authenticators WHERE id = ?", (id,))
+        if auth is None:
+            raise NotFound("authenticator", id)
+        enr_id = enroll.reenroll_authenticator(ctx, auth, expires)
+    return env.created(enr_id, f"./enrollments/{enr_id}")
+
+
+# ---------------------------------------------------------------- the caller's own
+def _authenticators():
+    from ..resources.identities import AUTHENTICATORS
+    return AUTHENTICATORS
+
+
+def _render_own(ctx, row: dict) -> dict:
+    out = crud.render(ctx, _authenticators(), row)
+    out["_links"]["self"] = {"href": f"./current-identity/authenticators/{row['id']}"}
+    return out
+
+
+def _own(ctx) -> dict:
+    id = ctx.params["id"]
+    row = ctx.store.one("SELECT * FROM authenticators WHERE id = ? AND identity_id = ?", (id, ctx.identity_id))
+    if row is None:
+        raise NotFound("authenticator", id)
+    return row
+
+
+@op("GET", "/current-identity/authenticators", apis=BOTH, auth="session", op_id="listCurrentIdentityAuthenticators",
+    tag="current-api-session", query=("limit", "offset", "filter"))
+async def list_own(ctx):
+    res = _authenticators()
+    rows, limit, offset, total = crud.page(ctx, res, "t.identity_id = ?", [ctx.identity_id])
+    return env.listing([_render_own(ctx, r) for r in rows], limit, offset, total, res.filterable)
+
+
+@op("GET", "/current-identity/authenticators/{id}", apis=BOTH, auth="session",
+    op_id="detailCurrentIdentityAuthenticator", tag="current-api-session")
+async def detail_own(ctx):
+    return env.ok(_render_own(ctx, _own(ctx)))
+
+
+class OwnUpdate(Body):
+    username: Username
+    password: Password
+    current_password: Password
+    tags: Optional[Tags] = None
+
+
+class OwnPatch(Body, kw_only=True):
+    username: Optional[Username] = None
+    password: Optional[Password] = None
+    current_password: Password
+    tags: Optional[Tags] = None
+
+
+async def _change_own(ctx, struct):
+    row = _own(ctx)
+    body = await ctx.json(struct)
+    if row["method"] != "updb":
+        raise certauth.error("CAN_NOT_UPDATE_AUTHENTICATOR", 409)
+    if not await passwords.verify_async(body.current_password, row["password_hash"], row["salt"]):
+        raise ApiError("UNAUTHORIZED", 401, cause=field_cause("currentPassword", "invalid current password", None))
+    values: dict = {}
+    if body.username is not None:
+        values["username"] = body.username
+    if body.password is not None:
+        values["password_hash"], values["salt"] = passwords.hash_password(body.password)
+    if struct is OwnUpdate:
+        values["tags"] = body.tags or {}
+    elif body.tags:
+        values["tags"] = body.tags
+    res = _authenticators()
+    with ctx.store.write():
+        before = ctx.store.one("SELECT * FROM authenticators WHERE id = ?", (row["id"],))
+        crud.write_row(ctx.store, res, row["id"], values)
+        crud.changed(ctx, res, row["id"], before, values)
+    return env.empty()
+
+
+@op("PUT", "/current-identity/authenticators/{id}", apis=BOTH, auth="session", body=OwnUpdate,
+    op_id="updateCurrentIdentityAuthenticator", tag="current-api-session")
+async def update_own(ctx):
+    return await _change_own(ctx, OwnUpdate)
+
+
+@op("PATCH", "/current-identity/authenticators/{id}", apis=BOTH, auth="session", body=OwnPatch,
+    op_id="patchCurrentIdentityAuthenticator", tag="current-api-session")
+async def patch_own(ctx):
+    return await _change_own(ctx, OwnPatch)
+
+
+class ExtendRequest(Body):
+    client_cert_csr: str
+
+
+class ExtendVerifyRequest(Body):
+    client_cert: str
+
+
+@op("POST", "/current-identity/authenticators/{id}/extend", apis=BOTH, auth="session", body=ExtendRequest,
+    op_id="extendCertAuthenticator", tag="current-api-session")
+async def extend_own(ctx):
+    row = ctx.store.one("SELECT * FROM authenticators WHERE id = ?", (ctx.params["id"],))
+    if row is None:
+        raise NotFound("authenticator", ctx.params["id"])
+    body = await ctx.json(ExtendRequest)
+    return env.ok(certauth.extend(ctx, row, tls.peer_certs(ctx), body.client_cert_csr))
+
+
+@op("POST", "/current-identity/authenticators/{id}/extend-verify", apis=BOTH, auth="session",
+    body=ExtendVerifyRequest, op_id="extendVerifyCertAuthenticator", tag="current-api-session")
+async def extend_verify_own(ctx):
+    row = ctx.store.one("SELECT * FROM authenticators WHERE id = ?", (ctx.params["id"],))
+    if row is None:
+        raise NotFound("authenticator", ctx.params["id"])
+    body = await ctx.json(ExtendVerifyRequest)
+    certauth.verify_extension(ctx, row, body.client_cert)
+    return env.empty()

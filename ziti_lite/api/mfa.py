@@ -1,0 +1,201 @@
+"""TOTP enrollment of the current identity, ``POST /authenticate/mfa`` and the admin reset.
+
+Reachable by partially authenticated sessions (so that a session that owes TOTP can give it,
+or enroll when its auth policy requires TOTP): ``POST /authenticate/mfa``, ``GET/POST
+/current-identity/mfa``, ``POST /current-identity/mfa/verify``, ``GET .../qr-code``. The
+recovery codes and ``DELETE /current-identity/mfa`` need a fully authenticated session. The
+secret (in ``provisioningUrl`` and the QR code) and the recovery codes are shown only while
+the enrollment is unverified; afterwards recovery codes are read with a current TOTP code.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from starlette.responses import Response
+
+from ..auth import mfa, sessions
+from ..errors import ApiError, NotFound
+from ..resources.common import Body
+from . import envelope as env
+from .authentication import AUTH_QUERY_PROVIDERS
+from .context import decode
+from .ops import BOTH, op
+
+TAG = "current-identity"
+CODE_HEADER = "mfa-validation-code"
+
+
+class MfaCode(Body):
+    code: str
+
+
+class OptionalMfaCode(Body):
+    code: Optional[str] = None
+
+
+def invalid_token() -> ApiError:
+    return ApiError("MFA_INVALID_TOKEN", 400, "An invalid token/code was provided")
+
+
+def _record(ctx, verified: bool | None = None) -> dict:
+    """The caller's MFA record; 404 when there is none (or it is not in the wanted state)."""
+    rec = mfa.get(ctx.store, ctx.identity_id)
+    if rec is None or (verified is not None and bool(rec["is_verified"]) != verified):
+        raise NotFound(message="mfa not found")
+    return rec
+
+
+async def _given_code(ctx) -> str | None:
+    """The code from the ``mfa-validation-code`` header, else from a JSON body ``{"code"}``."""
+    code = ctx.request.headers.get(CODE_HEADER)
+    if code:
+        return code
+    body = await ctx.body()
+    if not body.strip():
+        return None
+    try:
+        return decode(body, OptionalMfaCode).code
+    except ApiError:
+        return None
+
+
+def _base(rec: dict, links: dict) -> dict:
+    return {"id": rec["id"], "createdAt": rec["created_at"], "updatedAt": rec["updated_at"],
+            "tags": {}, "_links": links}
+
+
+def detail(ctx, rec: dict) -> dict:
+    links = {"self": env.link("./current-identity/mfa"), "current-identity": env.link("./current-identity")}
+    out = _base(rec, links)
+    out["isVerified"] = bool(rec["is_verified"])
+    if rec["is_verified"]:
+        links["recovery-codes"] = env.link("./current-identity/mfa/recovery-codes")
+        out["recoveryCodes"] = None
+    else:
+        links["verify"] = env.link("./current-identity/mfa/verify")
+        links["qr"] = env.link("./current-identity/mfa/qr-code")
+        out["provisioningUrl"] = _provisioning_url(ctx, rec)
+        out["recoveryCodes"] = rec["recovery_codes"]
+    return out
+
+
+def _provisioning_url(ctx, rec: dict) -> str:
+    name = ctx.store.value("SELECT name FROM identities WHERE id = ?", (rec["identity_id"],)) or rec["identity_id"]
+    return mfa.provisioning_url(mfa.issuer(ctx.ctl), name, rec["secret"])
+
+
+# ---------------------------------------------------------------- auth query
+TOTP_QUERY = {"typeId": "MFA", "provider": "ziti", "httpMethod": "POST", "httpUrl": "./authenticate/mfa",
+              "minLength": 4, "maxLength": 6, "format": "alphaNumeric", "scopes": None}
+
+
+def totp_auth_query(ctx, row: dict) -> list:
+    """The MFA auth query while the session owes a TOTP code."""
+    if sessions.totp_outstanding(row, sessions.policy_secondary(ctx.store, row["identity_id"])):
+        return [dict(TOTP_QUERY)]
+    return []
+
+
+AUTH_QUERY_PROVIDERS.insert(0, totp_auth_query)  # upstream lists MFA before EXT-JWT
+
+
+# ---------------------------------------------------------------- operations
+@op("POST", "/authenticate/mfa", apis=BOTH, auth="partial", op_id="authenticateMfa", body=MfaCode,
+    tag="authentication")
+async def authenticate_mfa(ctx):
+    body = await ctx.json(MfaCode)
+    rec = mfa.get(ctx.store, ctx.identity_id)
+    if rec is None:
+        raise ApiError("MFA_NOT_ENROLLED", 409, "The current identity is not enrolled in MFA")
+    with ctx.store.write():
+        ok = mfa.check_code(ctx.store, rec, body.code, recovery=True)
+        if ok:
+            mfa.pass_session(ctx.store, ctx.session.id)
+    if not ok:
+        raise invalid_token()
+    return env.empty()
+
+
+@op("POST", "/current-identity/mfa", apis=BOTH, auth="partial", op_id="enrollMfa", tag=TAG, status=201)
+async def enroll_mfa(ctx):
+    store = ctx.store
+    with store.write():
+        if mfa.get(store, ctx.identity_id) is not None:
+            raise ApiError("MFA_EXISTS", 409, "An MFA record already exists, try removing it")
+        rec = mfa.create(store, ctx.identity_id)
+    return env.created(rec["id"], "./current-identity/mfa")
+
+
+@op("GET", "/current-identity/mfa", apis=BOTH, auth="partial", op_id="detailMfa", tag=TAG)
+async def detail_mfa(ctx):
+    return env.ok(detail(ctx, _record(ctx)))
+
+
+@op("GET", "/current-identity/mfa/qr-code", apis=BOTH, auth="partial", op_id="detailMfaQrCode", tag=TAG)
+async def mfa_qr_code(ctx):
+    rec = _record(ctx, verified=False)
+    return Response(mfa.qr_png(_provisioning_url(ctx, rec)), media_type="image/png")
+
+
+@op("POST", "/current-identity/mfa/verify", apis=BOTH, auth="partial", op_id="verifyMfa", body=MfaCode, tag=TAG)
+async def verify_mfa(ctx):
+    body = await ctx.json(MfaCode)
+    rec = _record(ctx, verified=False)
+    if not mfa.valid_totp(rec["secret"], body.code):
+        raise invalid_token()
+    with ctx.store.write():
+        mfa.mark_verified(ctx.store, rec)
+        mfa.pass_session(ctx.store, ctx.session.id, verified_now=True)
+    return env.empty()
+
+
+@op("GET", "/current-identity/mfa/recovery-codes", apis=BOTH, auth="session", op_id="detailMfaRecoveryCodes",
+    body=MfaCode, tag=TAG)
+async def recovery_codes(ctx):
+    rec = _record(ctx, verified=True)
+    if not mfa.valid_totp(rec["secret"], await _given_code(ctx)):
+        raise invalid_token()
+    out = _base(rec, {"self": env.link("./current-identity/mfa/recovery-codes"),
+                      "mfa": env.link("./current-identity/mfa")})
+    out["recoveryCodes"] = rec["recovery_codes"]
+    return env.ok(out)
+
+
+@op("POST", "/current-identity/mfa/recovery-codes", apis=BOTH, auth="session", op_id="createMfaRecoveryCodes",
+    body=MfaCode, tag=TAG)
+async def regenerate_recovery_codes(ctx):
+    rec = _record(ctx, verified=True)
+    code = await _given_code(ctx)
+    with ctx.store.write():
+        ok = mfa.check_code(ctx.store, rec, code, recovery=True)
+        if ok:
+            mfa.regenerate(ctx.store, rec)
+    if not ok:
+        raise invalid_token()
+    return env.empty()
+
+
+@op("DELETE", "/current-identity/mfa", apis=BOTH, auth="session", op_id="deleteMfa", tag=TAG)
+async def delete_mfa(ctx):
+    rec = _record(ctx)
+    code = await _given_code(ctx)
+    with ctx.store.write():
+        ok = not rec["is_verified"] or mfa.check_code(ctx.store, rec, code, recovery=True)
+        if ok:
+            mfa.delete(ctx.store, ctx.identity_id)
+    if not ok:
+        raise invalid_token()
+    return env.empty()
+
+
+@op("DELETE", "/identities/{id}/mfa", auth="admin", op_id="removeIdentityMfa", tag="identities")
+async def remove_identity_mfa(ctx):
+    id = ctx.params["id"]
+    if ctx.store.value("SELECT 1 FROM identities WHERE id = ?", (id,)) is None:
+        raise NotFound("identity", id)
+    with ctx.store.write():
+        if mfa.get(ctx.store, id) is None:
+            raise NotFound(message="mfa not found")
+        mfa.delete(ctx.store, id)
+    return env.empty()

@@ -1,0 +1,133 @@
+"""The relationship lists of the management API: which entities a policy selects, which
+policies select an entity, identity<->service (Dial/Bind), identity<->edge router and
+service<->edge router through policies, and the plain foreign-key lists (a service's configs
+and terminators, a config's services, a config type's configs).
+
+Each is the related resource's ordinary list (``filter``, ``limit``, ``offset``, sort, meta)
+restricted by a condition on its rows; an unknown parent id gives an empty list, as upstream.
+"""
+
+from __future__ import annotations
+
+from ..api import crud
+from ..api import envelope as env
+from ..api.ops import op
+from ..errors import CouldNotValidate, NotFound
+
+LIST_QUERY = ("limit", "offset", "filter")
+
+# identity <-> service through service policies, optionally of one type
+IDENTITY_SERVICES = ("t.id IN (SELECT s.service_id FROM service_policy_identities i"
+                     " JOIN service_policy_services s ON s.policy_id = i.policy_id WHERE i.identity_id = ?{})")
+SERVICE_IDENTITIES = ("t.id IN (SELECT i.identity_id FROM service_policy_services s"
+                      " JOIN service_policy_identities i ON i.policy_id = s.policy_id WHERE s.service_id = ?{})")
+IDENTITY_ROUTERS = ("t.id IN (SELECT r.router_id FROM edge_router_policy_identities i"
+                    " JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)")
+ROUTER_IDENTITIES = ("t.id IN (SELECT i.identity_id FROM edge_router_policy_routers r"
+                     " JOIN edge_router_policy_identities i ON i.policy_id = r.policy_id WHERE r.router_id = ?)")
+SERVICE_ROUTERS = ("t.id IN (SELECT r.router_id FROM service_edge_router_policy_services s"
+                   " JOIN service_edge_router_policy_routers r ON r.policy_id = s.policy_id WHERE s.service_id = ?)")
+ROUTER_SERVICES = ("t.id IN (SELECT s.service_id FROM service_edge_router_policy_routers r"
+                   " JOIN service_edge_router_policy_services s ON s.policy_id = r.policy_id WHERE r.router_id = ?)")
+
+
+def resource(name: str):
+    from ..resources import by_name
+    try:
+        return by_name(name)
+    except KeyError:
+        raise NotFound(message=f"{name} are not available") from None
+
+
+def related_list(ctx, target: str, where: str, params: list):
+    res = resource(target)
+    rows, limit, offset, total = crud.page(ctx, res, where, params)
+    data = [crud.render(ctx, res, r) for r in rows]
+    if res.name == "services":
+        for d in data:  # upstream renders these without an identity context
+            d["permissions"] = None
+            d["config"] = None
+    return env.listing(data, limit, offset, total, res.filterable)
+
+
+def policy_type(ctx) -> str | None:
+    value = ctx.q("policyType")
+    if value is None or value == "":
+        return None
+    if value.lower() not in ("dial", "bind"):
+        raise CouldNotValidate("policyType", "policyType must be one of [dial bind]", value)
+    return value.capitalize()
+
+
+def _typed(template: str, alias: str, ctx, id: str) -> tuple[str, list]:
+    t = policy_type(ctx)
+    if t is None:
+        return template.format(""), [id]
+    return template.format(f" AND {alias}.type = ?"), [id, t]
+
+
+@op("GET", "/identities/{id}/services", op_id="listIdentityServices", tag="identities",
+    query=("filter", "policyType", "limit", "offset"))
+async def identity_services(ctx):
+    where, params = _typed(IDENTITY_SERVICES, "i", ctx, ctx.params["id"])
+    return related_list(ctx, "services", where, params)
+
+
+@op("GET", "/services/{id}/identities", op_id="listServiceIdentities", tag="services",
+    query=("limit", "offset", "filter", "policyType"))
+async def service_identities(ctx):
+    where, params = _typed(SERVICE_IDENTITIES, "i", ctx, ctx.params["id"])
+    return related_list(ctx, "identities", where, params)
+
+
+# (parent collection, sub-collection, operation id, listed resource, condition on its rows)
+SIMPLE = (
+    ("identities", "service-policies", "listIdentityServicePolicies", "service-policies",
+     "t.id IN (SELECT policy_id FROM service_policy_identities WHERE identity_id = ?)"),
+    ("identities", "edge-router-policies", "listIdentitysEdgeRouterPolicies", "edge-router-policies",
+     "t.id IN (SELECT policy_id FROM edge_router_policy_identities WHERE identity_id = ?)"),
+    ("identities", "edge-routers", "listIdentityEdgeRouters", "edge-routers", IDENTITY_ROUTERS),
+    ("services", "service-policies", "listServiceServicePolicies", "service-policies",
+     "t.id IN (SELECT policy_id FROM service_policy_services WHERE service_id = ?)"),
+    ("services", "service-edge-router-policies", "listServiceServiceEdgeRouterPolicies", "service-edge-router-policies",
+     "t.id IN (SELECT policy_id FROM service_edge_router_policy_services WHERE service_id = ?)"),
+    ("services", "edge-routers", "listServiceEdgeRouters", "edge-routers", SERVICE_ROUTERS),
+    ("services", "configs", "listServiceConfig", "configs",
+     "t.id IN (SELECT config_id FROM service_configs WHERE service_id = ?)"),
+    ("services", "terminators", "listServiceTerminators", "terminators", "t.service_id = ?"),
+    ("edge-routers", "edge-router-policies", "listEdgeRouterEdgeRouterPolicies", "edge-router-policies",
+     "t.id IN (SELECT policy_id FROM edge_router_policy_routers WHERE router_id = ?)"),
+    ("edge-routers", "service-edge-router-policies", "listEdgeRouterServiceEdgeRouterPolicies",
+     "service-edge-router-policies",
+     "t.id IN (SELECT policy_id FROM service_edge_router_policy_routers WHERE router_id = ?)"),
+    ("edge-routers", "identities", "listEdgeRouterIdentities", "identities", ROUTER_IDENTITIES),
+    ("edge-routers", "services", "listEdgeRouterServices", "services", ROUTER_SERVICES),
+    ("service-policies", "identities", "listServicePolicyIdentities", "identities",
+     "t.id IN (SELECT identity_id FROM service_policy_identities WHERE policy_id = ?)"),
+    ("service-policies", "services", "listServicePolicyServices", "services",
+     "t.id IN (SELECT service_id FROM service_policy_services WHERE policy_id = ?)"),
+    ("service-policies", "posture-checks", "listServicePolicyPostureChecks", "posture-checks",
+     "t.id IN (SELECT posture_check_id FROM service_policy_posture_checks WHERE policy_id = ?)"),
+    ("edge-router-policies", "identities", "listEdgeRouterPolicyIdentities", "identities",
+     "t.id IN (SELECT identity_id FROM edge_router_policy_identities WHERE policy_id = ?)"),
+    ("edge-router-policies", "edge-routers", "listEdgeRouterPolicyEdgeRouters", "edge-routers",
+     "t.id IN (SELECT router_id FROM edge_router_policy_routers WHERE policy_id = ?)"),
+    ("service-edge-router-policies", "services", "listServiceEdgeRouterPolicyServices", "services",
+     "t.id IN (SELECT service_id FROM service_edge_router_policy_services WHERE policy_id = ?)"),
+    ("service-edge-router-policies", "edge-routers", "listServiceEdgeRouterPolicyEdgeRouters", "edge-routers",
+     "t.id IN (SELECT router_id FROM service_edge_router_policy_routers WHERE policy_id = ?)"),
+    ("configs", "services", "listConfigServices", "services",
+     "t.id IN (SELECT service_id FROM service_configs WHERE config_id = ?)"),
+    ("config-types", "configs", "listConfigsForConfigType", "configs", "t.config_type_id = ?"),
+)
+
+
+def _register(parent: str, sub: str, op_id: str, target: str, where: str) -> None:
+    async def handler(ctx):
+        return related_list(ctx, target, where, [ctx.params["id"]])
+    handler.__name__ = op_id
+    op("GET", f"/{parent}/{{id}}/{sub}", op_id=op_id, tag=parent, query=LIST_QUERY)(handler)
+
+
+for _row in SIMPLE:
+    _register(*_row)

@@ -1,0 +1,285 @@
+"""Third-party CAs (CRUD only) and enrollments (list, detail, create, refresh, delete).
+
+CA verification, the CA JWT and the enroll flows live elsewhere and build on the ``cas`` and
+``enrollments`` rows kept here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal, Optional
+
+from .. import clock
+from ..api import crud
+from ..api import envelope as env
+from ..api.ops import op
+from ..api.resource import Field, Resource
+from ..db.filters import Symbol
+from ..enroll import new_enrollment, server_keypair
+from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
+from ..ids import new_id, new_token
+from ..pki import ca as pki
+from ..pki import tokens
+from .auth import bad_request, blank, load_json, merge_leaves
+from .common import NAME, Body, Tags, check_name, exists, name_of
+
+
+# ================================================================ CAs
+Location = Literal["COMMON_NAME", "SAN_URI", "SAN_EMAIL"]
+Matcher = Literal["ALL", "PREFIX", "SUFFIX", "SCHEME"]
+Parser = Literal["NONE", "SPLIT"]
+DEFAULT_NAME_FORMAT = "[caName]-[commonName]"
+CLAIM_DEFAULTS = {"index": 0, "location": "", "matcher": "", "matcherCriteria": "", "parser": "", "parserCriteria": ""}
+
+
+class ExternalIdClaim(Body):
+    index: Optional[int] = None
+    location: Optional[Location] = None
+    matcher: Optional[Matcher] = None
+    matcher_criteria: Optional[str] = None
+    parser: Optional[Parser] = None
+    parser_criteria: Optional[str] = None
+
+
+class CaCreate(Body):
+    name: str
+    cert_pem: str
+    is_auto_ca_enrollment_enabled: bool
+    is_ott_ca_enrollment_enabled: bool
+    is_auth_enabled: bool
+    identity_roles: Optional[list[str]]
+    identity_name_format: Optional[str] = None
+    external_id_claim: Optional[ExternalIdClaim] = None
+    tags: Optional[Tags] = None
+
+
+class CaUpdate(Body):
+    name: str
+    is_auto_ca_enrollment_enabled: bool
+    is_ott_ca_enrollment_enabled: bool
+    is_auth_enabled: bool
+    identity_roles: Optional[list[str]]
+    identity_name_format: str
+    external_id_claim: Optional[ExternalIdClaim] = None
+    tags: Optional[Tags] = None
+
+
+class CaPatch(Body):
+    name: Optional[str] = None
+    is_auto_ca_enrollment_enabled: Optional[bool] = None
+    is_ott_ca_enrollment_enabled: Optional[bool] = None
+    is_auth_enabled: Optional[bool] = None
+    identity_roles: Optional[list[str]] = None
+    identity_name_format: Optional[str] = None
+    external_id_claim: Optional[ExternalIdClaim] = None
+    tags: Optional[Tags] = None
+
+
+def check_identity_roles(store, roles) -> list[str]:
+    """CA identity roles become the role attributes of identities it enrolls, so the CLI sends
+    plain attributes; entries written as policy roles (``#attr``, ``@id``) are checked as such."""
+    roles = list(dict.fromkeys(roles or []))
+    for r in roles:
+        if r == "" or r in ("#", "@"):
+            raise CouldNotValidate("identityRoles", "empty role", roles)
+        if r == "#all" and len(roles) > 1:
+            raise CouldNotValidate("identityRoles", "if using #all, no other roles may be used", roles)
+    missing = [r[1:] for r in roles if r.startswith("@") and not exists(store, "identities", r[1:])]
+    if missing:
+        raise CouldNotValidate("identityRoles", "no identities found with the given ids", missing)
+    return roles
+
+
+def prepare_ca(ctx, values: dict, existing: dict | None) -> None:
+    store = ctx.store
+    check_name(values)
+    patch = existing is not None and ctx.route.method == "PATCH"
+    if existing is None:
+        values.update(_ca_cert(store, values.get("cert_pem") or ""))
+        values["is_verified"] = False
+        values["verification_token"] = new_id()
+    else:
+        for k in ("cert_pem", "fingerprint", "is_verified", "verification_token"):
+            values.pop(k, None)
+    if "identity_roles" in values or not patch:
+        values["identity_roles"] = check_identity_roles(store, values.get("identity_roles"))
+    if "identity_name_format" in values or not patch:
+        values["identity_name_format"] = blank(values.get("identity_name_format")) or DEFAULT_NAME_FORMAT
+    if "external_id_claim" in values:
+        claim = values["external_id_claim"]
+        if claim is not None:
+            base = (load_json(existing["external_id_claim"]) or {}) if patch else {}
+            claim = merge_leaves(merge_leaves(CLAIM_DEFAULTS, base), claim)
+            if claim["matcher"] == "SCHEME" and claim["location"] != "SAN_URI":
+                raise bad_request("matcher", "scheme matcher can only be used with URI locations", claim["matcher"])
+        values["external_id_claim"] = claim
+
+
+def _ca_cert(store, pem: str) -> dict:
+    try:
+        certs = pki.load_certs(pem)
+    except Exception as e:
+        raise CouldNotValidate("certPem", f"could not parse the certificate PEM: {e}", pem) from None
+    if not certs:
+        raise CouldNotValidate("certPem", "at least one leaf certificate must be supplied", pem)
+    if not pki.is_ca(certs[0]):
+        raise ApiError("CERTIFICATE_IS_NOT_CA", 400, message="the certificate is not a CA")
+    fp = pki.fingerprint(certs[0])
+    other = store.value("SELECT id FROM cas WHERE fingerprint = ?", (fp,))
+    if other:
+        raise CouldNotValidate("certPem", f"certificate already used as CA {other}", pem)
+    return {"fingerprint": fp, "cert_pem": pem}
+
+
+def render_ca(ctx, row: dict, out: dict) -> None:
+    if not row["is_verified"]:
+        out["_links"]["verify"] = {"href": f"./cas/{row['id']}/verify"}
+    if row["is_auto_ca_enrollment_enabled"]:
+        out["_links"]["jwt"] = {"href": f"./cas/{row['id']}/jwt"}
+    claim = load_json(row["external_id_claim"]) if row["external_id_claim"] else None
+    if claim:
+        out["externalIdClaim"] = merge_leaves(CLAIM_DEFAULTS, claim)
+    else:
+        out.pop("externalIdClaim", None)
+
+
+def before_delete_ca(ctx, row: dict) -> None:
+    store, id = ctx.store, row["id"]
+    store.execute("DELETE FROM enrollments WHERE ca_id = ? AND method = 'ottca'", (id,))
+    store.execute("DELETE FROM api_sessions WHERE authenticator_id IN"
+                  " (SELECT id FROM authenticators WHERE ca_id = ? AND method = 'cert')", (id,))
+    store.execute("DELETE FROM authenticators WHERE ca_id = ? AND method = 'cert'", (id,))
+
+
+CAS = Resource(
+    name="cas", entity="ca", unique=("name", "fingerprint"),
+    fields=(
+        NAME,
+        Field("certPem", filterable=False),
+        Field("fingerprint"),
+        Field("isVerified", "bool"),
+        Field("verificationToken"),
+        Field("isAutoCaEnrollmentEnabled", "bool"),
+        Field("isOttCaEnrollmentEnabled", "bool"),
+        Field("isAuthEnabled", "bool"),
+        Field("identityRoles", "set"),
+        Field("identityNameFormat", filterable=False),
+        Field("externalIdClaim", "json", filterable=False, nullable=True),
+    ),
+    create=CaCreate, update=CaUpdate, patch=CaPatch,
+    prepare=prepare_ca, render=render_ca, before_delete=before_delete_ca,
+)
+
+
+# ================================================================ enrollments
+def _ref(store, entity: str, table: str, id: str | None) -> dict | None:
+    if id is None:
+        return None
+    try:
+        name = name_of(store, table, id)
+    except Exception:  # the table of that family may not exist in this build
+        name = None
+    return env.entity_ref(entity, entity, id, name)
+
+
+def render_enrollment(ctx, row: dict, out: dict) -> None:
+    store = ctx.store
+    out["identity"] = _ref(store, "identities", "identities", row["identity_id"])
+    out["edgeRouter"] = _ref(store, "edge-routers", "routers", row["edge_router_id"])
+    out["transitRouter"] = _ref(store, "transit-routers", "routers", row["transit_router_id"])
+    if row["ca_id"] is not None:
+        out["ca"] = _ref(store, "cas", "cas", row["ca_id"])
+    for k in [k for k, v in out.items() if v is None or v == ""]:
+        del out[k]
+
+
+ENROLLMENTS = Resource(
+    name="enrollments", entity="enrollment", unique=("token",),
+    fields=(
+        Field("method"),
+        Field("token"),
+        Field("expiresAt", "datetime"),
+        Field("jwt", filterable=False),
+        Field("identityId", filterable=False),
+        Field("edgeRouterId", filterable=False),
+        Field("transitRouterId", filterable=False),
+        Field("caId", column="ca_id"),
+        Field("username", filterable=False),
+    ),
+    ops=("list", "detail", "delete"),
+    extra_symbols={"identity": Symbol("string", "t.identity_id"),
+                   "edgeRouter": Symbol("string", "t.edge_router_id"),
+                   "transitRouter": Symbol("string", "t.transit_router_id")},
+    render=render_enrollment,
+)
+
+
+class EnrollmentCreate(Body):
+    method: Literal["ott", "ottca", "updb"]
+    expires_at: dt.datetime
+    identity_id: str
+    ca_id: Optional[str] = None
+    username: Optional[str] = None
+
+
+class EnrollmentRefresh(Body):
+    expires_at: dt.datetime
+
+
+def _utc(t: dt.datetime) -> dt.datetime:
+    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+
+
+@op("POST", "/enrollments", op_id="createEnrollment", body=EnrollmentCreate, status=201, tag="enrollments")
+async def create_enrollment(ctx):
+    body = await ctx.json(EnrollmentCreate)
+    expires = _utc(body.expires_at)
+    store = ctx.store
+    with store.write():
+        if not exists(store, "identities", body.identity_id):
+            raise bad_request("identityId", "identity not found", body.identity_id)
+        if expires <= clock.now():
+            raise bad_request("expiresAt", "expiresAt must be in the future", clock.fmt(expires))
+        if body.method == "ottca" and (body.ca_id is None or not exists(store, "cas", body.ca_id)):
+            raise bad_request("caId", "ca not found", body.ca_id)
+        if body.method == "updb" and not body.username:
+            raise bad_request("username", "username not provided", body.username)
+        if store.value("SELECT 1 FROM enrollments WHERE identity_id = ? AND method = ?",
+                       (body.identity_id, body.method)):
+            raise ApiError("ENROLLMENT_EXISTS", 409,
+                           cause=field_cause("method", "enrollment of same method exists", body.method))
+        id = new_enrollment(ctx, body.method, identity_id=body.identity_id, expires_at=expires,
+                            ca_id=body.ca_id if body.method == "ottca" else None,
+                            username=body.username if body.method == "updb" else None)
+    return env.created(id, f"./enrollments/{id}")
+
+
+@op("POST", "/enrollments/{id}/refresh", op_id="refreshEnrollment", body=EnrollmentRefresh, tag="enrollments")
+async def refresh_enrollment(ctx):
+    id = ctx.params["id"]
+    crud.get_row(ctx.store, ENROLLMENTS, id)
+    body = await ctx.json(EnrollmentRefresh)
+    expires = _utc(body.expires_at)
+    with ctx.store.write():
+        row = crud.get_row(ctx.store, ENROLLMENTS, id)
+        if expires <= clock.now():
+            raise CouldNotValidate("expiresAt", "must be after the current date and time", clock.fmt(expires))
+        token = new_token()  # a new token first, then the JWT that carries it
+        subject = row["identity_id"] or row["edge_router_id"] or row["transit_router_id"]
+        jwt = tokens.enrollment_jwt(server=server_keypair(ctx.ctl), issuer=ctx.ctl.settings.base_url,
+                                    subject=subject, token=token, method=row["method"], expires_at=expires)
+        ctx.store.execute("UPDATE enrollments SET token = ?, jwt = ?, expires_at = ?, updated_at = ? WHERE id = ?",
+                          (token, jwt, clock.fmt(expires), clock.stamp(), id))
+    return env.empty()
+
+
+@op("GET", "/identities/{id}/enrollments", op_id="getIdentityEnrollments", tag="identities",
+    query=("limit", "offset", "filter"))
+async def identity_enrollments(ctx):
+    id = ctx.params["id"]
+    if not exists(ctx.store, "identities", id):
+        raise NotFound("identity", id)
+    return crud.list_response(ctx, ENROLLMENTS, "t.identity_id = ?", [id])
+
+
+RESOURCES = (CAS, ENROLLMENTS)

@@ -1,0 +1,240 @@
+"""Posture checks and posture check types.
+
+A posture check is one of six types (``typeId``): OS, PROCESS, DOMAIN, MAC, MFA, PROCESS_MULTI.
+The body struct carries every type's fields; ``prepare_posture_check`` keeps those of the row's
+type, checks what that type requires, and stores them normalised the way upstream's store
+returns them (string lists sorted and de-duplicated, MAC addresses cleaned, process hashes
+lower-cased, MFA ``timeoutSeconds <= 0`` as -1). A check's type never changes after create.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Optional
+
+import msgspec
+
+from ..api.resource import Field, Resource
+from ..errors import CouldNotValidate
+from .common import NAME, Attributes, Body, Semantic, Tags, check_attributes, check_name
+
+OsType = Literal["Windows", "WindowsServer", "Android", "iOS", "Linux", "macOS"]
+PostureCheckType = Literal["OS", "PROCESS", "DOMAIN", "MAC", "MFA", "PROCESS_MULTI"]
+
+
+class OperatingSystem(Body):
+    type: OsType
+    versions: list[str]
+
+
+class Process(Body):
+    os_type: OsType
+    path: str
+    hashes: Optional[list[str]] = None
+    signer_fingerprint: Optional[str] = None
+
+
+class ProcessMulti(Body):
+    os_type: OsType
+    path: str
+    hashes: Optional[list[str]] = None
+    signer_fingerprints: Optional[list[str]] = None
+
+
+class PostureCheckCreate(Body):
+    name: str
+    type_id: PostureCheckType
+    role_attributes: Optional[Attributes] = None
+    tags: Optional[Tags] = None
+    operating_systems: Optional[list[OperatingSystem]] = None   # OS
+    domains: Optional[list[str]] = None                         # DOMAIN
+    mac_addresses: Optional[list[str]] = None                   # MAC
+    process: Optional[Process] = None                           # PROCESS
+    processes: Optional[list[ProcessMulti]] = None              # PROCESS_MULTI
+    semantic: Optional[Semantic] = None                         # PROCESS_MULTI
+    timeout_seconds: Optional[int] = None                       # MFA
+    prompt_on_wake: Optional[bool] = None
+    prompt_on_unlock: Optional[bool] = None
+    ignore_legacy_endpoints: Optional[bool] = None
+
+
+class PostureCheckUpdate(PostureCheckCreate):
+    pass
+
+
+# columns of each type, and which of them a create/PUT must carry (non-empty for lists)
+TYPE_COLUMNS = {
+    "OS": ("operating_systems",),
+    "DOMAIN": ("domains",),
+    "MAC": ("mac_addresses",),
+    "PROCESS": ("process",),
+    "PROCESS_MULTI": ("processes", "semantic"),
+    "MFA": ("timeout_seconds", "prompt_on_wake", "prompt_on_unlock", "ignore_legacy_endpoints"),
+}
+REQUIRED = {"OS": ("operating_systems",), "DOMAIN": ("domains",), "MAC": ("mac_addresses",),
+            "PROCESS": ("process",), "PROCESS_MULTI": ("processes", "semantic"), "MFA": ()}
+ALL_TYPE_COLUMNS = tuple(c for cols in TYPE_COLUMNS.values() for c in cols)
+WIRE = {"operating_systems": "operatingSystems", "domains": "domains", "mac_addresses": "macAddresses",
+        "process": "process", "processes": "processes", "semantic": "semantic"}
+
+
+# ---------------------------------------------------------------- version ranges (OS checks)
+_SEMVER = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*)?"
+    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?")
+_WILDCARD = re.compile(r"\d+(?:\.\d+)?\.x")
+_OPERATORS = ("", "=", "==", "!=", "!", ">", ">=", "<", "<=")
+
+
+def valid_version_range(text: str) -> bool:
+    """A semver range as upstream's OS check accepts: ``>=10.0.0 <11.0.0 || 12.1.x``."""
+    tokens = re.sub(r"([<>=!]+)\s+", r"\1", text.strip()).split()
+    if not tokens:
+        return False
+    group = 0
+    for tok in tokens:
+        if tok == "||":
+            if group == 0:
+                return False
+            group = 0
+            continue
+        m = re.search(r"\d", tok)
+        if m is None or tok[:m.start()] not in _OPERATORS:
+            return False
+        version = tok[m.start():]
+        if not (_SEMVER.fullmatch(version) or ("x" in version and _WILDCARD.fullmatch(version))):
+            return False
+        group += 1
+    return group > 0
+
+
+# ---------------------------------------------------------------- normalisation
+def _str_list(items) -> list[str] | None:
+    """A stored string list as upstream reads it back: sorted, de-duplicated, null when empty."""
+    out = sorted(set(items or ()))
+    return out or None
+
+
+def _clean_mac(mac: str) -> str:
+    return re.sub(r"[^a-f0-9]", "", mac.lower())
+
+
+def _normalise(column: str, value):
+    if column == "operating_systems":
+        by_type: dict[str, dict] = {}
+        for os_ in value:                      # the last entry of a type wins
+            for i, v in enumerate(os_["versions"]):
+                if not valid_version_range(v):
+                    field = f"operatingSystems[{os_['type']}][{i}]"
+                    raise CouldNotValidate(field, f"invalid version for os: [{os_['type']}], version: [{v}]", v)
+            by_type[os_["type"]] = {"type": os_["type"], "versions": _str_list(os_["versions"])}
+        return [by_type[t] for t in sorted(by_type)]
+    if column == "domains":
+        return _str_list(value)
+    if column == "mac_addresses":
+        return _str_list(_clean_mac(m) for m in value)
+    if column == "process":
+        out = {"osType": value["osType"], "path": value["path"],
+               "hashes": _str_list(h.lower() for h in value.get("hashes") or ())}
+        if value.get("signerFingerprint"):
+            out["signerFingerprint"] = value["signerFingerprint"].lower()
+        return out
+    if column == "processes":
+        by_key: dict[str, dict] = {}
+        for p in value:                        # keyed by osType-path, the last one wins
+            by_key[f"{p['osType']}-{p['path']}"] = {
+                "osType": p["osType"], "path": p["path"],
+                "hashes": _str_list(p.get("hashes")) or [],
+                "signerFingerprints": _str_list(p.get("signerFingerprints")) or []}
+        return [by_key[k] for k in sorted(by_key)]
+    if column == "timeout_seconds":
+        return -1 if value is None or value <= 0 else value
+    if column in ("prompt_on_wake", "prompt_on_unlock", "ignore_legacy_endpoints"):
+        return bool(value)
+    return value
+
+
+def prepare_posture_check(ctx, values: dict, existing: dict | None) -> None:
+    check_name(values)
+    check_attributes(values)
+    patch = existing is not None and ctx.route.method == "PATCH"
+    type_id = values.pop("type_id", None)
+    if existing is not None:
+        if type_id is not None and type_id != existing["type_id"]:
+            raise CouldNotValidate("typeId", "the type of a posture check can not be changed", type_id)
+        type_id = existing["type_id"]
+    else:
+        values["type_id"] = type_id
+    mine = TYPE_COLUMNS[type_id]
+    for column in ALL_TYPE_COLUMNS:
+        if column not in mine:
+            values.pop(column, None)           # a row only ever holds its own type's fields
+            continue
+        value = values.get(column)
+        if value is None and patch:
+            values.pop(column, None)
+            continue
+        wire = WIRE.get(column)
+        if value is None and column in REQUIRED[type_id]:
+            raise CouldNotValidate(wire, f"{wire} in body is required", None)
+        if isinstance(value, list) and not value and wire:
+            raise CouldNotValidate(wire, f"{wire} in body should have at least 1 items", value)
+        values[column] = _normalise(column, value)
+    for key in ("role_attributes",):
+        if key in values and values[key] is None:
+            values[key] = []
+
+
+_MFA_FLAGS = (("promptOnWake", "prompt_on_wake"), ("promptOnUnlock", "prompt_on_unlock"),
+              ("ignoreLegacyEndpoints", "ignore_legacy_endpoints"))
+
+
+def render_posture_check(ctx, row: dict, out: dict) -> None:
+    t = row["type_id"]
+    if t == "MFA":
+        out["timeoutSeconds"] = row["timeout_seconds"]
+        for wire, column in _MFA_FLAGS:
+            if row[column]:
+                out[wire] = True               # omitempty upstream: false is left out
+        return
+    for column in TYPE_COLUMNS[t]:
+        text = row[column]
+        out[WIRE[column]] = msgspec.Raw(text) if text is not None and column != "semantic" else text
+
+
+POSTURE_CHECKS = Resource(
+    name="posture-checks", entity="postureCheck", table="posture_checks",
+    fields=(
+        NAME,
+        Field("typeId", filterable=False),
+        Field("version", "int", filterable=False),
+        Field("roleAttributes", "set", filterable=False),
+        Field("operatingSystems", "json", output=False, filterable=False),
+        Field("domains", "json", output=False, filterable=False),
+        Field("macAddresses", "json", output=False, filterable=False),
+        Field("process", "json", output=False, filterable=False),
+        Field("processes", "json", output=False, filterable=False),
+        Field("semantic", output=False, filterable=False),
+        Field("timeoutSeconds", "int", output=False, filterable=False),
+        Field("promptOnWake", "bool", output=False),
+        Field("promptOnUnlock", "bool", output=False),
+        Field("ignoreLegacyEndpoints", "bool", output=False, filterable=False),
+    ),
+    create=PostureCheckCreate, update=PostureCheckUpdate,
+    prepare=prepare_posture_check, render=render_posture_check,
+)
+
+
+def render_posture_check_type(ctx, row: dict, out: dict) -> None:
+    # upstream never sets it (null); the spec requires a string, so "" keeps clients' models valid
+    out["version"] = ""
+
+
+POSTURE_CHECK_TYPES = Resource(
+    name="posture-check-types", entity="postureCheckType", table="posture_check_types",
+    fields=(NAME, Field("operatingSystems", "json", filterable=False)),
+    ops=("list", "detail"), render=render_posture_check_type,
+)
+
+RESOURCES = (POSTURE_CHECK_TYPES, POSTURE_CHECKS)
