@@ -67,7 +67,7 @@ class Controller:
         try:
             methods, params = self.router.match(api, path) if api else (None, {})
             if methods is None:
-                raise NotFound(message=f"no route for {method} {scope['path']}")
+                raise NotFound(message=f"path {scope['path']} was not found")
             route = methods.get(method)
             if route is None and method == "HEAD":
                 route = methods.get("GET")
@@ -75,7 +75,9 @@ class Controller:
                 if method == "OPTIONS":
                     response = env.JSON(b"", status_code=200)
                     return await self._send(response, scope, receive, send)
-                raise ApiError("METHOD_NOT_ALLOWED", 405)
+                allowed = ",".join(sorted(methods))
+                raise ApiError("METHOD_NOT_ALLOWED", 405, cause={
+                    "code": "UNHANDLED", "message": f"method {method} is not allowed, but [{allowed}] are"})
             ctx = Ctx(self, request, api, params, route)
             await self.authorize(ctx, route.auth)
             response = await route.handler(ctx)

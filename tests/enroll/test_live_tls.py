@@ -4,8 +4,11 @@ log in with the issued certificate in the TLS handshake)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import ssl
 
+import httpx
+import pytest
 from cryptography import x509
 
 from tests.conftest import CLIENT
@@ -201,3 +204,25 @@ def test_extend_then_verify_switches_certificates(live, keys):
     _, r = live.cert_login(new_chain, keys[1])
     assert r.status_code == 200 and r.json()["data"]["identityId"] == iid
     assert live.cert_login(old, keys[0])[1].status_code == 401
+
+
+def test_expired_certificate_passes_the_handshake_and_the_default_policy(live, keys):
+    from tests.pki.conftest import make_ca as dated_ca
+    admin = live.admin()
+    now = dt.datetime.now(dt.timezone.utc)
+    root = dated_ca("Live Dated Root", not_before=now - dt.timedelta(days=60), days=365)
+    register_ca(admin, root, "live-dated", keys[0])
+    iid = admin.create("identities", {"name": "live-expired", "type": "Device", "isAdmin": False})
+    old = issue(root, "old", keys[1], not_before=now - dt.timedelta(days=40), days=10)
+    assert admin.post("/authenticators", json={"method": "cert", "identityId": iid, "certPem": old}).status_code == 201
+    _, r = live.cert_login(old, keys[1])
+    assert r.status_code == 200 and r.json()["data"]["identityId"] == iid
+
+
+def test_certificate_from_an_unregistered_ca_is_refused_by_the_handshake(live, keys):
+    stranger = make_ca("Live Stranger", keys[0])
+    client = live.client(issue(stranger, "intruder", keys[1]), keys[1])
+    with pytest.raises(httpx.TransportError):
+        client.post(CLIENT + "/authenticate?method=cert", json={})
+    # without a certificate the same listener serves anyone
+    assert live.client().get("/version").status_code == 200
