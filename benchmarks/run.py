@@ -56,6 +56,27 @@ class Result:
     p50_ms: float
     p99_ms: float
     errors: int
+    requests: int = 0
+    cpu_us: float = float("nan")   # server CPU time per request (user + system)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def measured(load, proc: subprocess.Popen, *args) -> Result:
+    """One load run, with the CPU time the server process spent per request."""
+    c0 = cpu_seconds(proc.pid)
+    r = load(*args)
+    c1 = cpu_seconds(proc.pid)
+    if r.requests:
+        r.cpu_us = (c1 - c0) / r.requests * 1e6
+    return r
 
 
 def cases(sample_id: str, needle: str) -> list[Case]:
@@ -120,6 +141,7 @@ def wrk(url: str, headers: dict, conns: int, threads: int, seconds: float) -> Re
         cmd += ["-H", f"{k}: {v}"]
     out = subprocess.run(cmd + [url], capture_output=True, text=True, timeout=seconds + 30).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    total = int(re.search(r"(\d+) requests in", out).group(1))
     p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))
     p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
     errors = 0
@@ -129,7 +151,7 @@ def wrk(url: str, headers: dict, conns: int, threads: int, seconds: float) -> Re
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+)", out)
     if m:
         errors += sum(int(x) for x in m.groups())
-    return Result(rps, p50, p99, errors)
+    return Result(rps, p50, p99, errors, total)
 
 
 def pyload(url: str, headers: dict, conns: int, threads: int, seconds: float) -> Result:
@@ -155,7 +177,7 @@ def pyload(url: str, headers: dict, conns: int, threads: int, seconds: float) ->
             took = time.perf_counter() - start_t
         lat.sort()
         q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")  # noqa: E731
-        return Result(len(lat) / took, q(0.50), q(0.99), errors)
+        return Result(len(lat) / took, q(0.50), q(0.99), errors, len(lat))
     return asyncio.run(run())
 
 
@@ -233,22 +255,23 @@ def main() -> None:
             load(b_url + c.b_path, {}, a.connections, a.threads, 1.0)
             ra_list, rb_list = [], []
             for i in range(a.rounds):
-                ra_list.append(load(a_url + c.a_path, ha, a.connections, a.threads, a.seconds))
-                rb_list.append(load(b_url + c.b_path, {}, a.connections, a.threads, a.seconds))
-                print(f"  {c.name:<42} round {i + 1}: A {ra_list[-1].rps:8.0f} req/s  B {rb_list[-1].rps:8.0f} req/s"
-                      f"  ratio {ra_list[-1].rps / rb_list[-1].rps:.2f}", flush=True)
+                ra_list.append(measured(load, ziti, a_url + c.a_path, ha, a.connections, a.threads, a.seconds))
+                rb_list.append(measured(load, base, b_url + c.b_path, {}, a.connections, a.threads, a.seconds))
+                ra_, rb_ = ra_list[-1], rb_list[-1]
+                print(f"  {c.name:<42} round {i + 1}: A {ra_.rps:7.0f} req/s {ra_.cpu_us:5.0f} µs CPU/req"
+                      f"  B {rb_.rps:7.0f} req/s {rb_.cpu_us:5.0f} µs CPU/req  ratio {ra_.rps / rb_.rps:.2f}", flush=True)
             summary.append((c, med(ra_list), med(rb_list)))
 
         print("\nmedians over the rounds:")
-        print(f"  {'endpoint':<42} {'A req/s':>8} {'p50':>7} {'p99':>7} | {'B req/s':>8} {'p50':>7} {'p99':>7}"
-              f" | {'ratio':>5} goal   p99 A/B")
+        print(f"  {'endpoint':<42} {'A req/s':>8} {'p50':>7} {'p99':>7} {'CPU/req':>7} | {'B req/s':>8} {'p50':>7}"
+              f" {'p99':>7} {'CPU/req':>7} | {'ratio':>5} goal   p99 A/B")
         failed = False
         for c, ra_, rb_ in summary:
             ratio = ra_.rps / rb_.rps
             ok = ratio >= c.goal
             failed |= not ok
-            print(f"  {c.name:<42} {ra_.rps:8.0f} {ra_.p50_ms:6.2f}ms {ra_.p99_ms:5.1f}ms | {rb_.rps:8.0f}"
-                  f" {rb_.p50_ms:6.2f}ms {rb_.p99_ms:5.1f}ms | {ratio:5.2f} {'>=' if ok else '< '}{c.goal:.2f}"
+            print(f"  {c.name:<42} {ra_.rps:8.0f} {ra_.p50_ms:6.2f}ms {ra_.p99_ms:5.1f}ms {ra_.cpu_us:5.0f}µs | {rb_.rps:8.0f}"
+                  f" {rb_.p50_ms:6.2f}ms {rb_.p99_ms:5.1f}ms {rb_.cpu_us:5.0f}µs | {ratio:5.2f} {'>=' if ok else '< '}{c.goal:.2f}"
                   f"  {ra_.p99_ms / rb_.p99_ms:4.2f}" + (f"  errors A {ra_.errors} B {rb_.errors}"
                                                         if ra_.errors or rb_.errors else ""))
         print("\nall goals met" if not failed else "\nsome goals NOT met")
@@ -262,7 +285,8 @@ def main() -> None:
 
 def med(results: list[Result]) -> Result:
     return Result(statistics.median(r.rps for r in results), statistics.median(r.p50_ms for r in results),
-                  statistics.median(r.p99_ms for r in results), sum(r.errors for r in results))
+                  statistics.median(r.p99_ms for r in results), sum(r.errors for r in results),
+                  sum(r.requests for r in results), statistics.median(r.cpu_us for r in results))
 
 
 if __name__ == "__main__":

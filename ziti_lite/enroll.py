@@ -118,7 +118,7 @@ def reenroll_authenticator(ctx, auth: dict, expires: dt.datetime) -> str:
 
 # ================================================================ completing enrollments
 def find(store, token: str | None) -> dict:
-    """The enrollment of ``token``, not expired."""
+    """The enrollment of ``token`` (expiry is checked by each flow, after its own checks)."""
     row = store.one("SELECT * FROM enrollments WHERE token = ?", (token,)) if token else None
     if row is None:
         raise error("INVALID_ENROLLMENT_TOKEN")

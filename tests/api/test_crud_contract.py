@@ -247,6 +247,10 @@ SAMPLES: dict[str, Sample] = {
 }
 # detail fields computed from other state that may differ between two reads of one row
 VOLATILE = {"updatedAt", "hasApiSession", "cachedLastActivityAt", "lastActivityAt", "isOnline"}
+# upstream quirks kept on purpose: a service detail read without config types shows
+# "config": null (a nil map) although the definition requires it, while a list shows {}
+UPSTREAM_NULLS = {("services", "config")}
+LIST_DETAIL_DIFFERENCES = {("services", "config")}
 
 
 # ------------------------------------------------------------------ upstream detail definitions
@@ -385,7 +389,7 @@ def check_definition(item: dict, name: str) -> None:
             continue
         if fname not in item:
             missing.append(fname)
-        elif item[fname] is None and not nullable:
+        elif item[fname] is None and not nullable and (name, fname) not in UPSTREAM_NULLS:
             nulls.append(fname)
     assert not missing and not nulls, f"{name} ({def_name}): missing {missing}, null {nulls}"
 
@@ -483,7 +487,9 @@ def test_create_envelope_and_detail(admin, name):
     # the list shows the same rendering as the detail
     listed = admin.get(f"/{name}", params={"filter": f'id = "{id}"'}).json()["data"]
     if "list" in res.ops:
-        assert stable(listed[0]) == stable(item)
+        skip = {f for r, f in LIST_DETAIL_DIFFERENCES if r == name}
+        assert {k: v for k, v in stable(listed[0]).items() if k not in skip} == \
+               {k: v for k, v in stable(item).items() if k not in skip}
 
 
 @pytest.mark.parametrize("name", params("update"))

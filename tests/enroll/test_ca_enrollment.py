@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.conftest import CLIENT, assert_error
@@ -130,3 +129,4 @@ def test_ottca_for_unknown_ca_is_not_found(cadmin, keys):
     r = cadmin.post("/identities", json={"name": "no-ca", "type": "Device", "isAdmin": False,
                                         "enrollment": {"ottca": "missing"}})
     assert_error(r, 404, "NOT_FOUND")
+    assert cadmin.get('/identities?filter=name="no-ca"').json()["data"] == []  # nothing was created

@@ -22,6 +22,11 @@ SPECIAL_MODULES = (
     "ziti_lite.policy.advice",
     "ziti_lite.policy.roles",
     "ziti_lite.policy.service_configs",
+    "ziti_lite.client.services",
+    "ziti_lite.client.sessions",
+    "ziti_lite.client.caller",
+    "ziti_lite.client.posture",
+    "ziti_lite.client.changes",
 )
 OPTIONAL_MODULES: tuple[str, ...] = ()
 

@@ -1,0 +1,182 @@
+"""The caller's own view on the client API: its edge routers, whether its services changed,
+the API's protocols, and short-lived certificates for its API session.
+
+API session certificates are signed by the edge signing CA from the caller's CSR, valid for
+12 hours, with the SPIFFE id ``spiffe://<trust domain>/identity/<identity>/apiSession/<api
+session>/apiSessionCertificate/<certificate>`` as their only SAN; they go with their API
+session. Every operation here sees only the caller's own API session: another session's
+certificate is 404.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+from cryptography import x509
+
+from .. import clock
+from ..api import crud
+from ..api import envelope as env
+from ..api.ops import op
+from ..api.resource import Field, Resource
+from ..auth import certs as certauth
+from ..errors import ApiError, NotFound
+from ..ids import new_id
+from ..pki import ca
+from ..pki.csr import CsrError, parse_csr
+from ..resources.common import Body
+from . import changes
+
+CLIENT = ("client",)
+CERT_HOURS = 12
+
+
+# ------------------------------------------------------------------ edge routers
+def _edge_routers():
+    from ..resources.routers import EDGE_ROUTERS
+    return EDGE_ROUTERS
+
+
+@op("GET", "/current-identity/edge-routers", apis=CLIENT, auth="session", op_id="getCurrentIdentityEdgeRouters",
+    tag="current-identity", query=("limit", "offset", "filter"))
+async def current_identity_edge_routers(ctx):
+    res = _edge_routers()
+    where, params = "t.is_verified = 1", []
+    if not ctx.session.is_admin:
+        where += (" AND t.id IN (SELECT r.router_id FROM edge_router_policy_identities i"
+                  " JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)")
+        params = [ctx.identity_id]
+    rows, limit, offset, total = crud.page(ctx, res, where, params)
+    states = getattr(ctx.ctl, "router_states", None) or {}
+    data = []
+    for r in rows:
+        live = states.get(r["id"]) or {}
+        data.append({
+            "id": r["id"], "createdAt": r["created_at"], "updatedAt": r["updated_at"],
+            "_links": env.links("edge-routers", r["id"], ("edge-router-policies",)), "tags": crud.Raw(r["tags"]),
+            "name": r["name"], "hostname": "", "isOnline": bool(live.get("isOnline")),
+            "supportedProtocols": live.get("supportedProtocols") or {},
+            "syncStatus": live.get("syncStatus", "SYNC_UNKNOWN"),
+            "cost": None, "noTraversal": None, "disabled": None,   # upstream leaves these unset here
+        })
+    return env.listing(data, limit, offset, total, res.filterable)
+
+
+# ------------------------------------------------------------------ service updates, protocols
+@op("GET", "/current-api-session/service-updates", apis=CLIENT, auth="session",
+    op_id="listServiceUpdates", tag="current-api-session")
+async def service_updates(ctx):
+    return env.ok({"lastChangeAt": changes.last_change_at(ctx)})
+
+
+@op("GET", "/protocols", apis=CLIENT, auth="public", op_id="listProtocols", tag="informational")
+async def protocols(ctx):
+    s = ctx.ctl.settings
+    host = s.public_host
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return env.ok({"https": {"address": f"{host}:{s.port}"}})
+
+
+# ------------------------------------------------------------------ API session certificates
+class CertificateCreate(Body):
+    csr: Optional[str] = None
+
+
+API_SESSION_CERTIFICATES = Resource(
+    name="current-api-session/certificates", entity="apiSessionCertificate", table="api_session_certificates",
+    ops=(), unique=(),
+    fields=(Field("subject"), Field("fingerprint"), Field("validFrom", "datetime"), Field("validTo", "datetime"),
+            Field("certificate", filterable=False)),
+)
+
+
+@functools.lru_cache(maxsize=8)
+def trust_domain(root_pem: str) -> str:
+    """The SPIFFE trust domain: the root CA's own SPIFFE id if it has one, else one derived
+    from its fingerprint."""
+    cert = x509.load_pem_x509_certificate(root_pem.encode())
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        for uri in sans.get_values_for_type(x509.UniformResourceIdentifier):
+            if uri.startswith("spiffe://"):
+                return uri[len("spiffe://"):].split("/", 1)[0]
+    except x509.ExtensionNotFound:
+        pass
+    return ca.fingerprint(root_pem)
+
+
+def _csr_error(message: str) -> ApiError:
+    return ApiError("COULD_NOT_PROCESS_CSR", 400, certauth.MESSAGES["COULD_NOT_PROCESS_CSR"],
+                    cause={"code": "UNHANDLED", "message": message})
+
+
+def _render_certificate(row: dict) -> dict:
+    return {"id": row["id"], "createdAt": row["created_at"], "updatedAt": row["updated_at"],
+            "_links": {"self": {"href": f"./current-api-session/certificates/{row['id']}"}},
+            "tags": crud.Raw(row["tags"]), "subject": row["subject"], "fingerprint": row["fingerprint"],
+            "validFrom": row["valid_from"], "validTo": row["valid_to"], "certificate": row["certificate"]}
+
+
+@op("POST", "/current-api-session/certificates", apis=CLIENT, auth="session",
+    op_id="createCurrentApiSessionCertificate", body=CertificateCreate, status=201, tag="current-api-session")
+async def create_certificate(ctx):
+    body = await ctx.json(CertificateCreate)
+    if not body.csr or not body.csr.strip():
+        raise _csr_error("a CSR is required")
+    try:
+        csr = parse_csr(body.csr)
+    except CsrError as e:
+        raise _csr_error(str(e)) from None
+    state, sess = ctx.ctl.state, ctx.session
+    cert_id = new_id()
+    spiffe = (f"spiffe://{trust_domain(state['root_cert'])}/identity/{sess.identity_id}"
+              f"/apiSession/{sess.id}/apiSessionCertificate/{cert_id}")
+    now = clock.now()
+    leaf = ca.sign_csr(csr, ca.KeyPair(state["signer_cert"], state["signer_key"]), days=CERT_HOURS / 24,
+                       sans=[x509.UniformResourceIdentifier(spiffe)], now=now)
+    info = ca.cert_info(leaf)
+    chain = certauth.chain_pem(ctx.ctl, leaf)
+    stamp = clock.fmt(now)
+    with ctx.store.write():
+        ctx.store.execute(
+            "INSERT INTO api_session_certificates (id, created_at, updated_at, api_session_id, identity_id, subject,"
+            " fingerprint, valid_from, valid_to, certificate) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (cert_id, stamp, stamp, sess.id, sess.identity_id, info["subject"], info["fingerprint"],
+             clock.fmt(info["not_before"]), clock.fmt(info["not_after"]), chain))
+    return env.ok({"id": cert_id, "_links": {"self": {"href": f"./current-api-session/certificates/{cert_id}"}},
+                   "certificate": chain, "cas": certauth.ca_bundle_pem(ctx.ctl)}, status=201)
+
+
+@op("GET", "/current-api-session/certificates", apis=CLIENT, auth="session",
+    op_id="listCurrentApiSessionCertificates", tag="current-api-session", query=("limit", "offset", "filter"))
+async def list_certificates(ctx):
+    res = API_SESSION_CERTIFICATES
+    rows, limit, offset, total = crud.page(ctx, res, "t.api_session_id = ?", [ctx.session.id])
+    return env.listing([_render_certificate(r) for r in rows], limit, offset, total, res.filterable)
+
+
+def _own_certificate(ctx) -> dict:
+    id = ctx.params["id"]
+    row = ctx.store.one("SELECT * FROM api_session_certificates WHERE id = ? AND api_session_id = ?",
+                        (id, ctx.session.id))
+    if row is None:
+        raise NotFound("apiSessionCertificate", id)
+    return row
+
+
+@op("GET", "/current-api-session/certificates/{id}", apis=CLIENT, auth="session",
+    op_id="detailCurrentApiSessionCertificate", tag="current-api-session")
+async def detail_certificate(ctx):
+    return env.ok(_render_certificate(_own_certificate(ctx)))
+
+
+@op("DELETE", "/current-api-session/certificates/{id}", apis=CLIENT, auth="session",
+    op_id="deleteCurrentApiSessionCertificate", tag="current-api-session")
+async def delete_certificate(ctx):
+    with ctx.store.write():
+        row = _own_certificate(ctx)
+        ctx.store.execute("DELETE FROM api_session_certificates WHERE id = ?", (row["id"],))
+    return env.empty()
+

@@ -1,0 +1,107 @@
+"""The client API's services: what the caller may dial or bind.
+
+``GET /services`` lists the services the caller's service policies grant (an admin: every
+service), each with its ``permissions``, ``config`` merged for the requested config types and
+``postureQueries`` (``resources.service_view``); filter, sort and paging as on every list.
+``GET /services/{id}`` is 404 for a service the caller cannot see; ``/edge-routers`` and
+``/terminators`` of a visible service are the routers a session would get and its terminators.
+The three writes answer 501 on this API, as upstream.
+"""
+
+from __future__ import annotations
+
+from ..api import crud
+from ..api import envelope as env
+from ..api.ops import op
+from ..errors import NotFound, Unauthorized
+from ..resources import service_view
+from . import access, changes
+from .sessions import edge_router
+
+CLIENT = ("client",)
+
+
+def _services():
+    from ..resources.services import SERVICES
+    return SERVICES
+
+
+def _terminators():
+    from ..resources.routers import TERMINATORS
+    return TERMINATORS
+
+
+def _visible_or_404(ctx, service_id: str) -> dict:
+    row = ctx.store.one("SELECT * FROM services WHERE id = ?", (service_id,))
+    if row is None or not access.visible(ctx, service_id):
+        raise NotFound("service", service_id)
+    return row
+
+
+@op("GET", "/services", apis=CLIENT, auth="session", op_id="listServices", tag="services",
+    query=("limit", "offset", "filter", "configTypes", "roleFilter", "roleSemantic"))
+async def list_services(ctx):
+    res = _services()
+    if ctx.session.is_admin:
+        where, params = "1", []
+    else:
+        where, params = access.VISIBLE, [ctx.identity_id]
+    rows, limit, offset, total = crud.page(ctx, res, where, params)
+    service_view.view(ctx).prepare(ctx, rows)
+    data = [crud.render(ctx, res, r) for r in rows]
+    changes.observe_overrides(ctx.ctl, ctx.identity_id)
+    return env.listing(data, limit, offset, total, res.filterable)
+
+
+@op("GET", "/services/{id}", apis=CLIENT, auth="session", op_id="detailService", tag="services")
+async def detail_service(ctx):
+    row = _visible_or_404(ctx, ctx.params["id"])
+    return env.ok(crud.render(ctx, _services(), row))
+
+
+def _not_implemented(op_id: str, method: str):
+    async def handler(ctx):
+        # upstream's client API declares service writes but does not implement them
+        return env.JSON(b'"operation ' + op_id.encode() + b' has not yet been implemented"', status_code=501)
+    handler.__name__ = op_id
+    op(method, "/services/{id}", apis=CLIENT, auth="admin", op_id=op_id, tag="services")(handler)
+
+
+for _method, _op_id in (("PUT", "updateService"), ("PATCH", "patchService"), ("DELETE", "deleteService")):
+    _not_implemented(_op_id, _method)
+
+
+@op("GET", "/services/{id}/edge-routers", apis=CLIENT, auth="session", op_id="listServiceEdgeRouters",
+    tag="services", query=("limit", "offset", "filter", "session-token"))
+async def service_edge_routers(ctx):
+    service_id = ctx.params["id"]
+    _visible_or_404(ctx, service_id)
+    token = ctx.request.headers.get("session-token")
+    if token and ctx.store.value("SELECT 1 FROM sessions WHERE token = ? AND service_id = ? AND identity_id = ?",
+                                 (token, service_id, ctx.identity_id)) is None:
+        raise Unauthorized()
+    routers = access.routers(ctx.store, ctx.identity_id, service_id)
+    items = []
+    for r in routers:
+        item = edge_router(ctx.ctl, r)
+        del item["urls"]
+        items.append(item)
+    return env.ok({"edgeRouters": items})
+
+
+@op("GET", "/services/{id}/terminators", apis=CLIENT, auth="session", op_id="listServiceTerminators",
+    tag="services", query=("limit", "offset", "filter"))
+async def service_terminators(ctx):
+    service_id = ctx.params["id"]
+    service = _visible_or_404(ctx, service_id)
+    res = _terminators()
+    rows, limit, offset, total = crud.page(ctx, res, "t.service_id = ?", [service_id])
+    ref = env.entity_ref("services", "services", service_id, service["name"])
+    data = [{"id": r["id"], "createdAt": r["created_at"], "updatedAt": r["updated_at"],
+             "_links": {"self": {"href": f"./terminators/{r['id']}"}}, "tags": crud.Raw(r["tags"]),
+             "serviceId": service_id, "service": ref, "routerId": r["router_id"], "identity": r["instance_id"]}
+            for r in rows]
+    return env.listing(data, limit, offset, total, res.filterable)
+
+
+service_view.install_list_condition()

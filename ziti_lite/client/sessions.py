@@ -1,0 +1,272 @@
+"""Sessions: an API session's right to dial or bind one service.
+
+``POST /sessions`` checks, in upstream's order: the service is visible to the identity (404),
+the identity has the requested permission (400, field ``ServiceId``), the posture checks of at
+least one policy of that type pass (409 ``INVALID_POSTURE``; the failure is recorded for
+``/identities/{id}/failed-service-requests``), and an edge router is shared by the identity's
+edge router policies and the service's service edge router policies (400
+``NO_EDGE_ROUTERS_AVAILABLE``). There is at most one session per (API session, service, type):
+asking again returns it. Sessions go with their API session (logout, delete, expiry), their
+service and their identity (foreign keys), and when posture stops passing.
+
+``GET /sessions``, ``GET/DELETE /sessions/{id}`` answer on both APIs: an admin sees every
+session, an identity its own (anyone else's is 404).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Literal, Optional
+
+import msgspec
+
+from .. import clock
+from ..api import crud
+from ..api import envelope as env
+from ..api.ops import BOTH, op
+from ..api.resource import Field, Resource
+from ..db.filters import Symbol
+from ..errors import ApiError, CouldNotValidate, NotFound, go_text
+from ..ids import new_token
+from ..resources.common import Body, Tags
+from . import access, posture, posture_checks
+
+POSTURE_MESSAGE = "Posture response data is missing or wrong"
+NO_ROUTERS_MESSAGE = "No edge routers are assigned and online to handle the requested connection"
+
+
+class SessionCreate(Body):
+    service_id: Optional[str] = None
+    type: Optional[Literal["Dial", "Bind"]] = None
+    tags: Optional[Tags] = None
+
+
+SESSIONS = Resource(
+    name="sessions", entity="session", table="sessions", unique=("token",), ops=(),
+    fields=(Field("token"), Field("type"), Field("apiSessionId", column="api_session_id"),
+            Field("serviceId", column="service_id"), Field("identityId", column="identity_id")),
+    extra_symbols={"apiSession": Symbol("string", "t.api_session_id"), "service": Symbol("string", "t.service_id"),
+                   "identity": Symbol("string", "t.identity_id"),
+                   "service.name": Symbol("string", "(SELECT s.name FROM services s WHERE s.id = t.service_id)")},
+)
+
+_counter = [0]
+_B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _b36(n: int, width: int) -> str:
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = _B36[r] + out
+    return out.rjust(width, "0")[-width:]
+
+
+def new_cuid() -> str:
+    """A collision-resistant id in the style of upstream's cuids (``c`` + time + counter + random)."""
+    _counter[0] = (_counter[0] + 1) % 36 ** 4
+    rand = int.from_bytes(os.urandom(8), "big")
+    return "c" + _b36(int(time.time() * 1000), 8) + _b36(_counter[0], 4) + _b36(os.getpid(), 4) + _b36(rand, 8)
+
+
+# ------------------------------------------------------------------ posture of a session
+class PostureResult:
+    def __init__(self):
+        self.passing: list[str] = []
+        self.failed: dict[str, tuple[str, list[dict]]] = {}   # policy id -> (name, failed checks)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.passing) or not self.failed
+
+
+def evaluate(ctl, identity_id: str, api_session_id: str, service_id: str, kind: str,
+             evaluator: posture_checks.Evaluator | None = None) -> PostureResult:
+    """Which of the identity's policies of type ``kind`` for the service pass their posture
+    checks. With no posture check in the system nothing is evaluated (and none is listed)."""
+    store = ctl.store
+    result = PostureResult()
+    if not access.has_posture_checks(store):
+        return result
+    pols = [p for p in access.policies(store, identity_id, [service_id]) if p["type"] == kind]
+    checks = access.policy_checks(store, [p["policy_id"] for p in pols])
+    ev = evaluator or posture_checks.Evaluator(ctl, identity_id, api_session_id)
+    for p in pols:
+        bad = [c for c in checks.get(p["policy_id"], ()) if not ev.check(c)]
+        if bad:
+            result.failed[p["policy_id"]] = (p["name"], bad)
+        else:
+            result.passing.append(p["policy_id"])
+    return result
+
+
+def _posture_error(ctx, service: dict, kind: str, result: PostureResult) -> ApiError:
+    subject = posture_checks.Subject(ctx.ctl, ctx.identity_id, ctx.session.id)
+    posture.record_failure(ctx.ctl, ctx.identity_id, {
+        "when": clock.stamp(), "apiSessionId": ctx.session.id, "serviceId": service["id"],
+        "serviceName": service["name"], "sessionType": kind,
+        "policyFailures": [{"policyId": pid, "policyName": name,
+                            "checks": [posture_checks.failure(c, subject) for c in checks]}
+                           for pid, (name, checks) in result.failed.items()]})
+    ids = list(result.failed)
+    return ApiError("INVALID_POSTURE", 409, POSTURE_MESSAGE, cause={
+        "message": f"Failed to pass posture checks for service policies: {go_text(ids)}",
+        "data": {pid: [{"id": c["id"], "typeId": c["type_id"], "isPassing": False} for c in checks]
+                 for pid, (_, checks) in result.failed.items()}})
+
+
+def revoke_failing(ctl, identity_id: str | None = None) -> int:
+    """Delete sessions (of one identity, or all) whose policies' posture no longer passes.
+    Only sessions of services that posture checks apply to are looked at."""
+    store = ctl.store
+    if not access.has_posture_checks(store):
+        return 0
+    sql = ("SELECT s.id, s.identity_id, s.api_session_id, s.service_id, s.type FROM sessions s"
+           " WHERE EXISTS (SELECT 1 FROM service_policy_services ps JOIN service_policy_posture_checks pc"
+           " ON pc.policy_id = ps.policy_id WHERE ps.service_id = s.service_id)")
+    rows = store.all(sql + (" AND s.identity_id = ?" if identity_id else ""), (identity_id,) if identity_id else ())
+    evaluators: dict[tuple, posture_checks.Evaluator] = {}
+    doomed = []
+    for r in rows:
+        key = (r["identity_id"], r["api_session_id"])
+        ev = evaluators.get(key)
+        if ev is None:
+            ev = evaluators[key] = posture_checks.Evaluator(ctl, *key)
+        if not evaluate(ctl, r["identity_id"], r["api_session_id"], r["service_id"], r["type"], ev).passed:
+            doomed.append((r["id"],))
+    if doomed:
+        with store.write():
+            store.executemany("DELETE FROM sessions WHERE id = ?", doomed)
+    return len(doomed)
+
+
+def sweep(ctl) -> None:
+    """Periodic: MFA posture times out with the clock, not with a request."""
+    revoke_failing(ctl)
+
+
+def ensure_sweeper(ctl) -> None:
+    hooks = ctl.__dict__.setdefault("periodic", [])
+    if sweep not in hooks:
+        hooks.append(sweep)
+
+
+# ------------------------------------------------------------------ rendering
+def edge_router(ctl, row: dict) -> dict:
+    """A router as sessions and the client's service edge routers show it."""
+    live = (getattr(ctl, "router_states", None) or {}).get(row["id"]) or {}
+    protocols = live.get("supportedProtocols") or {}
+    return {"name": row["name"], "hostname": live.get("hostname", ""), "supportedProtocols": protocols,
+            "urls": protocols, "syncStatus": live.get("syncStatus", "SYNC_UNKNOWN"),
+            "isOnline": bool(live.get("isOnline")), "cost": row["cost"], "noTraversal": bool(row["no_traversal"]),
+            "disabled": bool(row["disabled"])}
+
+
+def render(ctx, row: dict, management: bool = True, routers: list[dict] | None = None) -> dict:
+    store = ctx.store
+    if routers is None:
+        routers = access.routers(store, row["identity_id"], row["service_id"])
+    out = {
+        "id": row["id"], "createdAt": row["created_at"], "updatedAt": row["updated_at"],
+        "tags": msgspec.Raw(row["tags"]),
+        "_links": {"self": {"href": f"./sessions/{row['id']}"},
+                   "route-path": {"href": f"./sessions/{row['id']}/route-path"}},
+        "apiSessionId": row["api_session_id"],
+        "apiSession": {"_links": {"self": {"href": f"./api-sessions/{row['api_session_id']}"}},
+                       "entity": "api-sessions", "id": row["api_session_id"]},
+        "serviceId": row["service_id"],
+        "service": env.entity_ref("services", "services", row["service_id"],
+                                  store.value("SELECT name FROM services WHERE id = ?", (row["service_id"],))),
+        "identityId": row["identity_id"], "type": row["type"], "token": row["token"],
+        "edgeRouters": [edge_router(ctx.ctl, r) for r in routers] or None,
+    }
+    if management:
+        policies = json.loads(row["service_policies"] or "[]")
+        names = dict(store.conn.execute("SELECT id, name FROM service_policies WHERE id IN (SELECT value FROM json_each(?))",
+                                        (json.dumps(policies),)).fetchall()) if policies else {}
+        out["servicePolicies"] = [env.entity_ref("service-policies", "service-policies", p, names.get(p)) for p in policies]
+    return out
+
+
+def _own(ctx) -> tuple[str, list]:
+    if ctx.session.is_admin:
+        return "1", []
+    return "t.identity_id = ?", [ctx.identity_id]
+
+
+def _get(ctx, id: str) -> dict:
+    where, params = _own(ctx)
+    row = ctx.store.one(f"SELECT * FROM sessions t WHERE t.id = ? AND {where}", [id, *params])
+    if row is None:
+        raise NotFound("session", id)
+    return row
+
+
+# ------------------------------------------------------------------ operations
+@op("POST", "/sessions", apis=("client",), auth="session", op_id="createSession", body=SessionCreate,
+    status=201, tag="sessions")
+async def create_session(ctx):
+    body = await ctx.json(SessionCreate)
+    kind = body.type or "Dial"
+    service_id = body.service_id or ""
+    store, sess = ctx.store, ctx.session
+    ensure_sweeper(ctx.ctl)
+    existing = store.one("SELECT * FROM sessions WHERE api_session_id = ? AND service_id = ? AND type = ?",
+                         (sess.id, service_id, kind))
+    if existing is not None:
+        return env.ok(render(ctx, existing, management=False), status=201)
+    service = store.one("SELECT id, name FROM services WHERE id = ?", (service_id,))
+    if service is None or not access.visible(ctx, service_id):
+        raise NotFound("service", service_id)
+    kinds = {p["type"] for p in access.policies(store, sess.identity_id, [service_id])}
+    if kind not in kinds:
+        raise CouldNotValidate("ServiceId", "service not found", service_id)
+    result = evaluate(ctx.ctl, sess.identity_id, sess.id, service_id, kind)
+    if not result.passed:
+        raise _posture_error(ctx, service, kind, result)
+    routers = access.routers(store, sess.identity_id, service_id)
+    if not routers:
+        raise ApiError("NO_EDGE_ROUTERS_AVAILABLE", 400, NO_ROUTERS_MESSAGE)
+    now = clock.stamp()
+    tags = msgspec.json.encode(body.tags or {}).decode()
+    with store.write():
+        store.execute(
+            "INSERT OR IGNORE INTO sessions (id, created_at, updated_at, tags, token, api_session_id, identity_id,"
+            " service_id, type, service_policies) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (new_cuid(), now, now, tags, new_token(), sess.id, sess.identity_id, service_id, kind,
+             json.dumps(result.passing)))
+        row = store.one("SELECT * FROM sessions WHERE api_session_id = ? AND service_id = ? AND type = ?",
+                        (sess.id, service_id, kind))
+    if row is None:  # the API session went away meanwhile
+        raise NotFound("apiSession", sess.id)
+    return env.ok(render(ctx, row, management=False, routers=routers), status=201)
+
+
+@op("GET", "/sessions", apis=BOTH, auth="session", op_id="listSessions", tag="sessions",
+    query=("limit", "offset", "filter"))
+async def list_sessions(ctx):
+    where, params = _own(ctx)
+    rows, limit, offset, total = crud.page(ctx, SESSIONS, where, params)
+    data = [render(ctx, r) for r in rows]
+    return env.listing(data, limit, offset, total, SESSIONS.filterable)
+
+
+@op("GET", "/sessions/{id}", apis=BOTH, auth="session", op_id="detailSession", tag="sessions")
+async def detail_session(ctx):
+    return env.ok(render(ctx, _get(ctx, ctx.params["id"])))
+
+
+@op("DELETE", "/sessions/{id}", apis=BOTH, auth="session", op_id="deleteSession", tag="sessions")
+async def delete_session(ctx):
+    with ctx.store.write():
+        row = _get(ctx, ctx.params["id"])
+        ctx.store.execute("DELETE FROM sessions WHERE id = ?", (row["id"],))
+    return env.empty()
+
+
+@op("GET", "/sessions/{id}/route-path", op_id="detailSessionRoutePath", tag="sessions")
+async def session_route_path(ctx):
+    # router ids of the session's live circuit: ziti-lite routes no traffic, so never any
+    return env.ok({"routePath": []})
