@@ -76,9 +76,9 @@ class Server:
             time.sleep(0.05)
         raise AssertionError(f"server not ready in {START_TIMEOUT}s:\n{self.output}")
 
-    def stop(self) -> int:
+    def stop(self, sig: int = signal.SIGTERM) -> int:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(sig)
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
@@ -183,14 +183,16 @@ def test_login_and_use_the_session(server, tls):
         assert r.status_code == 401 and r.json()["error"]["code"] == "UNAUTHORIZED"
 
 
-def test_sigterm_shuts_down_cleanly(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signals_shut_down_cleanly(tmp_path, sig):
     s = Server(tmp_path / "stop.db", "--admin-password", PASSWORD)
     try:
         s.wait_ready()
     finally:
-        code = s.stop()
+        code = s.stop(sig)
     assert code == 0, s.output
-    assert "Traceback" not in s.output, s.output
+    assert "Traceback" not in s.output and "Aborted" not in s.output, s.output
+    assert "Application shutdown complete" in s.output
 
 
 def test_generated_admin_password_is_printed_once(tmp_path):

@@ -217,3 +217,12 @@ def test_paging_defaults_and_clamps(admin, query, limit, offset):
 def test_head_version(client):
     r = client.head("/version")
     assert r.status_code == 200 and r.content == b""
+
+
+def test_body_schema_is_checked_before_the_id(admin):
+    """As upstream binds and validates the body before its handler looks the id up."""
+    exact(admin.put("/identities/nope", json={"name": "x"}), 400, "COULD_NOT_VALIDATE", cause="field")
+    exact(admin.put("/identities/nope", json={"name": "x", "type": "User", "isAdmin": False}), 404, "NOT_FOUND",
+          cause="generic")
+    exact(admin.patch("/identities/nope", json={"isAdmin": "no"}), 400, "COULD_NOT_VALIDATE", cause="field")
+    exact(admin.patch("/identities/nope", json={"isAdmin": False}), 404, "NOT_FOUND", cause="generic")

@@ -277,8 +277,10 @@ async def patch(res: Resource, ctx: Ctx):
 
 async def _change(res: Resource, ctx: Ctx, struct: type, patch: bool):
     id = ctx.params["id"]
-    get_row(ctx.store, res, id)  # 404 before validation, as upstream
+    # as upstream: the body's schema is checked while binding the request (400 even for an
+    # unknown id), the id looked up by the handler (404), then the values validated (400)
     body = await ctx.json(struct)
+    get_row(ctx.store, res, id)
     values = struct_values(body, patch=patch)
     if not patch and "tags" in values and values["tags"] is None:
         values["tags"] = {}

@@ -32,9 +32,11 @@ def _everyone(ctx, id, before, values) -> None:
 
 
 def _identity(ctx, id, before, values) -> None:
+    """An identity's role attributes decide its policies (a new identity has no API session
+    yet, so there is nothing to tell it)."""
     if values is None:
         ctx.store.execute("DELETE FROM service_change_stamps WHERE scope = ?", (id,))
-    else:
+    elif before is not None and "role_attributes" in values:
         bump(ctx.store, id)
 
 

@@ -64,7 +64,7 @@ def _not_implemented(op_id: str, method: str):
         # upstream's client API declares service writes but does not implement them
         return env.JSON(b'"operation ' + op_id.encode() + b' has not yet been implemented"', status_code=501)
     handler.__name__ = op_id
-    op(method, "/services/{id}", apis=CLIENT, auth="admin", op_id=op_id, tag="services")(handler)
+    op(method, "/services/{id}", apis=CLIENT, auth="session", op_id=op_id, tag="services")(handler)
 
 
 for _method, _op_id in (("PUT", "updateService"), ("PATCH", "patchService"), ("DELETE", "deleteService")):

@@ -100,7 +100,7 @@ def entity_deleted(store, side: Side, entity_id: str) -> None:
                                 (kind.name, side.name, ref)):
             roles = [r for r in _roles(store.value(f"SELECT {ln.roles} FROM {kind.table} WHERE id = ?", (pid,))) if r != ref]
             store.execute(f"UPDATE {kind.table} SET {ln.roles} = ?, updated_at = ? WHERE id = ?",
-                          (json.dumps(roles), clock.stamp(), pid))
+                          (json.dumps(roles, separators=(",", ":")), clock.stamp(), pid))
             store.execute("DELETE FROM policy_roles WHERE kind = ? AND side = ? AND role = ? AND policy_id = ?",
                           (kind.name, side.name, ref, pid))
 

@@ -31,12 +31,18 @@ ROUTER_SERVICES = ("t.id IN (SELECT s.service_id FROM service_edge_router_policy
                    " JOIN service_edge_router_policy_services s ON s.policy_id = r.policy_id WHERE r.router_id = ?)")
 
 
+_resources: dict[str, object] = {}
+
+
 def resource(name: str):
-    from ..resources import by_name
-    try:
-        return by_name(name)
-    except KeyError:
-        raise NotFound(message=f"{name} are not available") from None
+    res = _resources.get(name)
+    if res is None:
+        from ..resources import by_name
+        try:
+            res = _resources[name] = by_name(name)
+        except KeyError:
+            raise NotFound(message=f"{name} are not available") from None
+    return res
 
 
 def related_list(ctx, target: str, where: str, params: list):

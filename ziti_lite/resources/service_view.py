@@ -54,20 +54,19 @@ class View:
         """Compute permissions, config and posture queries of ``rows`` in a few queries."""
         from ..client import access, posture_checks
         store = ctx.store
-        ids = [r["id"] for r in rows if r["id"] not in self.values]
-        if not ids:
+        rows = [r for r in rows if r["id"] not in self.values]
+        if not rows:
             return
+        ids = [r["id"] for r in rows]
         by_service: dict[str, list[dict]] = {}
         if self.identity_id:
             for p in access.policies(store, self.identity_id, ids):
                 by_service.setdefault(p["service_id"], []).append(p)
         checks = access.policy_checks(store, [p["policy_id"] for ps in by_service.values() for p in ps]) \
             if self.has_checks and by_service else {}
-        configs = self._configs(store, [r for r in rows if r["id"] in set(ids)])
+        configs = self._configs(store, rows)
         for row in rows:
             sid = row["id"]
-            if sid in self.values:
-                continue
             pols = by_service.get(sid, [])
             kinds = {p["type"] for p in pols}
             perms = [k for k in ("Bind", "Dial") if k in kinds] or (["Invalid"] if self.identity_id else [])
@@ -95,7 +94,8 @@ class View:
             return {}
         wants_all = self.types == ["all"]
         wanted = set(self.types)
-        config_ids = sorted({c for r in rows for c in json.loads(r["configs"] or "[]")})
+        own = {r["id"]: _ids(r["configs"]) for r in rows}
+        config_ids = sorted({c for ids in own.values() for c in ids})
         found = {}
         if config_ids:
             for c in store.all("SELECT c.id, c.config_type_id AS type_id, ct.name AS type_name, c.data FROM configs c"
@@ -113,7 +113,7 @@ class View:
         out = {}
         for r in rows:
             merged: dict[str, dict] = {}
-            for cid in json.loads(r["configs"] or "[]"):
+            for cid in own[r["id"]]:
                 c = found.get(cid)
                 if c is not None and (wants_all or c["type_id"] in wanted):
                     merged[c["type_id"]] = c
@@ -123,6 +123,9 @@ class View:
             out[r["id"]] = {c["type_name"]: msgspec.Raw(c["data"])
                             for c in sorted(merged.values(), key=lambda c: c["type_name"])}
         return out
+
+
+_ids = msgspec.json.Decoder(list[str]).decode
 
 
 def as_identity(store, value: str) -> str:
