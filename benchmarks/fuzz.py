@@ -9,7 +9,7 @@
 
 The fuzzer calls every operation, the self-destructive ones included (disable the admin, change
 its password or its auth policy, delete its session...). To keep testing as the admin, this file
-is also the schemathesis hooks module (``SCHEMATHESIS_HOOKS=fuzz``): its auth provider logs in
+is also the schemathesis hooks file (``SCHEMATHESIS_HOOKS=.../fuzz.py``): its auth provider logs in
 again whenever a request answers 401, first repairing the default admin's rows straight in the
 database (the repair is test-harness work, never something the server does).
 
@@ -142,8 +142,7 @@ def main() -> None:
             prefix, spec_id = APIS[api]
             report = tmp / f"{api}.ndjson"
             env = dict(os.environ, FUZZ_BASE=origin + APIS["management"][0], FUZZ_DB=str(db),
-                       FUZZ_SAVED=str(tmp / "admin.json"), SCHEMATHESIS_HOOKS="fuzz",
-                       PYTHONPATH=str(here) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+                       FUZZ_SAVED=str(tmp / "admin.json"), SCHEMATHESIS_HOOKS=str(Path(__file__).resolve()))
             cmd = [st, "run", f"{origin}{prefix}/specs/{spec_id}/spec", "--url", origin + prefix,
                    "--tls-verify", "false", "--checks", "not_a_server_error", "--max-examples", str(a.max_examples),
                    "--phases", a.phases, "--workers", a.workers, "--report", "ndjson", "--report-ndjson-path", str(report),

@@ -236,10 +236,21 @@ LIST_CONDITIONS: dict[str, Any] = {}
 
 
 def list_condition(resource_name: str):
+    """Register fn as a list condition of the resource; several registrations are AND-ed."""
     def deco(fn):
-        LIST_CONDITIONS[resource_name] = fn
+        previous = LIST_CONDITIONS.get(resource_name)
+        LIST_CONDITIONS[resource_name] = fn if previous is None else _both(previous, fn)
         return fn
     return deco
+
+
+def _both(first, second):
+    def condition(ctx):
+        parts = [c for c in (first(ctx), second(ctx)) if c is not None]
+        if not parts:
+            return None
+        return " AND ".join(f"({w})" for w, _ in parts), [p for _, ps in parts for p in ps]
+    return condition
 
 
 # ------------------------------------------------------------------ the six handlers

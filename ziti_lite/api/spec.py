@@ -36,6 +36,23 @@ def _detail_schema(res) -> dict:
     return {"type": "object", "properties": props, "required": ["id", "createdAt", "updatedAt", "_links"]}
 
 
+_ERRORS = {"400": "invalid request (COULD_NOT_VALIDATE, INVALID_FILTER, ...)",
+           "401": "missing, expired or insufficient session", "404": "no such entity or path"}
+_QUERY = {
+    "limit": {"type": "integer"}, "offset": {"type": "integer"}, "filter": {"type": "string"},
+    "policyType": {"type": "string", "enum": ["dial", "bind"]},
+    "roleSemantic": {"type": "string", "enum": ["AllOf", "AnyOf"]},
+}
+
+
+def _query_schema(route, name: str) -> dict:
+    """The schema of a documented query parameter (a string unless known better)."""
+    if name == "method" and route.path == "/authenticate":
+        from .authentication import METHODS  # the primary methods registered in this process
+        return {"type": "string", "enum": sorted(METHODS)}
+    return dict(_QUERY.get(name, {"type": "string"}))
+
+
 def build(ctl, api: str) -> dict:
     bodies = sorted({r.body for r in ctl.router.routes if r.api == api and isinstance(r.body, type)},
                     key=lambda t: t.__name__)
@@ -45,6 +62,13 @@ def build(ctl, api: str) -> dict:
         "properties": {"error": {"type": "object", "properties": {
             "code": {"type": "string"}, "message": {"type": "string"}, "requestId": {"type": "string"},
             "cause": {"type": "object"}}}, "meta": {"type": "object"}}}
+    components["createEnvelope"] = {
+        "type": "object", "required": ["data", "meta"],
+        "properties": {"data": {"type": "object", "required": ["id", "_links"], "properties": {
+            "id": {"type": "string"}, "_links": {"type": "object"}}}, "meta": {"type": "object"}}}
+    components["emptyEnvelope"] = {
+        "type": "object", "required": ["data", "meta"],
+        "properties": {"data": {"type": "object"}, "meta": {"type": "object"}}}
     paths: dict[str, dict] = {}
     for r in ctl.router.routes:
         if r.api != api:
@@ -53,8 +77,7 @@ def build(ctl, api: str) -> dict:
         params = [{"name": p[1:-1], "in": "path", "required": True, "schema": {"type": "string"}}
                   for p in r.path.split("/") if p.startswith("{")]
         for q in r.query:
-            schema = {"type": "integer"} if q in ("limit", "offset") else {"type": "string"}
-            params.append({"name": q, "in": "query", "required": q == "method", "schema": schema})
+            params.append({"name": q, "in": "query", "required": q == "method", "schema": _query_schema(r, q)})
         if params:
             item["parameters"] = params
         if r.auth != "public":
@@ -70,9 +93,15 @@ def build(ctl, api: str) -> dict:
             data = {"type": "array", "items": detail} if r.path.endswith(r.resource.name) else detail
             ok["content"] = {"application/json": {"schema": {"type": "object", "properties": {
                 "data": data, "meta": {"type": "object"}}, "required": ["data", "meta"]}}}
+        elif r.resource is not None and r.method == "POST":
+            ok["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/createEnvelope"}}}
+        elif r.resource is not None:
+            ok["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/emptyEnvelope"}}}
         item["responses"][str(r.status)] = ok
         for status in ("400", "401", "404"):
-            item["responses"][status] = {"description": "error", "content": {"application/json": {"schema": _ERROR}}}
+            item["responses"][status] = {"description": _ERRORS[status], "content": {"application/json": {"schema": _ERROR}}}
+        item["responses"]["default"] = {"description": "any other error, in the same envelope",
+                                        "content": {"application/json": {"schema": _ERROR}}}
         paths.setdefault(r.path, {})[r.method.lower()] = item
     base = "/edge/management/v1" if api == "management" else "/edge/client/v1"
     return {
