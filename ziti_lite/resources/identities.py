@@ -366,3 +366,38 @@ API_SESSIONS = Resource(
 )
 
 RESOURCES = (IDENTITY_TYPES, IDENTITIES, AUTHENTICATORS, API_SESSIONS)
+
+
+# ---------------------------------------------------------------- tracing (volatile, as upstream)
+class TraceSpec(Body):
+    enabled: bool = False
+    duration: Optional[str] = None
+    trace_id: Optional[str] = None
+    channels: Optional[list[str]] = None
+
+
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_go_duration(text: str) -> float:
+    """Seconds in a Go duration string such as ``10m`` or ``1h30m``."""
+    import re
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|h|m|s)", text or "")
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise CouldNotValidate("duration", "invalid duration", text)
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+
+
+@op("PUT", "/identities/{id}/trace", op_id="updateIdentityTracing", body=TraceSpec, tag="identities")
+async def update_identity_tracing(ctx):
+    id = ctx.params["id"]
+    crud.get_row(ctx.store, IDENTITIES, id)
+    spec = await ctx.json(TraceSpec)
+    traces = ctx.ctl.__dict__.setdefault("traces", {})
+    if not spec.enabled:
+        traces.pop(id, None)
+        return env.ok({"enabled": False, "traceId": spec.trace_id or "", "until": None})
+    seconds = parse_go_duration(spec.duration) if spec.duration else 600.0
+    until = clock.fmt(clock.now() + dt.timedelta(seconds=seconds))
+    traces[id] = {"enabled": True, "traceId": spec.trace_id or "", "until": until, "channels": spec.channels or []}
+    return env.ok({"enabled": True, "traceId": spec.trace_id or "", "until": until})
