@@ -59,16 +59,21 @@ async def detail_service(ctx):
     return env.ok(crud.render(ctx, _services(), row))
 
 
-def _not_implemented(op_id: str, method: str):
+def _not_implemented(op_id: str, method: str, path: str, auth: str):
     async def handler(ctx):
-        # upstream's client API declares service writes but does not implement them
+        # upstream's client API declares these operations but does not implement them
         return env.JSON(b'"operation ' + op_id.encode() + b' has not yet been implemented"', status_code=501)
     handler.__name__ = op_id
-    op(method, "/services/{id}", apis=CLIENT, auth="session", op_id=op_id, tag="services")(handler)
+    op(method, path, apis=CLIENT, auth=auth, op_id=op_id, tag=path.split("/")[1])(handler)
 
 
-for _method, _op_id in (("PUT", "updateService"), ("PATCH", "patchService"), ("DELETE", "deleteService")):
-    _not_implemented(_op_id, _method)
+for _method, _op_id, _path, _auth in (
+        ("PUT", "updateService", "/services/{id}", "session"),
+        ("PATCH", "patchService", "/services/{id}", "session"),
+        ("DELETE", "deleteService", "/services/{id}", "session"),
+        ("POST", "enrollmentChallenge", "/enroll/challenge", "public"),
+        ("GET", "enrollmentJwks", "/enroll/jwks", "public")):
+    _not_implemented(_op_id, _method, _path, _auth)
 
 
 @op("GET", "/services/{id}/edge-routers", apis=CLIENT, auth="session", op_id="listServiceEdgeRouters",
