@@ -21,8 +21,10 @@ serve: install  ## start a controller on $(DB)
 test: install  ## run the test suite
 	$(PY) -m pytest
 
-bench: install  ## benchmarks vs a bare starlette+apsw baseline
+bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP, policy, client API)
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/policy_bench.py
+	$(PY) benchmarks/client_bench.py
 
 fuzz: install  ## schemathesis against the served spec
 	$(VENV)/bin/pip install -q schemathesis
