@@ -30,22 +30,6 @@ class IdentityEnrollment(Body):
     updb: Optional[str] = None
 
 
-class IdentityCreate(Body):
-    name: str
-    type: IdentityTypeName
-    is_admin: bool
-    role_attributes: Optional[Attributes] = None
-    auth_policy_id: Optional[str] = None
-    external_id: Optional[str] = None
-    app_data: Optional[Tags] = None
-    default_hosting_cost: Cost = 0
-    default_hosting_precedence: str = "default"
-    service_hosting_costs: Optional[dict[str, Cost]] = None
-    service_hosting_precedences: Optional[dict[str, str]] = None
-    tags: Optional[Tags] = None
-    enrollment: Optional[IdentityEnrollment] = None
-
-
 class IdentityUpdate(Body):
     name: str
     type: IdentityTypeName
@@ -59,6 +43,10 @@ class IdentityUpdate(Body):
     service_hosting_costs: Optional[dict[str, Cost]] = None
     service_hosting_precedences: Optional[dict[str, str]] = None
     tags: Optional[Tags] = None
+
+
+class IdentityCreate(IdentityUpdate):
+    enrollment: Optional[IdentityEnrollment] = None
 
 
 PRECEDENCES = ("default", "required", "failed")
