@@ -7,6 +7,7 @@ renames. JSON-valued columns are passed through to the wire as ``msgspec.Raw``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable
 
 import apsw
@@ -103,7 +104,8 @@ def _render_plan(res: Resource) -> tuple:
     return plan[1]
 
 
-def render(ctx: Ctx, res: Resource, row: dict) -> dict:
+def render_fields(res: Resource, row: dict) -> dict:
+    """The detail of a row from the Resource's declarations alone (base fields, links, fields)."""
     id = row["id"]
     out: dict[str, Any] = {
         "id": id,
@@ -120,6 +122,41 @@ def render(ctx: Ctx, res: Resource, row: dict) -> dict:
         elif conv == _RAW and v is not None:
             v = Raw(v)
         out[name] = v
+    return out
+
+
+def _renderer(res: Resource):
+    """``render_fields`` unrolled for one Resource: a function with one dict display, generated
+    from its (trusted, static) Field declarations; a list page calls it for every row and it
+    runs in ~60 % of the loop's time. Checked against ``render_fields`` before it is used."""
+    cached = res.__dict__.get("_renderer")
+    if cached is not None and cached[0] is res.fields and cached[1] is res.links:
+        return cached[2]
+    prefix = f"./{res.name}/"
+    links = ", ".join(["'self': {'href': _p + id}"] +
+                      [f"{sub!r}: {{'href': _p + id + {'/' + sub!r}}}" for sub in res.links])
+    lines = ["def _render(row):", "    get = row.get", "    id = row['id']", "    return {",
+             "        'id': id, 'createdAt': row['created_at'], 'updatedAt': row['updated_at'],",
+             f"        'tags': Raw(row['tags']), '_links': {{{links}}},"]
+    for name, column, conv in _render_plan(res):
+        expr = (f"bool(get({column!r}))" if conv == _BOOL else
+                f"(None if (v := get({column!r})) is None else Raw(v))" if conv == _RAW else f"get({column!r})")
+        lines.append(f"        {name!r}: {expr},")
+    lines.append("    }")
+    ns: dict[str, Any] = {"Raw": Raw, "_p": prefix}
+    exec("\n".join(lines), ns)  # noqa: S102 - source built from the Resource's own declarations
+    fn = ns["_render"]
+    sample = {"id": "id0", "created_at": "c", "updated_at": "u", "tags": "{}"}
+    for f in res.fields:
+        sample[f.column] = 1 if f.kind in ("bool", "int") else ("[]" if f.kind in ("json", "set", "map") else "v")
+    if _jenc.encode(fn(sample)) != _jenc.encode(render_fields(res, sample)):
+        fn = functools.partial(render_fields, res)  # never expected; the loop stays the reference
+    res.__dict__["_renderer"] = (res.fields, res.links, fn)
+    return fn
+
+
+def render(ctx: Ctx, res: Resource, row: dict) -> dict:
+    out = _renderer(res)(row)
     if res.render is not None:
         res.render(ctx, row, out)
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hmac
 import os
+import threading
 
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 from starlette.concurrency import run_in_threadpool
@@ -17,7 +18,15 @@ from starlette.concurrency import run_in_threadpool
 SALT_BYTES = 10
 
 
+_kdf_lock = threading.Lock()  # concurrent Argon2id derivations fail with MemoryError in cryptography
+
+
 def _kdf(password: str, salt: bytes) -> bytes:
+    with _kdf_lock:
+        return _argon2(password, salt)
+
+
+def _argon2(password: str, salt: bytes) -> bytes:
     return Argon2id(salt=salt, length=32, iterations=1, lanes=4, memory_cost=3 * 1024).derive(password.encode())
 
 
