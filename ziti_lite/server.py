@@ -1,12 +1,13 @@
 """Running the controller under uvicorn with real TLS on the API port.
 
 The TLS context is built here from the PEMs stored in the database: TLS 1.2+, the RSA server
-certificate with its chain, and a client certificate requested but not required. Client
-certificates are checked by OpenSSL against the controller's CA bundle plus the CA entities
-registered through the API (``tls.trust`` adds new ones while running); validity dates are left
-to the application (auth policy ``allowExpiredCerts``), and a registered CA counts as a trust
-anchor even when it is an intermediate. The handlers read the peer certificates through
-``tls.py`` and verify them again against the CAs valid at that moment.
+certificate with its chain, and a client certificate requested but not required. Whatever chain
+a client presents passes the handshake (``tls.accept_any_client_chain``); the handlers read it
+through ``tls.py`` and verify it against the CAs valid at that moment. Only where that callback
+cannot be installed does OpenSSL check chains in the handshake, against the controller's CA
+bundle plus the CA entities registered through the API (``tls.trust`` adds new ones while
+running), without validity dates (auth policy ``allowExpiredCerts``) and with a registered CA
+counting as an anchor even when it is an intermediate.
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLConte
         with open(cert, "w") as f:
             f.write(state["server_cert"] + state["signer_cert"])
         ctx.load_cert_chain(cert, key)
+    if tls.accept_any_client_chain(ctx):
+        return ctx
     ctx.load_verify_locations(cadata=state["signer_cert"] + state["root_cert"])
     for pem in extra_cas or ():
         try:
             ctx.load_verify_locations(cadata=pem)
         except (ssl.SSLError, ValueError):
             pass  # a CA entity whose PEM OpenSSL refuses is simply not trusted by the handshake
-    ctx.verify_mode = ssl.CERT_OPTIONAL
     # validity dates are the auth policy's business (allowExpiredCerts), not the handshake's;
     # registered CAs may be intermediates, which must count as anchors (as in Go's x509 roots)
     ctx.verify_flags |= X509_V_FLAG_NO_CHECK_TIME | X509_V_FLAG_PARTIAL_CHAIN

@@ -12,15 +12,21 @@ Handlers read it with :func:`peer_certs`; this is the only module that touches T
 Tests that use Starlette's TestClient put the same extension into the scope
 (:class:`WithClientCert`).
 
-Trust: the listener asks for a client certificate without requiring one. OpenSSL checks a
-presented chain against the controller CA bundle and every CA entity registered through the API
-(added at run time with :func:`trust`; validity dates are not checked there). An OpenSSL store
-cannot forget a certificate, so the handshake is only a first filter: the application verifies
-the chain again against the CAs valid at that moment (verified, auth-enabled, not deleted).
+Trust: like upstream (Go's ``tls.RequestClientCert``), the listener asks for a client
+certificate, does not require one, and lets the handshake succeed whatever chain is presented;
+the application decides per request against the CAs valid at that moment (controller CA,
+verified and auth-enabled CA entities, auth policy ``allowExpiredCerts``), so a certificate from
+an unknown CA gets ``401 INVALID_AUTH`` rather than a failed handshake. The stdlib ``ssl`` module
+has no verify callback, so :func:`accept_any_client_chain` installs one (always "ok") on the
+context's ``SSL_CTX`` through ctypes, after checking that it found the right object. Where that
+is not possible the handshake falls back to OpenSSL's own check against the controller CAs and
+every registered CA entity (:func:`trust` adds new ones while running).
 """
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import ssl
 from typing import Any
 
@@ -35,6 +41,7 @@ try:  # optional: uvicorn uses httptools when it is installed
 except ImportError:  # pragma: no cover - depends on the environment
     HttpToolsProtocol = None  # type: ignore[assignment,misc]
 
+log = logging.getLogger("ziti_lite.tls")
 _DER = _ssl.ENCODING_DER
 _TLS_VERSIONS = {"TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
 
@@ -119,6 +126,62 @@ def protocol_class() -> type:
     return TlsHttpToolsProtocol or TlsH11Protocol
 
 
+# ------------------------------------------------------------------ the handshake's verdict
+_SSL_VERIFY_PEER = 0x01
+_VerifyCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+
+
+@_VerifyCallback
+def _chain_ok(preverify_ok: int, store_ctx: int) -> int:
+    """OpenSSL's per-certificate verify callback: every presented chain passes the handshake."""
+    return 1
+
+
+_CHAIN_OK_ADDRESS = ctypes.cast(_chain_ok, ctypes.c_void_p).value
+
+
+def _accepts_any(context: ssl.SSLContext) -> bool:
+    return getattr(context, "_ziti_lite_accepts_any", False)
+
+
+def _libssl():
+    """The libssl that ``_ssl`` itself is linked against (symbols looked up through it)."""
+    lib = ctypes.CDLL(_ssl.__file__)
+    lib.SSL_CTX_get_options.restype = ctypes.c_uint64
+    lib.SSL_CTX_get_options.argtypes = [ctypes.c_void_p]
+    lib.SSL_CTX_get_verify_mode.restype = ctypes.c_int
+    lib.SSL_CTX_get_verify_mode.argtypes = [ctypes.c_void_p]
+    lib.SSL_CTX_get_verify_callback.restype = ctypes.c_void_p
+    lib.SSL_CTX_get_verify_callback.argtypes = [ctypes.c_void_p]
+    lib.SSL_CTX_set_verify.restype = None
+    lib.SSL_CTX_set_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, _VerifyCallback]
+    return lib
+
+
+def accept_any_client_chain(context: ssl.SSLContext) -> bool:
+    """Ask for a client certificate and let every presented chain through the handshake.
+
+    CPython's ``SSLContext`` object holds its ``SSL_CTX *`` right after the object header; the
+    pointer is used only after OpenSSL confirms it is the context (same options, same verify
+    mode, no other callback). Returns False, leaving the context as it was, when that cannot be
+    established. (CPython keeps a context's callback when ``verify_mode`` is set again.)"""
+    context.verify_mode = ssl.CERT_OPTIONAL
+    try:
+        lib = _libssl()
+        ptr = ctypes.c_void_p.from_address(id(context) + object.__basicsize__).value
+        if (not ptr or lib.SSL_CTX_get_options(ptr) != int(context.options)
+                or lib.SSL_CTX_get_verify_mode(ptr) != _SSL_VERIFY_PEER
+                or lib.SSL_CTX_get_verify_callback(ptr) not in (None, _CHAIN_OK_ADDRESS)):
+            raise LookupError("SSL_CTX not found where expected")
+        lib.SSL_CTX_set_verify(ptr, _SSL_VERIFY_PEER, _chain_ok)
+    except (OSError, AttributeError, LookupError, ValueError) as exc:
+        log.warning("client certificates: handshake verification stays on (%s); certificates of"
+                    " CAs unknown to the controller fail the handshake instead of getting 401", exc)
+        return False
+    context._ziti_lite_accepts_any = True  # type: ignore[attr-defined]
+    return True
+
+
 # ------------------------------------------------------------------ what handlers use
 def peer_certs(ctx_or_scope: Any) -> list[x509.Certificate]:
     """The client's certificates for this request, leaf first; [] when none was presented.
@@ -151,9 +214,10 @@ def cert_pem(cert: x509.Certificate) -> str:
 
 
 def trust(ctl, pem: str | None) -> None:
-    """Let handshakes accept chains ending at ``pem`` from now on (a running listener only)."""
+    """Let handshakes accept chains ending at ``pem`` from now on (a running listener whose
+    context could not be made to accept every chain; otherwise there is nothing to do)."""
     context = getattr(ctl, "ssl_context", None)
-    if context is None or not pem or "-----BEGIN CERTIFICATE-----" not in pem:
+    if context is None or _accepts_any(context) or not pem or "-----BEGIN CERTIFICATE-----" not in pem:
         return
     try:
         context.load_verify_locations(cadata=pem)

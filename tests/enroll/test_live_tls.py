@@ -12,7 +12,7 @@ import pytest
 from cryptography import x509
 
 from tests.conftest import CLIENT
-from tests.enroll.conftest import csr, fingerprint, issue, make_ca, ott_identity, register_ca
+from tests.enroll.conftest import ADMIN_PASSWORD, ADMIN_USER, csr, fingerprint, issue, make_ca, ott_identity, register_ca
 from ziti_lite.pki import tokens
 
 
@@ -219,10 +219,19 @@ def test_expired_certificate_passes_the_handshake_and_the_default_policy(live, k
     assert r.status_code == 200 and r.json()["data"]["identityId"] == iid
 
 
-def test_certificate_from_an_unregistered_ca_is_refused_by_the_handshake(live, keys):
+def test_certificate_from_an_unregistered_ca_passes_the_handshake_and_gets_401(live, keys):
     stranger = make_ca("Live Stranger", keys[0])
-    client = live.client(issue(stranger, "intruder", keys[1]), keys[1])
-    with pytest.raises(httpx.TransportError):
-        client.post(CLIENT + "/authenticate?method=cert", json={})
-    # without a certificate the same listener serves anyone
-    assert live.client().get("/version").status_code == 200
+    intruder = live.client(issue(stranger, "intruder", keys[1]), keys[1])
+    r = intruder.post(CLIENT + "/authenticate?method=cert", json={})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "INVALID_AUTH"
+    r = intruder.post("/enroll?method=ca", content=b"", headers={"content-type": "text/plain"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "CERT_FAILED_VALIDATION"
+    # the connection is usable for everything a certificate is not needed for
+    assert intruder.get("/version").status_code == 200
+    assert intruder.post(CLIENT + "/authenticate?method=password",
+                         json={"username": ADMIN_USER, "password": ADMIN_PASSWORD}).status_code == 200
+    # a self-signed leaf is no better
+    selfie = make_ca("Live Self", keys[2])
+    r = live.client(selfie.cert_pem, keys[2]).post(CLIENT + "/authenticate?method=cert", json={})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "INVALID_AUTH"
+    assert live.admin().get("/identities?filter=name contains \"intruder\"").json()["meta"]["pagination"]["totalCount"] == 0
