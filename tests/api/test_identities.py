@@ -335,3 +335,21 @@ def test_filters_on_identity_fields(admin):
     assert names('name in ["alpha", "beta"] sort by name desc') == ["alpha", "beta"]
     assert names('type = "Default" and name icontains "ALP"') == ["alpha"]
     assert names('count(roleAttributes) > 1') == ["beta"]
+
+
+def test_pages_at_any_offset_follow_the_sort_and_the_filter(admin):
+    for i in range(23):
+        admin.create("identities", {"name": f"pager-{i % 7}-{i:02d}", "type": "User", "isAdmin": False,
+                                    "roleAttributes": ["even"] if i % 2 == 0 else []})
+    query = 'name contains "pager" and anyOf(roleAttributes) = "even" sort by name desc'
+    whole = admin.get("/identities", params={"filter": query, "limit": "-1"}).json()["data"]
+    names = [x["name"] for x in whole]
+    assert len(names) == 12 and names == sorted(names, reverse=True)
+    paged = []
+    for offset in range(0, 15, 5):
+        page = admin.get("/identities", params={"filter": query, "limit": "5", "offset": str(offset)}).json()
+        assert page["meta"]["pagination"] == {"limit": 5, "offset": offset, "totalCount": 12}
+        paged += page["data"]
+    assert paged == whole
+    skip_in_filter = admin.get("/identities", params={"filter": query + " skip 10 limit 5"}).json()["data"]
+    assert [x["name"] for x in skip_in_filter] == names[10:]

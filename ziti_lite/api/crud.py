@@ -239,9 +239,16 @@ def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbo
     all_params = [*params, *compiled.params]
     tbl = table or res.table
     total = ctx.store.value(f"SELECT count(*) FROM {tbl} t" + (f" WHERE {cond}" if parts else ""), all_params)
-    rows = ctx.store.all(
-        f"SELECT t.* FROM {tbl} t WHERE {cond} ORDER BY {compiled.order_by} LIMIT ? OFFSET ?",
-        [*all_params, limit, offset])
+    order = compiled.order_by
+    if offset > 0:
+        # deep pages: skip through the ids alone (a covering index for the default and indexed
+        # sorts) and fetch only the page's rows; OFFSET over whole rows reads every skipped row
+        rows = ctx.store.all(
+            f"SELECT t.* FROM {tbl} t WHERE t.id IN (SELECT t.id FROM {tbl} t WHERE {cond}"
+            f" ORDER BY {order} LIMIT ? OFFSET ?) ORDER BY {order}", [*all_params, limit, offset])
+    else:
+        rows = ctx.store.all(f"SELECT t.* FROM {tbl} t WHERE {cond} ORDER BY {order} LIMIT ?",
+                             [*all_params, limit])
     return rows, (fq.UNLIMITED_META if limit < 0 else limit), offset, total
 
 
