@@ -23,11 +23,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
-import statistics
 import sys
-import tempfile
 import time
 import uuid
 import warnings
@@ -39,24 +36,13 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 import apsw  # noqa: E402
 import msgspec  # noqa: E402
 
+from benchmarks.common import insert_rows, median_p99, new_row, scratch_db  # noqa: E402
 from ziti_lite import clock  # noqa: E402
-from ziti_lite.ids import new_id  # noqa: E402
 
 N_SERVICES, N_GRANTED, N_IDENTITIES, N_ROUTERS, N_OTHER_SP = 10_000, 1_000, 2_000, 100, 100
 INTERCEPT = "g7cIWbcGg"
 ADMIN_PASSWORD = "bench-Passw0rd"
 CLIENT = "/edge/client/v1"
-
-
-def _row(name: str, **cols) -> dict:
-    now = clock.stamp()
-    return {"id": new_id(), "created_at": now, "updated_at": now, "name": name, **cols}
-
-
-def _insert(store, table: str, rows: list[dict]) -> None:
-    cols = list(rows[0])
-    store.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                      [tuple(r[c] for c in cols) for r in rows])
 
 
 def populate(ctl) -> str:
@@ -67,34 +53,34 @@ def populate(ctl) -> str:
     granted = set(rnd.sample(range(N_SERVICES), N_GRANTED))
     configs, services = [], []
     for n in range(N_SERVICES):
-        cfg = _row(f"cfg-{n:05d}", config_type_id=INTERCEPT, data=json.dumps(
+        cfg = new_row(f"cfg-{n:05d}", config_type_id=INTERCEPT, data=json.dumps(
             {"protocols": ["tcp"], "addresses": [f"svc-{n:05d}.ziti"], "portRanges": [{"low": 443, "high": 443}]}))
         configs.append(cfg)
         attrs = ["granted"] if n in granted else [f"app-{n % 500:03d}"]
-        services.append(_row(f"svc-{n:05d}", role_attributes=json.dumps(attrs), configs=json.dumps([cfg["id"]]),
+        services.append(new_row(f"svc-{n:05d}", role_attributes=json.dumps(attrs), configs=json.dumps([cfg["id"]]),
                              encryption_required=1))
-    me = _row("bench-device", type_id="Default", role_attributes=json.dumps(["bench"]))
-    others = [_row(f"device-{n:05d}", type_id="Default", role_attributes=json.dumps([f"team-{n % 100:02d}"]))
+    me = new_row("bench-device", type_id="Default", role_attributes=json.dumps(["bench"]))
+    others = [new_row(f"device-{n:05d}", type_id="Default", role_attributes=json.dumps([f"team-{n % 100:02d}"]))
               for n in range(N_IDENTITIES)]
-    routers = [_row(f"er-{n:03d}", is_edge=1, is_verified=1, role_attributes=json.dumps(["public"]))
+    routers = [new_row(f"er-{n:03d}", is_edge=1, is_verified=1, role_attributes=json.dumps(["public"]))
                for n in range(N_ROUTERS)]
-    sps = [_row("dial-granted", type="Dial", semantic="AnyOf", identity_roles=json.dumps(["#bench"]),
+    sps = [new_row("dial-granted", type="Dial", semantic="AnyOf", identity_roles=json.dumps(["#bench"]),
                 service_roles=json.dumps(["#granted"]), posture_check_roles="[]")]
-    sps += [_row(f"sp-{n:03d}", type="Dial" if n % 2 else "Bind", semantic="AnyOf",
+    sps += [new_row(f"sp-{n:03d}", type="Dial" if n % 2 else "Bind", semantic="AnyOf",
                  identity_roles=json.dumps([f"#team-{n:02d}"]), service_roles=json.dumps([f"#app-{n * 5 % 500:03d}"]),
                  posture_check_roles="[]") for n in range(N_OTHER_SP)]
-    erp = _row("erp-all", semantic="AnyOf", identity_roles=json.dumps(["#all"]), edge_router_roles=json.dumps(["#public"]))
-    serp = _row("serp-all", semantic="AnyOf", service_roles=json.dumps(["#all"]), edge_router_roles=json.dumps(["#public"]))
+    erp = new_row("erp-all", semantic="AnyOf", identity_roles=json.dumps(["#all"]), edge_router_roles=json.dumps(["#public"]))
+    serp = new_row("serp-all", semantic="AnyOf", service_roles=json.dumps(["#all"]), edge_router_roles=json.dumps(["#public"]))
     with store.write():
-        _insert(store, "configs", configs)
-        _insert(store, "services", services)
+        insert_rows(store, "configs", configs)
+        insert_rows(store, "services", services)
         store.executemany("INSERT INTO service_configs (service_id, config_id) VALUES (?, ?)",
                           [(s["id"], json.loads(s["configs"])[0]) for s in services])
-        _insert(store, "identities", [me] + others)
-        _insert(store, "routers", routers)
-        _insert(store, "service_policies", sps)
-        _insert(store, "edge_router_policies", [erp])
-        _insert(store, "service_edge_router_policies", [serp])
+        insert_rows(store, "identities", [me] + others)
+        insert_rows(store, "routers", routers)
+        insert_rows(store, "service_policies", sps)
+        insert_rows(store, "edge_router_policies", [erp])
+        insert_rows(store, "service_edge_router_policies", [serp])
         links.rebuild(store)
     return me["id"]
 
@@ -129,9 +115,8 @@ async def call(app, method: str, path: str, token: str | None = None, body: byte
 
 
 def stats(samples: list[float]) -> dict:
-    s = sorted(samples)
-    return {"n": len(s), "median_ms": round(statistics.median(s) * 1000, 3),
-            "p99_ms": round(s[min(len(s) - 1, int(len(s) * 0.99))] * 1000, 3)}
+    median, p99 = median_p99(samples)
+    return {"n": len(samples), "median_ms": round(median * 1000, 3), "p99_ms": round(p99 * 1000, 3)}
 
 
 async def timed(fn, rounds: int) -> dict:
@@ -286,21 +271,9 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--rounds", type=int, default=200)
     args = ap.parse_args()
-    tmp = None
-    if args.db is None:
-        tmp = tempfile.mkdtemp(prefix="client-bench-")
-        args.db = os.path.join(tmp, "client-bench.db")
-    elif os.path.exists(args.db):
-        sys.exit(f"{args.db} exists: give a new file")
-    try:
+    with scratch_db(args.db, args.keep, "client-bench-", "client-bench.db") as db:
+        args.db = db
         results = asyncio.run(run(args))
-    finally:
-        if not args.keep:
-            for suffix in ("", "-wal", "-shm"):
-                if os.path.exists(args.db + suffix):
-                    os.remove(args.db + suffix)
-            if tmp:
-                os.rmdir(tmp)
     print(f"built in {results.pop('build_s')} s "
           f"({N_SERVICES} services, {N_GRANTED} dialable by the caller, {N_IDENTITIES + 1} identities)")
     width = max(len(k) for k in results)

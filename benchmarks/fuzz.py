@@ -23,8 +23,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import ssl
-import urllib.request
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # also when schemathesis loads the hooks
+
+from benchmarks import common  # noqa: E402
 
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "fuzz-Passw0rd"
@@ -32,16 +36,6 @@ APIS = {"management": ("/edge/management/v1", "edge-management"), "client": ("/e
 
 
 # ====================================================================== hooks (run inside st)
-def _login(base: str) -> str:
-    ctx = ssl.create_default_context()
-    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-    req = urllib.request.Request(f"{base}/authenticate?method=password", method="POST",
-                                 data=json.dumps({"username": ADMIN_USER, "password": ADMIN_PASSWORD}).encode(),
-                                 headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
-        return json.load(r)["data"]["token"]
-
-
 def _repair(db: str, saved_path: str) -> None:
     """Put the default admin back as it was at the start: enabled, its password, the default
     auth policy, no MFA. Done through a second SQLite connection (WAL: the server sees it)."""
@@ -80,7 +74,7 @@ def _register_hooks() -> None:
             # a 401 may mean a disabled admin, a changed password, or a session made partial by
             # an auth policy that now wants TOTP: repair first, always
             _repair(db, saved)
-            return _login(base)
+            return common.login(base, ADMIN_USER, ADMIN_PASSWORD)
 
         def set(self, case, data, ctx):
             case.headers = case.headers or {}
@@ -96,16 +90,10 @@ def main() -> None:
     import argparse
     import collections
     import shutil
-    import signal
-    import socket
     import subprocess
-    import sys
     import tempfile
     import time
-    from pathlib import Path
 
-    here = Path(__file__).resolve().parent
-    root = here.parent
     ap = argparse.ArgumentParser(description="schemathesis against ziti-lite's served spec")
     ap.add_argument("-n", "--max-examples", type=int, default=25, help="test cases per operation and phase")
     ap.add_argument("--phases", default="examples,coverage,fuzzing")
@@ -124,17 +112,13 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="ziti-lite-fuzz-"))
     db = tmp / "fuzz.db"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = common.free_port()
     origin = f"https://127.0.0.1:{port}"
     log = open(tmp / "server.log", "wb")
-    server = subprocess.Popen([sys.executable, "-m", "ziti_lite", "serve", "--db", str(db), "--port", str(port),
-                               "--admin-user", ADMIN_USER, "--admin-password", ADMIN_PASSWORD, "--log-level", "warning"],
-                              cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = common.start_server(db, port, log, "--admin-user", ADMIN_USER, "--admin-password", ADMIN_PASSWORD)
     totals = collections.Counter()
     try:
-        _wait(origin, server)
+        common.wait_ready(origin, server)
         _save_admin(db, tmp / "admin.json")
         apis = ("management", "client") if a.api == "both" else (a.api,)
         for api in apis:
@@ -174,30 +158,11 @@ def main() -> None:
         print(f"\nfuzz total: {totals['cases']} cases, {totals['5xx']} answered 5xx (+{totals['501']} deliberate 501)"
               f" (server log: {unhandled} unhandled errors); details in {tmp if a.keep else 'a removed temp dir'}")
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        common.stop_server(server)
         log.close()
         if not a.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     sys.exit(1 if totals["5xx"] or not totals["cases"] else 0)
-
-
-def _wait(origin: str, proc) -> None:
-    import time
-    ctx = ssl.create_default_context()
-    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-    for _ in range(300):
-        if proc.poll() is not None:
-            raise SystemExit("ziti-lite exited during start-up")
-        try:
-            urllib.request.urlopen(f"{origin}/version", context=ctx, timeout=1).read()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("ziti-lite did not start")
 
 
 def _save_admin(db, out) -> None:

@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import statistics
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -35,23 +32,11 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 import apsw  # noqa: E402
 
 from benchmarks import seed as identity_seed  # noqa: E402
-from ziti_lite import clock  # noqa: E402
-from ziti_lite.ids import new_id  # noqa: E402
+from benchmarks.common import insert_rows, median_p99, new_row, scratch_db  # noqa: E402
 
 N_SERVICES, N_ROUTERS, N_SP, N_ERP, N_SERP = 10_000, 100, 1_000, 100, 100
 SERVICE_ATTRS = [f"app-{n:04d}" for n in range(2000)]
 ROUTER_ATTRS = ["public", "eu", "us", "apac", "edge-dc1", "edge-dc2"]
-
-
-def _row(name: str, **cols) -> dict:
-    now = clock.stamp()
-    return {"id": new_id(), "created_at": now, "updated_at": now, "name": name, **cols}
-
-
-def _insert(store, table: str, rows: list[dict]) -> None:
-    cols = list(rows[0])
-    store.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                      [tuple(r[c] for c in cols) for r in rows])
 
 
 def populate(db: str) -> dict:
@@ -61,10 +46,10 @@ def populate(db: str) -> dict:
     rnd = random.Random(7)
     store = Store(db)
     id_attrs = list(identity_seed.ATTRS)
-    services = [_row(f"svc-{n:05d}", role_attributes=json.dumps(
+    services = [new_row(f"svc-{n:05d}", role_attributes=json.dumps(
         [SERVICE_ATTRS[n % len(SERVICE_ATTRS)]] + (["shared"] if n < 10 else [])),
         encryption_required=1) for n in range(N_SERVICES)]
-    routers = [_row(f"er-{n:03d}", is_edge=1, is_verified=1,
+    routers = [new_row(f"er-{n:03d}", is_edge=1, is_verified=1,
                     role_attributes=json.dumps(rnd.sample(ROUTER_ATTRS, 2))) for n in range(N_ROUTERS)]
     sps = []
     for n in range(N_SP):
@@ -75,19 +60,19 @@ def populate(db: str) -> dict:
         else:
             ir, sem = sorted("#" + a for a in rnd.sample(id_attrs, 2)), "AllOf"   # ~0.8 % of identities
         sr = ["#shared"] if n == 0 else ["#" + rnd.choice(SERVICE_ATTRS)]          # ~5 services
-        sps.append(_row(f"sp-{n:04d}", type="Dial" if n % 3 else "Bind", semantic=sem,
+        sps.append(new_row(f"sp-{n:04d}", type="Dial" if n % 3 else "Bind", semantic=sem,
                         identity_roles=json.dumps(ir), service_roles=json.dumps(sr), posture_check_roles="[]"))
-    erps = [_row(f"erp-{n:03d}", semantic="AnyOf", identity_roles=json.dumps(["#" + rnd.choice(id_attrs)]),
+    erps = [new_row(f"erp-{n:03d}", semantic="AnyOf", identity_roles=json.dumps(["#" + rnd.choice(id_attrs)]),
                  edge_router_roles=json.dumps(["#" + rnd.choice(ROUTER_ATTRS)])) for n in range(N_ERP)]
-    serps = [_row(f"serp-{n:03d}", semantic="AnyOf", service_roles=json.dumps(["#" + rnd.choice(SERVICE_ATTRS)]),
+    serps = [new_row(f"serp-{n:03d}", semantic="AnyOf", service_roles=json.dumps(["#" + rnd.choice(SERVICE_ATTRS)]),
                   edge_router_roles=json.dumps(["#" + rnd.choice(ROUTER_ATTRS)])) for n in range(N_SERP)]
     t0 = time.perf_counter()
     with store.write():
-        _insert(store, "services", services)
-        _insert(store, "routers", routers)
-        _insert(store, "service_policies", sps)
-        _insert(store, "edge_router_policies", erps)
-        _insert(store, "service_edge_router_policies", serps)
+        insert_rows(store, "services", services)
+        insert_rows(store, "routers", routers)
+        insert_rows(store, "service_policies", sps)
+        insert_rows(store, "edge_router_policies", erps)
+        insert_rows(store, "service_edge_router_policies", serps)
     t1 = time.perf_counter()
     with store.write():
         links.rebuild(store)
@@ -111,9 +96,8 @@ def timed(fn, n: int) -> list[float]:
 
 
 def fmt(ms: list[float]) -> str:
-    ms = sorted(ms)
-    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-    return f"median {statistics.median(ms):7.3f} ms  p99 {p99:7.3f} ms  (n={len(ms)})"
+    median, p99 = median_p99(ms)
+    return f"median {median:7.3f} ms  p99 {p99:7.3f} ms  (n={len(ms)})"
 
 
 class WriterProbe:
@@ -321,25 +305,14 @@ def main() -> None:
     ap.add_argument("--db", help="database file to create (default: a temporary file)")
     ap.add_argument("--keep", action="store_true", help="keep the database file afterwards")
     a = ap.parse_args()
-    tmp = None
-    if a.db is None:
-        tmp = tempfile.mkdtemp(prefix="policy-bench-")
-        a.db = os.path.join(tmp, "bench.db")
-    if os.path.exists(a.db):
-        sys.exit(f"{a.db} exists; give a new file")
-    t = time.perf_counter()
-    s = identity_seed.seed(a.db, 100_000)
-    print(f"seeded {s['identities']} identities in {time.perf_counter() - t:.1f} s")
-    p = populate(a.db)
-    print(f"inserted services/routers/policies in {p['insert_s']:.1f} s; links.rebuild {p['rebuild_s']:.1f} s")
-    print("rows: " + ", ".join(f"{k} {v}" for k, v in p.items() if not k.endswith("_s")))
-    run(a.db)
-    if not a.keep:
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(a.db + suffix):
-                os.remove(a.db + suffix)
-        if tmp:
-            os.rmdir(tmp)
+    with scratch_db(a.db, a.keep, "policy-bench-", "bench.db") as db:
+        t = time.perf_counter()
+        s = identity_seed.seed(db, 100_000)
+        print(f"seeded {s['identities']} identities in {time.perf_counter() - t:.1f} s")
+        p = populate(db)
+        print(f"inserted services/routers/policies in {p['insert_s']:.1f} s; links.rebuild {p['rebuild_s']:.1f} s")
+        print("rows: " + ", ".join(f"{k} {v}" for k, v in p.items() if not k.endswith("_s")))
+        run(db)
 
 
 if __name__ == "__main__":

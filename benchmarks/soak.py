@@ -18,8 +18,6 @@ import asyncio
 import os
 import random
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import seed as seeding  # noqa: E402
+from benchmarks import common  # noqa: E402
 
 MGMT = "/edge/management/v1"
 MIX = (  # (weight, kind)
@@ -164,26 +163,14 @@ def main() -> None:
     db = str(tmp / "soak.db")
     s = seeding.seed(db, a.count)
     print(f"seeded {s['identities']} identities; soaking for {a.minutes:g} min with {a.clients} clients")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = common.free_port()
     log = open(tmp / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "ziti_lite", "serve", "--db", db, "--port", str(port),
-                             "--log-level", "warning"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = common.start_server(db, port, log)
     base = f"https://127.0.0.1:{port}"
     ok = False
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(base + "/version", verify=False, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        r = httpx.post(f"{base}{MGMT}/authenticate?method=password", verify=False,
-                       json={"username": seeding.ADMIN_USER, "password": seeding.ADMIN_PASSWORD})
-        r.raise_for_status()
-        token = r.json()["data"]["token"]
+        common.wait_ready(base, proc)
+        token = common.login(base + MGMT, seeding.ADMIN_USER, seeding.ADMIN_PASSWORD)
         import apsw
         c = apsw.Connection(db, flags=apsw.SQLITE_OPEN_READONLY)
         ids = [row[0] for row in c.execute("SELECT id FROM identities WHERE is_default_admin = 0")]
@@ -193,11 +180,7 @@ def main() -> None:
         print(f"\ntotal: {sum(totals.values())} requests: 2xx {totals[200]}, 4xx {totals[400]}, 5xx {totals[500]},"
               f" transport errors {errors}; RSS {rss[0]:.0f} -> {rss[-1]:.0f} MiB (max growth {growth:.0f} MiB)")
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        common.stop_server(proc)
         log.close()
     check = subprocess.run([sys.executable, "-m", "ziti_lite", "check", "--db", db], cwd=ROOT,
                            capture_output=True, text=True)

@@ -24,6 +24,7 @@ from .api.context import Ctx
 from .api.router import Router
 from .auth import sessions
 from .config import Settings
+from .db.checkpoint import Checkpointer
 from .db.store import Store
 from .errors import ApiError, NotFound, Unauthorized
 
@@ -54,6 +55,7 @@ class Controller:
         self.instance_id = self.state["instance_id"]
         self.router = Router()
         self.jobs: dict[str, object] = {}
+        self.checkpointer: Checkpointer | None = None   # made by the first lifespan (serving)
         from .api import routes
         routes.mount_all(self)
         self._headers = [(b"server", f"ziti-controller/v{__version__}".encode()),
@@ -162,6 +164,11 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        # WAL checkpoints run in a worker thread while serving, never inside a request's COMMIT;
+        # at shutdown the whole log is copied into the database file
+        if ctl.checkpointer is None:
+            ctl.checkpointer = Checkpointer(ctl.store)
+        ctl.checkpointer.start()
         task = asyncio.create_task(_janitor(ctl))
         try:
             yield
@@ -169,6 +176,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            ctl.checkpointer.stop()
 
     app = _App(routes=[Mount("", app=ctl)], lifespan=lifespan)
     app.controller = ctl

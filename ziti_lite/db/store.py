@@ -4,7 +4,8 @@ A process keeps one apsw connection and uses it on the event-loop thread: apsw c
 microseconds, and a threadpool hop would cost more than the query (see performance notes).
 Every write runs inside ``Store.write()``: one ``BEGIN IMMEDIATE`` transaction, committed on
 success and rolled back on any exception, so an API request never leaves half a change behind.
-Nested ``write()`` calls become savepoints.
+Nested ``write()`` calls become savepoints. While the server runs, WAL checkpoints happen on a
+second connection in a worker thread, never in a request's COMMIT (``checkpoint.py``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class Store:
         self._depth = 0
         self._lock = threading.RLock()
         self._columns: dict[str, tuple] = {}
+        self.before_write = None   # called before each outermost BEGIN (the WAL checkpointer)
         self.migrate()
 
     # -- schema ---------------------------------------------------------------------------
@@ -133,6 +135,8 @@ class Store:
                 finally:
                     self._depth -= 1
                 return
+            if self.before_write is not None:
+                self.before_write()
             self.conn.execute("BEGIN IMMEDIATE")
             self._depth = 1
             try:
