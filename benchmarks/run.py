@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import seed as seeding  # noqa: E402
+from common import free_port, stop_server  # noqa: E402
 
 MGMT = "/edge/management/v1"
 HARD_LIMIT_S = 330  # the whole run, whatever happens
@@ -91,12 +91,6 @@ def cases(sample_id: str, needle: str) -> list[Case]:
 
 
 # ------------------------------------------------------------------ processes
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -114,16 +108,6 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
 def start(cmd: list[str], log: Path) -> subprocess.Popen:
     f = open(log, "wb")
     return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 
 # ------------------------------------------------------------------ load generators
@@ -277,7 +261,7 @@ def main() -> None:
         print("\nall goals met" if not failed else "\nsome goals NOT met")
     finally:
         for p in procs:
-            stop(p)
+            stop_server(p)
         if os.environ.get("BENCH_KEEP") is None:
             shutil.rmtree(tmp, ignore_errors=True)
         signal.alarm(0)
