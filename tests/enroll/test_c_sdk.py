@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -25,6 +26,12 @@ RUNNER = os.path.join(os.path.dirname(__file__), "c_sdk_client.py")
 def run_step(*args: str, timeout: float = 30) -> list[dict]:
     out = subprocess.run([sys.executable, RUNNER, *args], capture_output=True, text=True, timeout=timeout)
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def _first_line(proc: subprocess.Popen, timeout: float) -> str:
+    """The process's first output line, or "" when it prints none in time (the SDK can hang)."""
+    ready = select.select([proc.stdout], [], [], timeout)[0]
+    return proc.stdout.readline() if ready else ""
 
 
 def wait_for(predicate, timeout: float = 20):
@@ -103,7 +110,7 @@ def assert_dials(admin, identity_file, iid: str, service: str, authenticator_id:
     proc = subprocess.Popen([sys.executable, RUNNER, "dial", str(identity_file), "sdk-echo"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        first = json.loads(proc.stdout.readline() or "{}")
+        first = json.loads(_first_line(proc, timeout=30) or "{}")
         assert first == {"event": "loaded", "ok": True}
         # logged in with its certificate: the API session carries the C SDK's sdkInfo
         seen = wait_for(lambda: admin.get(f"/identities/{iid}").json()["data"])
