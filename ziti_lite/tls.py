@@ -28,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import ssl
+import sys
 from typing import Any
 
 import _ssl
@@ -167,6 +168,8 @@ def accept_any_client_chain(context: ssl.SSLContext) -> bool:
     established. (CPython keeps a context's callback when ``verify_mode`` is set again.)"""
     context.verify_mode = ssl.CERT_OPTIONAL
     try:
+        if sys.implementation.name != "cpython" or not (3, 8) <= sys.version_info[:2] <= (3, 14):
+            raise LookupError("an interpreter whose SSLContext layout is not known here")
         lib = _libssl()
         ptr = ctypes.c_void_p.from_address(id(context) + object.__basicsize__).value
         if (not ptr or lib.SSL_CTX_get_options(ptr) != int(context.options)
