@@ -26,6 +26,8 @@ from ziti_lite.db.filters import (UNLIMITED_META, FilterError, PagingError, Sort
 from ziti_lite.zitiql import (And, BareSymbol, Between, BoolLiteral, Compare, In, IsEmpty, Not, Or,
                               ParseError, Query, Ref, SetFunction, parse)
 
+from tests.test_zitiql import render  # AST -> filter text, the parser tests' own renderer
+
 UTC = dt.timezone.utc
 
 # ====================================================================== fixture data
@@ -718,46 +720,6 @@ def test_random_predicates_match_oracle(items_db, pred):
     q = Query(pred, (), None, None)
     got, c = run(items_db, q)
     assert sorted(got) == expected_ids(q), (pred, c.where, c.params)
-
-
-def render_value(v) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "FALSE"
-    if isinstance(v, float):
-        mant, _, exp = repr(v).partition("e")
-        return mant + (f"e{int(exp)}" if exp else "")
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, str):
-        esc = {"\\": "\\\\", '"': '\\"', "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}
-        return '"' + "".join(esc.get(ch, ch) for ch in v) + '"'
-    return f"datetime({v.isoformat()})"
-
-
-def render(n) -> str:
-    """Filter text for an AST (fewest parentheses the right-greedy grammar allows)."""
-    if isinstance(n, (And, Or)):
-        left = render(n.left)
-        if isinstance(n.left, (And, Or, Not)):
-            left = f"({left})"
-        return f"{left} {'AND' if isinstance(n, And) else 'or'} {render(n.right)}"
-    if isinstance(n, Not):
-        return f"not {render(n.expr)}"
-    if isinstance(n, BoolLiteral):
-        return render_value(n.value)
-    if isinstance(n, BareSymbol):
-        return n.name
-    if isinstance(n, IsEmpty):
-        return f"isEmpty({n.target})"
-    lhs = n.lhs.name if isinstance(n.lhs, Ref) else f"{n.lhs.func}({n.lhs.target})"
-    if isinstance(n, Compare):
-        return f"{lhs} {n.op} {render_value(n.value)}"
-    if isinstance(n, In):
-        return f"{lhs} {'not in' if n.negated else 'in'} [{', '.join(map(render_value, n.values))}]"
-    return (f"{lhs} {'not between' if n.negated else 'between'} "
-            f"{render_value(n.low)} and {render_value(n.high)}")
 
 
 def textual(n) -> bool:
