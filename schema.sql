@@ -430,6 +430,97 @@ CREATE TABLE api_session_certificates (
 CREATE INDEX api_session_certificates_session ON api_session_certificates(api_session_id, id);
 CREATE INDEX api_session_certificates_fingerprint ON api_session_certificates(fingerprint);
 
+-- substring search (contains/icontains filters): FTS5 trigram indexes over the names, external
+-- content (postings only), kept in step by triggers; written by ziti_lite/db/search.py ddl()
+CREATE VIRTUAL TABLE identities_search USING fts5(name, content='identities', content_rowid='rowid', tokenize='trigram case_sensitive 0 remove_diacritics 0');
+CREATE TRIGGER identities_search_ai AFTER INSERT ON identities BEGIN
+    INSERT INTO identities_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE TRIGGER identities_search_ad AFTER DELETE ON identities BEGIN
+    INSERT INTO identities_search(identities_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+END;
+CREATE TRIGGER identities_search_au AFTER UPDATE OF name ON identities BEGIN
+    INSERT INTO identities_search(identities_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+    INSERT INTO identities_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE VIRTUAL TABLE services_search USING fts5(name, content='services', content_rowid='rowid', tokenize='trigram case_sensitive 0 remove_diacritics 0');
+CREATE TRIGGER services_search_ai AFTER INSERT ON services BEGIN
+    INSERT INTO services_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE TRIGGER services_search_ad AFTER DELETE ON services BEGIN
+    INSERT INTO services_search(services_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+END;
+CREATE TRIGGER services_search_au AFTER UPDATE OF name ON services BEGIN
+    INSERT INTO services_search(services_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+    INSERT INTO services_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE VIRTUAL TABLE configs_search USING fts5(name, content='configs', content_rowid='rowid', tokenize='trigram case_sensitive 0 remove_diacritics 0');
+CREATE TRIGGER configs_search_ai AFTER INSERT ON configs BEGIN
+    INSERT INTO configs_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE TRIGGER configs_search_ad AFTER DELETE ON configs BEGIN
+    INSERT INTO configs_search(configs_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+END;
+CREATE TRIGGER configs_search_au AFTER UPDATE OF name ON configs BEGIN
+    INSERT INTO configs_search(configs_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+    INSERT INTO configs_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE VIRTUAL TABLE service_policies_search USING fts5(name, content='service_policies', content_rowid='rowid', tokenize='trigram case_sensitive 0 remove_diacritics 0');
+CREATE TRIGGER service_policies_search_ai AFTER INSERT ON service_policies BEGIN
+    INSERT INTO service_policies_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE TRIGGER service_policies_search_ad AFTER DELETE ON service_policies BEGIN
+    INSERT INTO service_policies_search(service_policies_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+END;
+CREATE TRIGGER service_policies_search_au AFTER UPDATE OF name ON service_policies BEGIN
+    INSERT INTO service_policies_search(service_policies_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+    INSERT INTO service_policies_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE VIRTUAL TABLE edge_router_policies_search USING fts5(name, content='edge_router_policies', content_rowid='rowid', tokenize='trigram case_sensitive 0 remove_diacritics 0');
+CREATE TRIGGER edge_router_policies_search_ai AFTER INSERT ON edge_router_policies BEGIN
+    INSERT INTO edge_router_policies_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE TRIGGER edge_router_policies_search_ad AFTER DELETE ON edge_router_policies BEGIN
+    INSERT INTO edge_router_policies_search(edge_router_policies_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+END;
+CREATE TRIGGER edge_router_policies_search_au AFTER UPDATE OF name ON edge_router_policies BEGIN
+    INSERT INTO edge_router_policies_search(edge_router_policies_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+    INSERT INTO edge_router_policies_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE VIRTUAL TABLE service_edge_router_policies_search USING fts5(name, content='service_edge_router_policies', content_rowid='rowid', tokenize='trigram case_sensitive 0 remove_diacritics 0');
+CREATE TRIGGER service_edge_router_policies_search_ai AFTER INSERT ON service_edge_router_policies BEGIN
+    INSERT INTO service_edge_router_policies_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE TRIGGER service_edge_router_policies_search_ad AFTER DELETE ON service_edge_router_policies BEGIN
+    INSERT INTO service_edge_router_policies_search(service_edge_router_policies_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+END;
+CREATE TRIGGER service_edge_router_policies_search_au AFTER UPDATE OF name ON service_edge_router_policies BEGIN
+    INSERT INTO service_edge_router_policies_search(service_edge_router_policies_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+    INSERT INTO service_edge_router_policies_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE VIRTUAL TABLE routers_search USING fts5(name, content='routers', content_rowid='rowid', tokenize='trigram case_sensitive 0 remove_diacritics 0');
+CREATE TRIGGER routers_search_ai AFTER INSERT ON routers BEGIN
+    INSERT INTO routers_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE TRIGGER routers_search_ad AFTER DELETE ON routers BEGIN
+    INSERT INTO routers_search(routers_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+END;
+CREATE TRIGGER routers_search_au AFTER UPDATE OF name ON routers BEGIN
+    INSERT INTO routers_search(routers_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+    INSERT INTO routers_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE VIRTUAL TABLE posture_checks_search USING fts5(name, content='posture_checks', content_rowid='rowid', tokenize='trigram case_sensitive 0 remove_diacritics 0');
+CREATE TRIGGER posture_checks_search_ai AFTER INSERT ON posture_checks BEGIN
+    INSERT INTO posture_checks_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+CREATE TRIGGER posture_checks_search_ad AFTER DELETE ON posture_checks BEGIN
+    INSERT INTO posture_checks_search(posture_checks_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+END;
+CREATE TRIGGER posture_checks_search_au AFTER UPDATE OF name ON posture_checks BEGIN
+    INSERT INTO posture_checks_search(posture_checks_search, rowid, name) VALUES ('delete', old.rowid, old.name);
+    INSERT INTO posture_checks_search(rowid, name) VALUES (new.rowid, new.name);
+END;
+
 -- when something that changes an identity's service list last changed ('' = everyone), for
 -- /current-api-session/service-updates; written in the transaction of the change
 CREATE TABLE service_change_stamps (

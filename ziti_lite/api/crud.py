@@ -7,6 +7,8 @@ renames. JSON-valued columns are passed through to the wire as ``msgspec.Raw``.
 
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 from typing import Any, Iterable
 
@@ -221,7 +223,10 @@ def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbo
                 query = _with_sort(query, ctx.q("sort") or "")
             except zitiql.ParseError as e:
                 raise ApiError("INVALID_SORT_IDENTIFIER", 400, cause={"code": "UNHANDLED", "message": str(e)})
-        compiled = fq.compile_query(query, symbols or res.symbols, res.default_sort)
+        syms = symbols or res.symbols
+        if table and table != res.table:   # the search indexes follow the rows of res.table only
+            syms = {k: dataclasses.replace(v, search="") if v.search else v for k, v in syms.items()}
+        compiled = fq.compile_query(query, syms, res.default_sort)
         limit, offset = fq.paging(compiled.skip, compiled.limit, ctx.q("limit"), ctx.q("offset"))
     except (zitiql.ParseError, fq.FilterError) as e:
         raise InvalidFilter(str(e)) from None

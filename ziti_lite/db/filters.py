@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from .. import zitiql as zq
+from . import search as _search
 
 __all__ = [
     "FilterError", "SortError", "PagingError", "Symbol", "Symbols", "Compiled", "Page",
@@ -61,9 +62,11 @@ class Symbol:
     kind: ``string`` ``int`` ``float`` ``bool`` ``datetime`` (scalars: ``sql`` is an expression
     over ``t``), ``set`` (``sql`` is a statement ``SELECT value FROM ...`` yielding the set's
     strings) or ``tags`` (``sql`` is the JSON object text; ``<name>.<key>`` symbols resolve into it).
+    search: the entity table whose substring index (``search.py``) covers ``sql``, or "".
     """
     kind: str
     sql: str
+    search: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -162,10 +165,12 @@ def _type_error(op: str, left: str, right: str) -> FilterError:
 
 
 class _Val(NamedTuple):
-    """A typed value expression: SQL text and the parameters its `?`s need, in order."""
+    """A typed value expression: SQL text and the parameters its `?`s need, in order; search:
+    the table whose substring index covers it ("" for none)."""
     kind: str
     sql: str
     params: list
+    search: str = ""
 
 
 # ====================================================================== compiler
@@ -246,7 +251,7 @@ class _Compiler:
             raise FilterError(f"symbol '{lhs.name}' is a set symbol but is used in non-set function context")
         if sym.kind == "tags":
             raise FilterError(f"symbol '{lhs.name}' is a map; filter on '{lhs.name}.<key>' instead")
-        return self.typed(_Val(sym.kind, _expr(sym.sql), []), n, allow_null=True)
+        return self.typed(_Val(sym.kind, _expr(sym.sql), [], sym.search), n, allow_null=True)
 
     def set_operation(self, fn: zq.SetFunction, n) -> tuple[str, list]:
         if fn.func == zq.COUNT:
@@ -327,7 +332,11 @@ class _Compiler:
                 test = f"instr({x}, ?)"
             else:
                 test = f"instr(upper({x}), upper(?))"
-            return f"({test} {'> 0' if op in (zq.CONTAINS, zq.ICONTAINS) else '= 0'})", [*xp, p]
+            positive = op in (zq.CONTAINS, zq.ICONTAINS)
+            if positive and val.search and _search.usable(p):
+                # the trigram index narrows the rows (a superset), the plain test decides
+                return f"({_search.condition(val.search)} AND {test} > 0)", [_search.phrase(p), *xp, p]
+            return f"({test} {'> 0' if positive else '= 0'})", [*xp, p]
         if val.kind == "bool" and op not in (zq.EQ, zq.NE):
             raise _type_error(op, "bool", "bool")
         if val.kind == "datetime":

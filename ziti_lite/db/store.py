@@ -20,8 +20,21 @@ import apsw
 import apsw.bestpractice
 
 from .. import clock
+from . import search
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+
+def _v1_to_v2_search_indexes(conn) -> None:
+    """Version 2 adds the FTS5 trigram indexes behind contains/icontains filters (``search.py``):
+    create them and their triggers, then index the rows already there."""
+    conn.execute(search.all_ddl())
+    for table in search.SEARCH_INDEXES:
+        search.rebuild(conn, table)
+
+
+# version n -> the step that brings a version-n database to version n + 1 (in one transaction)
+MIGRATIONS = {1: _v1_to_v2_search_indexes}
 
 
 def schema_sql() -> str:
@@ -61,7 +74,8 @@ class Store:
 
     # -- schema ---------------------------------------------------------------------------
     def migrate(self) -> bool:
-        """Create the schema on a new file. Returns True when the file was new."""
+        """Create the schema on a new file, or bring an older file up to SCHEMA_VERSION one
+        ``MIGRATIONS`` step at a time. Returns True when the file was new."""
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version == 0:
             with self.write():
@@ -70,6 +84,14 @@ class Store:
             return True
         if version > SCHEMA_VERSION:
             raise RuntimeError(f"database schema version {version} is newer than this ziti-lite ({SCHEMA_VERSION})")
+        while version < SCHEMA_VERSION:
+            with self.write():
+                # read again inside the write lock: another process may have migrated meanwhile
+                version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+                if version < SCHEMA_VERSION:
+                    MIGRATIONS[version](self.conn)
+                    version += 1
+                    self.conn.execute(f"PRAGMA user_version = {version}")
         return False
 
     # -- reads ----------------------------------------------------------------------------
