@@ -25,6 +25,8 @@ bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP,
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/policy_bench.py
 	$(PY) benchmarks/client_bench.py
+	$(PY) benchmarks/login_bench.py
+	$(PY) benchmarks/scale_bench.py
 
 fuzz: install  ## schemathesis against the served spec
 	$(VENV)/bin/pip install -q schemathesis

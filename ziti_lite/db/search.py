@@ -77,3 +77,9 @@ def rebuild(conn, table: str) -> None:
     """Re-index every row of ``table`` (after a migration, or to repair the index)."""
     fts = index_name(table)
     conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")
+
+
+def optimize(conn, table: str) -> None:
+    """Merge the index's segments into one (after a bulk load: a phrase query reads each segment)."""
+    fts = index_name(table)
+    conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
