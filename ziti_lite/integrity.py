@@ -98,6 +98,25 @@ def identity_auth_policy(store) -> Iterator[Problem]:
         yield Problem(f"identity {iid} references a missing auth policy", True, fix)
 
 
+@check
+def search_indexes(store) -> Iterator[Problem]:
+    """Each FTS5 search index (``db/search.py``) holds exactly its table's names; the fix
+    rebuilds it from the rows."""
+    import apsw
+
+    from .db import search
+    for table in search.SEARCH_INDEXES:
+        fts = search.index_name(table)
+        try:
+            store.conn.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
+        except apsw.SQLError:
+            continue    # no such index (not this schema)
+        except apsw.CorruptError:
+            def fix(s, table=table):
+                search.rebuild(s.conn, table)
+            yield Problem(f"search index {fts} differs from the rows of {table}", True, fix)
+
+
 def run(store, fix: bool = False) -> list[Problem]:
     problems: list[Problem] = []
     for c in (*CHECKS, foreign_keys):

@@ -189,3 +189,19 @@ def test_migration_from_version_1_indexes_existing_rows(app, admin, db_path):
     finally:
         migrated.state.controller.store.close()
     assert Store(str(db_path)).migrate() is False
+
+
+def test_check_finds_and_rebuilds_a_stale_index(ctl, admin):
+    from ziti_lite import integrity
+    admin.create("identities", {"name": "stale-entry-laptop", "type": "User", "isAdmin": False})
+    store = ctl.store
+    assert not [p for p in integrity.run(store) if "search index" in p.description]
+    with store.write():   # drop one row from the index behind the triggers' back
+        store.execute("INSERT INTO identities_search(identities_search, rowid, name)"
+                      " SELECT 'delete', rowid, name FROM identities WHERE name = 'stale-entry-laptop'")
+    assert _names(admin, "identities", _filter("entry-lap")) == []
+    found = [p for p in integrity.run(store, fix=True) if "search index" in p.description]
+    assert [p.description for p in found] == ["search index identities_search differs from the rows of identities"]
+    assert found[0].fixed
+    assert not [p for p in integrity.run(store) if "search index" in p.description]
+    assert _names(admin, "identities", _filter("entry-lap")) == ["stale-entry-laptop"]
