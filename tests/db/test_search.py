@@ -4,6 +4,7 @@ still parameterised, and the migration that adds them to a version-1 database.""
 
 from __future__ import annotations
 
+import contextlib
 import urllib.parse
 
 import apsw
@@ -51,8 +52,18 @@ def things():
     return conn
 
 
+@contextlib.contextmanager
+def things_indexed():
+    search.SEARCH_INDEXES["things"] = "name"
+    try:
+        yield
+    finally:
+        del search.SEARCH_INDEXES["things"]
+
+
 def _ids(conn, symbols, predicate) -> list:
-    c = fq.compile_query(zq.Query(predicate), symbols)
+    with things_indexed():
+        c = fq.compile_query(zq.Query(predicate), symbols)
     return [r[0] for r in conn.execute(f"SELECT t.id FROM things t WHERE {c.where} ORDER BY t.id", c.params)]
 
 
@@ -68,6 +79,15 @@ def test_indexed_answers_equal_the_scan(things, example):
         things.execute("UPDATE things SET name = name || ? WHERE id = 'i00'", (needle[:2],))
         things.execute("DELETE FROM things WHERE id = 'i01'")
     compare = zq.Compare(zq.Ref("name"), op, needle)
+    want = _ids(things, PLAIN, compare)
+    with things_indexed():
+        c = fq.compile_query(zq.Query(compare), INDEXED)
+    if c.count is not None:     # the count in the index and the probing plan agree too
+        assert things.execute(*c.count).fetchone()[0] == len(want), (names, needle, op)
+        probe = search.probe_variant(c.where)
+        assert probe != c.where
+        assert [r[0] for r in things.execute(f"SELECT t.id FROM things t WHERE {probe} ORDER BY t.id",
+                                             c.params)] == want
     for predicate in (compare, zq.Not(compare), zq.Or(compare, zq.Compare(zq.Ref("name"), zq.EQ, "x")),
                       zq.And(compare, zq.Not(zq.Compare(zq.Ref("name"), zq.ICONTAINS, needle[::-1])))):
         assert _ids(things, INDEXED, predicate) == _ids(things, PLAIN, predicate), (names, needle, op)
@@ -75,13 +95,14 @@ def test_indexed_answers_equal_the_scan(things, example):
 
 def test_index_used_only_for_positive_needles_of_three_characters():
     def sql(op, needle):
-        return fq.compile_query(zq.Query(zq.Compare(zq.Ref("name"), op, needle)), INDEXED)
+        with things_indexed():
+            return fq.compile_query(zq.Query(zq.Compare(zq.Ref("name"), op, needle)), INDEXED)
 
     for op in (zq.CONTAINS, zq.ICONTAINS):
         c = sql(op, 'a"* NEAR(b)')
-        assert "things_search MATCH ?" in c.where
-        assert c.params[0] == '"a""* NEAR(b)"'          # one quoted phrase, bound, never in the SQL text
-        assert 'NEAR' not in c.where and '"' not in c.where
+        assert "FROM things_search WHERE" in c.where and c.count is not None
+        assert c.params == ['a"* NEAR(b)'] * 2           # bound, never in the SQL text
+        assert "NEAR" not in c.where
         assert "MATCH" not in sql(op, "ab").where      # too short for a trigram: plain scan
     for op in (zq.NOT_CONTAINS, zq.NOT_ICONTAINS):
         assert "MATCH" not in sql(op, "abcdef").where
@@ -143,6 +164,7 @@ def _downgrade_to_v1(path) -> None:
             for suffix in ("ai", "ad", "au"):
                 conn.execute(f"DROP TRIGGER {fts}_{suffix}")
             conn.execute(f"DROP TABLE {fts}")
+            conn.execute(f"DROP VIEW {fts}_source")
         conn.execute("PRAGMA user_version = 1")
     conn.close()
 
@@ -176,7 +198,7 @@ def test_migration_from_version_1_indexes_existing_rows(app, admin, db_path):
     try:
         store = migrated.state.controller.store
         assert store.value("PRAGMA user_version") == SCHEMA_VERSION == 2
-        assert store.value("SELECT count(*) FROM identities_search WHERE identities_search MATCH ?",
+        assert store.value("SELECT count(*) FROM identities_search WHERE name MATCH ?",
                            (search.phrase("migration-lap"),)) == 1
         with TestClient(migrated) as client:
             api = Api(client).login()
@@ -205,3 +227,26 @@ def test_check_finds_and_rebuilds_a_stale_index(ctl, admin):
     assert found[0].fixed
     assert not [p for p in integrity.run(store) if "search index" in p.description]
     assert _names(admin, "identities", _filter("entry-lap")) == ["stale-entry-laptop"]
+
+
+def test_many_matches_page_by_probing_the_index(admin, monkeypatch):
+    """Above SEARCH_PROBE_ABOVE matches a page walks the sort order: same pages, same totals."""
+    from ziti_lite.api import crud
+    for n in range(12):
+        admin.create("identities", {"name": f"probe-{n:02d}-{'x' if n % 3 else 'y'}", "type": "User", "isAdmin": False})
+
+    def pages():
+        out = []
+        for f in ('name contains "probe-"', 'name icontains "PROBE-"', 'name contains "-x"', 'name icontains "e-0"'):
+            for offset in (0, 5):
+                r = admin.client.get(f"{MGMT}/identities?limit=5&offset={offset}&filter={urllib.parse.quote(f)}",
+                                     headers={"zt-session": admin.token})
+                assert r.status_code == 200, r.text
+                body = r.json()
+                out.append(([d["name"] for d in body["data"]], body["meta"]["pagination"]["totalCount"]))
+        return out
+
+    driven = pages()
+    monkeypatch.setattr(crud, "SEARCH_PROBE_ABOVE", 0)
+    assert pages() == driven
+    assert driven[0][1] == 12 and driven[4][1] == 8

@@ -83,6 +83,9 @@ class Compiled:
     order_by: str               # e.g. "t.name ASC, t.id ASC"
     skip: int | None            # the filter's own skip/limit clauses (None when absent; -1 = none)
     limit: int | None
+    # when the whole predicate is one indexed contains/icontains: (SQL, params) counting its rows
+    # in the search index alone (no row reads)
+    count: tuple[str, list] | None = None
 
 
 class Page(NamedTuple):
@@ -177,6 +180,7 @@ class _Val(NamedTuple):
 class _Compiler:
     def __init__(self, symbols: Symbols):
         self.symbols = symbols
+        self.search_count: tuple[str, list] | None = None    # the last indexed search's count query
 
     # -- symbols ------------------------------------------------------------------------
     def lookup(self, name: str) -> Symbol | tuple[str, str]:
@@ -333,9 +337,11 @@ class _Compiler:
             else:
                 test = f"instr(upper({x}), upper(?))"
             positive = op in (zq.CONTAINS, zq.ICONTAINS)
-            if positive and val.search and _search.usable(p):
-                # the trigram index narrows the rows (a superset), the plain test decides
-                return f"({_search.condition(val.search)} AND {test} > 0)", [_search.phrase(p), *xp, p]
+            if positive and val.search and _search.usable(p) and not xp:
+                # the trigram index holds exactly the rows the plain test would pass
+                folded, plain = op == zq.ICONTAINS, f"{test} > 0"
+                self.search_count = (_search.count_sql(val.search, folded, plain), [p, p])
+                return _search.condition(val.search, folded, plain), [p, p]
             return f"({test} {'> 0' if positive else '= 0'})", [*xp, p]
         if val.kind == "bool" and op not in (zq.EQ, zq.NE):
             raise _type_error(op, "bool", "bool")
@@ -398,11 +404,15 @@ def compile_query(q: zq.Query, symbols: Symbols, default_sort: str = "t.id") -> 
     Raises FilterError for predicate problems and SortError for sort problems. Only the first
     MAX_SORT_FIELDS sort fields count; ``default_sort`` (the id) is always the last tiebreaker.
     """
+    count = None
     if q.predicate is None:
         where, params = "1", []
     else:
-        where, params = _Compiler(symbols).node(q.predicate)
-    return Compiled(where, params, _order_by(q.sort, symbols, default_sort), q.skip, q.limit)
+        compiler = _Compiler(symbols)
+        where, params = compiler.node(q.predicate)
+        if isinstance(q.predicate, zq.Compare) and compiler.search_count is not None:
+            count = compiler.search_count
+    return Compiled(where, params, _order_by(q.sort, symbols, default_sort), q.skip, q.limit, count)
 
 
 # ====================================================================== paging

@@ -1,16 +1,21 @@
-"""Substring search indexes: one SQLite FTS5 table with the trigram tokenizer per searchable text
-column, external content over the entity table (the index stores only trigram postings, the
-text stays in the entity row), kept in step by triggers in ``schema.sql``.
+"""Substring search indexes: one SQLite FTS5 table with the case-sensitive trigram tokenizer per
+searchable text column, over the text itself, SQLite's ``upper()`` of it and a flag for text
+holding a NUL character; external content over a view of the entity table (the index stores
+only trigram postings, the text stays in the entity row), kept in step by triggers in
+``schema.sql``.
 
-The filter compiler (``filters.py``) uses an index only as a pre-filter: a positive ``contains``
-or ``icontains`` with a needle of at least 3 characters becomes ``t.rowid IN (rowids whose text
-holds every trigram of the needle in a row, case folded)`` AND the plain ``instr`` test. The
-index answer is a superset of the plain answer (case folding maps one character to one
-character, so a substring stays a substring after folding; diacritics are not removed), and the
-plain test then decides, so the semantics are exactly those of the scan.
+The filter compiler (``filters.py``) answers a positive ``contains`` with a needle of at least 3
+characters from the index: a phrase of overlapping trigrams at consecutive positions is exactly
+a substring, and the tokenizer folds nothing, so ``name : "needle"`` holds exactly the rows of
+``instr(name, needle) > 0``, and ``name_upper : "NEEDLE"`` with ``upper(needle)`` those of
+``instr(upper(name), upper(needle)) > 0`` (``icontains``), without reading the rows. The one
+exception: the tokenizer skips NUL characters, so a text with a NUL could match across it; such
+rows carry the ``nul`` flag, are left out of the index answer and checked with the plain test
+instead. An oracle test holds the index answers equal to the plain scan's. Shorter needles, and
+negated ones, stay plain scans.
 
-The needle reaches FTS5 as one bound parameter: a phrase in double quotes, inner quotes doubled,
-so FTS5 syntax (``*``, ``^``, ``-``, ``NEAR``, ``AND``, ``:``, parentheses) inside it is text.
+The needle reaches FTS5 as one bound parameter, made a phrase in SQL (``'"' || replace(?, '"',
+'""') || '"'``), so FTS5 syntax in it (``*``, ``^``, ``-``, ``NEAR``, ``AND``, ``:``) is text.
 """
 
 from __future__ import annotations
@@ -34,22 +39,24 @@ def index_name(table: str) -> str:
     return f"{table}_search"
 
 
+def _values(prefix: str, column: str) -> str:
+    c = f"{prefix}.{column}"
+    return f"{c}, upper({c}), CASE WHEN instr(CAST({c} AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END"
+
+
 def ddl(table: str, column: str) -> str:
-    """The FTS5 table and its three triggers, exactly as written in schema.sql."""
+    """The view, the FTS5 table and its three triggers, exactly as written in schema.sql."""
     fts = index_name(table)
+    cols = f"{column}, {column}_upper, nul"
+    old = f"INSERT INTO {fts}({fts}, rowid, {cols}) VALUES ('delete', old.rowid, {_values('old', column)});\n"
+    new = f"INSERT INTO {fts}(rowid, {cols}) VALUES (new.rowid, {_values('new', column)});\n"
     return (
-        f"CREATE VIRTUAL TABLE {fts} USING fts5({column}, content='{table}', content_rowid='rowid',"
-        f" tokenize='trigram case_sensitive 0 remove_diacritics 0');\n"
-        f"CREATE TRIGGER {fts}_ai AFTER INSERT ON {table} BEGIN\n"
-        f"    INSERT INTO {fts}(rowid, {column}) VALUES (new.rowid, new.{column});\n"
-        f"END;\n"
-        f"CREATE TRIGGER {fts}_ad AFTER DELETE ON {table} BEGIN\n"
-        f"    INSERT INTO {fts}({fts}, rowid, {column}) VALUES ('delete', old.rowid, old.{column});\n"
-        f"END;\n"
-        f"CREATE TRIGGER {fts}_au AFTER UPDATE OF {column} ON {table} BEGIN\n"
-        f"    INSERT INTO {fts}({fts}, rowid, {column}) VALUES ('delete', old.rowid, old.{column});\n"
-        f"    INSERT INTO {fts}(rowid, {column}) VALUES (new.rowid, new.{column});\n"
-        f"END;\n"
+        f"CREATE VIEW {fts}_source (rid, {cols}) AS SELECT t.rowid, {_values('t', column)} FROM {table} t;\n"
+        f"CREATE VIRTUAL TABLE {fts} USING fts5({cols}, content='{fts}_source', content_rowid='rid',"
+        f" tokenize='trigram case_sensitive 1');\n"
+        f"CREATE TRIGGER {fts}_ai AFTER INSERT ON {table} BEGIN\n    {new}END;\n"
+        f"CREATE TRIGGER {fts}_ad AFTER DELETE ON {table} BEGIN\n    {old}END;\n"
+        f"CREATE TRIGGER {fts}_au AFTER UPDATE OF {column} ON {table} BEGIN\n    {old}    {new}END;\n"
     )
 
 
@@ -58,7 +65,7 @@ def all_ddl() -> str:
 
 
 def usable(needle: str) -> bool:
-    """Whether the index can pre-filter for this needle (NUL never reaches the tokenizer whole)."""
+    """Whether the index answers this needle (ZitiQL strings hold no NUL; checked anyway)."""
     return len(needle) >= MIN_NEEDLE and "\x00" not in needle
 
 
@@ -67,10 +74,38 @@ def phrase(needle: str) -> str:
     return '"' + needle.replace('"', '""') + '"'
 
 
-def condition(table: str) -> str:
-    """SQL over the entity alias ``t`` with one ``?`` for ``phrase(needle)``."""
+def _query(table: str, folded: bool) -> tuple[str, str]:
     fts = index_name(table)
-    return f"t.rowid IN (SELECT rowid FROM {fts} WHERE {fts} MATCH ?)"
+    column = SEARCH_INDEXES[table] + ("_upper" if folded else "")
+    needle = "upper(?)" if folded else "?"
+    return fts, f"'{column} : \"' || replace({needle}, '\"', '\"\"') || '\" NOT nul : \"nul\"'"
+
+
+def condition(table: str, folded: bool, plain: str) -> str:
+    """SQL over the entity alias ``t`` with two ``?`` for the needle: the rows whose text
+    (``upper()`` of it when ``folded``) contains it; ``plain`` (the plain test, with the second
+    ``?``) decides for the few rows whose text holds a NUL."""
+    fts, query = _query(table, folded)
+    return (f"(t.rowid IN (SELECT rowid FROM {fts} WHERE {fts} MATCH ({query}))"
+            f" OR (t.rowid IN (SELECT rowid FROM {fts} WHERE nul MATCH '\"nul\"') AND {plain}))")
+
+
+def count_sql(table: str, folded: bool, plain: str) -> str:
+    """How many rows ``condition`` holds, counted in the index (two ``?`` as there)."""
+    fts, query = _query(table, folded)
+    return (f"SELECT (SELECT count(*) FROM {fts} WHERE {fts} MATCH ({query})) + (SELECT count(*) FROM {table} t"
+            f" WHERE t.rowid IN (SELECT rowid FROM {fts} WHERE nul MATCH '\"nul\"') AND {plain})")
+
+
+_DRIVE = "(t.rowid IN (SELECT rowid FROM "
+
+
+def probe_variant(where: str) -> str:
+    """The same condition with the index answers as a membership test (``+t.rowid``) rather
+    than the rows to start from: for a page of a search that matches many rows, walking the sort
+    order and stopping after the page beats sorting every match. The SQL is ours alone (values
+    are parameters), so this is a plain text substitution."""
+    return where.replace(_DRIVE, "(+t.rowid IN (SELECT rowid FROM ")
 
 
 def rebuild(conn, table: str) -> None:
