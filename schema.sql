@@ -431,7 +431,9 @@ CREATE INDEX api_session_certificates_session ON api_session_certificates(api_se
 CREATE INDEX api_session_certificates_fingerprint ON api_session_certificates(fingerprint);
 
 -- substring search (contains/icontains filters): FTS5 trigram indexes over the names, their upper()
--- and a NUL flag, external content (postings only), kept in step by triggers; see ziti_lite/db/search.py
+-- and a NUL flag, external content (postings only), kept in step by triggers; see ziti_lite/db/search.py.
+-- Schema version 2 added this section: the migration from version 1 runs it as written here.
+-- @section search-indexes
 CREATE VIEW identities_search_source (rid, name, name_upper, nul) AS SELECT t.rowid, t.name, upper(t.name), CASE WHEN instr(CAST(t.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END FROM identities t;
 CREATE VIRTUAL TABLE identities_search USING fts5(name, name_upper, nul, content='identities_search_source', content_rowid='rid', tokenize='trigram case_sensitive 1');
 CREATE TRIGGER identities_search_ai AFTER INSERT ON identities BEGIN
@@ -528,6 +530,7 @@ CREATE TRIGGER posture_checks_search_au AFTER UPDATE OF name ON posture_checks B
     INSERT INTO posture_checks_search(posture_checks_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
     INSERT INTO posture_checks_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
 END;
+-- @end search-indexes
 
 -- when something that changes an identity's service list last changed ('' = everyone), for
 -- /current-api-session/service-updates; written in the transaction of the change

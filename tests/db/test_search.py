@@ -109,7 +109,8 @@ def test_index_used_only_for_positive_needles_of_three_characters():
 
 
 def test_schema_sql_holds_the_search_ddl_verbatim():
-    assert search.all_ddl() in schema_sql()
+    from ziti_lite.db.store import schema_section
+    assert schema_section("search-indexes") == search.all_ddl()
 
 
 # ---------------------------------------------------------------------------- through the API
@@ -171,6 +172,7 @@ def _downgrade_to_v1(path) -> None:
 
 def test_v1_schema_is_v2_without_the_search_ddl(tmp_path):
     v1 = schema_sql().replace(search.all_ddl(), "")
+    assert v1 != schema_sql()
     a, b = apsw.Connection(str(tmp_path / "a.db")), Store(str(tmp_path / "b.db"))
     a.execute(v1)
     a.execute("PRAGMA user_version = 1")

@@ -25,10 +25,17 @@ from . import search
 SCHEMA_VERSION = 2
 
 
+def schema_section(name: str) -> str:
+    """The statements between ``-- @section NAME`` and ``-- @end NAME`` in schema.sql."""
+    text = schema_sql()
+    start, end = f"-- @section {name}\n", f"-- @end {name}\n"
+    return text[text.index(start) + len(start):text.index(end)]
+
+
 def _v1_to_v2_search_indexes(conn) -> None:
     """Version 2 adds the FTS5 trigram indexes behind contains/icontains filters (``search.py``):
-    create them and their triggers, then index the rows already there."""
-    conn.execute(search.all_ddl())
+    run schema.sql's search-indexes section, then index the rows already there."""
+    conn.execute(schema_section("search-indexes"))
     for table in search.SEARCH_INDEXES:
         search.rebuild(conn, table)
 
