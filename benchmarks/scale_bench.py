@@ -53,7 +53,9 @@ def seeded(identities: int, reseed: bool) -> Path:
 
     from ziti_lite.db.store import schema_sql
     CACHE.mkdir(exist_ok=True)
-    schema = hashlib.sha256(schema_sql().encode()).hexdigest()[:10]     # a schema change seeds anew
+    # a change of the schema's statements (not of its comments) seeds anew
+    statements = "\n".join(line for line in schema_sql().splitlines() if not line.lstrip().startswith("--"))
+    schema = hashlib.sha256(statements.encode()).hexdigest()[:10]
     db = CACHE / f"scale-{identities}-{schema}.db"
     if db.exists() and not reseed:
         return db
