@@ -34,7 +34,9 @@ class Ctx:
         return self.ctl.store
 
     def q(self, name: str, default: str | None = None) -> str | None:
-        return self.request.query_params.get(name, default)
+        """A query parameter; when it is repeated, its first value (as upstream's go-swagger)."""
+        values = self.request.query_params.getlist(name)
+        return values[0] if values else default
 
     def qlist(self, name: str) -> list[str]:
         return self.request.query_params.getlist(name)
@@ -60,8 +62,8 @@ class Ctx:
             return {}
         try:
             return _json.decode(body)
-        except msgspec.DecodeError as e:
-            raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(e)})
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:
+            raise not_parsable(e) from None
         except RecursionError:
             raise too_deep() from None
 
@@ -90,15 +92,24 @@ def decode(body: bytes, type_: type[T]) -> T:
     except msgspec.ValidationError as e:
         try:
             _json.decode(body)  # a type error found before the end of a truncated document
-        except msgspec.DecodeError as de:
-            raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(de)}) from None
+        except (msgspec.DecodeError, UnicodeDecodeError) as de:
+            raise not_parsable(de) from None
         except RecursionError:
             raise too_deep() from None
         raise validation_error(str(e), body) from None
-    except msgspec.DecodeError as e:
-        raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise not_parsable(e) from None
     except RecursionError:
         raise too_deep() from None
+
+
+def not_parsable(e: Exception) -> ApiError:
+    """400 for a body that is not JSON (truncated, not UTF-8, ...)."""
+    if isinstance(e, UnicodeDecodeError):
+        message = f"invalid UTF-8 in JSON body at byte {e.start}"
+    else:
+        message = str(e)
+    return ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": message})
 
 
 def too_deep() -> ApiError:
@@ -131,7 +142,7 @@ def validation_error(text: str, body: bytes) -> ApiError:
     reason, field = m.group(1), _path_to_field(m.group(2) or "")
     try:
         doc = _json.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         doc = None
     value = _lookup(doc, field) if field else doc
     if value is not None and not isinstance(value, (str, int, float, bool, list, dict)):
