@@ -16,6 +16,10 @@ class Settings:
     session_timeout: int = 30 * 60          # API session inactivity timeout, seconds
     enrollment_minutes: int = 180           # default lifetime of enrollment tokens
     extra_hosts: list[str] = field(default_factory=list)
+    # connection hardening (connections.py)
+    idle_timeout: float = 5.0               # seconds a connection may take to send a request head
+    handshake_timeout: float = 5.0          # seconds a client may take to finish the TLS handshake
+    max_connections: int | None = None      # open connections; None: 3/4 of the descriptor limit
 
     @property
     def public_host(self) -> str:
