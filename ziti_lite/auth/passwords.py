@@ -71,8 +71,8 @@ def verify_password(password: str, hashed: str | None, salt: str | None) -> bool
 class Limiter:
     """Adaptive admission for KDF work (see the module docstring)."""
 
-    MIN, MAX, START = 4, 64, 16
-    TARGET_WAIT = 0.25  # seconds a derivation may wait for a worker before the limit shrinks
+    MIN, MAX, START = 4, 32, 8
+    TARGET_WAIT = 0.1  # seconds a derivation may wait for a worker before the limit shrinks
 
     def __init__(self, workers: int | None = None):
         self.workers = workers or max(1, min(4, os.cpu_count() or 1))
