@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
 
-from . import UPSTREAM_VERSION, clock
+from . import UPSTREAM_VERSION, clock, edge
 from .api import envelope as env
 from .api.context import Ctx, not_parsable
 from .api.router import Router
@@ -56,6 +56,10 @@ class Controller:
         self.router = Router()
         self.jobs: dict[str, object] = {}
         self.checkpointer: Checkpointer | None = None   # made by the first lifespan (serving)
+        self.ssl_context = None                 # the API's TLS context (server.build sets it)
+        self.edge_sock = None                   # a pre-bound socket for the edge router (tests)
+        self.edge_router = None                 # edge.EdgeRouter while the embedded router runs
+        self.router_states: dict[str, dict] = {}   # router id -> live state shown by the API
         from .api import routes
         routes.mount_all(self)
         self._headers = [(b"server", f"ziti-controller/v{UPSTREAM_VERSION}".encode()),
@@ -172,9 +176,11 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
             ctl.checkpointer = Checkpointer(ctl.store)
         ctl.checkpointer.start()
         task = asyncio.create_task(_janitor(ctl))
+        await edge.start(ctl)
         try:
             yield
         finally:
+            await edge.stop(ctl)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

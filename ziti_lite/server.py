@@ -60,7 +60,7 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
     """A uvicorn server for ``settings`` (not started); its controller is ``server.controller``."""
     app = app or create_app(settings)
     ctl = app.state.controller
-    ctl.ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
+    ctl.ssl_context = ssl_context(ctl.state, _registered_cas(ctl))  # the edge router listens with it too
     limits = connections.Limits(settings.idle_timeout, settings.handshake_timeout, settings.max_connections)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
                             lifespan="on", server_header=False, date_header=True, access_log=False,
@@ -83,6 +83,9 @@ def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None
     try:
         server = build(settings, log_level)
         print(f"ziti-lite: serving the OpenZiti edge APIs on {settings.base_url} (db {settings.db})", flush=True)
+        if settings.edge_port:
+            print(f"ziti-lite: embedded edge router '{settings.router_name}' on tls://{settings.public_host}:"
+                  f"{settings.edge_port}", flush=True)
         server.run()
     finally:
         dblock.release(held)

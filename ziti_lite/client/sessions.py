@@ -156,7 +156,7 @@ def ensure_sweeper(ctl) -> None:
 # ------------------------------------------------------------------ rendering
 def edge_router(ctl, row: dict) -> dict:
     """A router as sessions and the client's service edge routers show it."""
-    live = (getattr(ctl, "router_states", None) or {}).get(row["id"]) or {}
+    live = ctl.router_states.get(row["id"]) or {}
     protocols = live.get("supportedProtocols") or {}
     return {"name": row["name"], "hostname": live.get("hostname", ""), "supportedProtocols": protocols,
             "urls": protocols, "syncStatus": live.get("syncStatus", "SYNC_UNKNOWN"),

@@ -64,6 +64,9 @@ class Store:
         self._lock = threading.RLock()
         self._columns: dict[str, tuple] = {}
         self.before_write = None   # called before each outermost BEGIN (the WAL checkpointer)
+        # ids of routers online in this process (the embedded edge router), for filters
+        self.online_routers: set[str] = set()
+        self.conn.create_scalar_function("zl_router_online", lambda rid: int(rid in self.online_routers), 1)
         self.migrate()
 
     # -- schema ---------------------------------------------------------------------------

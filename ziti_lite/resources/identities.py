@@ -153,8 +153,10 @@ def render_identity(ctx, row: dict, out: dict) -> None:
         out.pop("disabledUntil", None)
     out["hasApiSession"] = bool(has_session)
     out["isMfaEnabled"] = bool(has_mfa)
-    out["hasEdgeRouterConnection"] = False
-    out["edgeRouterConnectionStatus"] = "offline"
+    router = ctx.ctl.edge_router
+    connected = router is not None and router.has_connection(row["id"])
+    out["hasEdgeRouterConnection"] = connected
+    out["edgeRouterConnectionStatus"] = "online" if connected else "offline"
 
 
 def enrollment_summary(store, identity_id: str) -> dict:
