@@ -157,3 +157,23 @@ def test_a_second_server_on_the_same_database_refuses_to_start(server, tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
     # and the running server is unaffected
     assert httpx.get(server.base + "/version", verify=False, timeout=GUARD).status_code == 200
+
+
+def test_a_body_that_stops_arriving_gets_a_400_envelope(server):
+    sock = _idle_tls(server.port)
+    body = b'{"username": "admin", "password": "'
+    sock.sendall(b"POST /edge/client/v1/authenticate?method=password HTTP/1.1\r\nHost: localhost\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n" + body)
+    sock.settimeout(GUARD)
+    answer = b""
+    try:
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    except (ConnectionError, ssl.SSLError):
+        pass
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert b'"COULD_NOT_PARSE_BODY"' in answer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any, TypeVar
 
@@ -12,6 +13,7 @@ from ..errors import ApiError, CouldNotValidate
 
 T = TypeVar("T")
 MAX_BODY = 4 * 1024 * 1024
+BODY_WAIT = 5.0  # seconds between two chunks of a request body (settings.idle_timeout)
 _json = msgspec.json.Decoder()
 _decoders: dict[type, msgspec.json.Decoder] = {}
 
@@ -45,11 +47,20 @@ class Ctx:
         if self._body is None:
             size = 0
             chunks = []
-            async for chunk in self.request.stream():
-                size += len(chunk)
-                if size > MAX_BODY:
-                    raise ApiError("REQUEST_TOO_LARGE", 413)
-                chunks.append(chunk)
+            # a client that stops sending its body mid-way holds the request only so long
+            wait = getattr(self.ctl.settings, "idle_timeout", None) or BODY_WAIT
+            loop = asyncio.get_running_loop()
+            try:
+                async with asyncio.timeout(wait) as deadline:
+                    async for chunk in self.request.stream():
+                        size += len(chunk)
+                        if size > MAX_BODY:
+                            raise ApiError("REQUEST_TOO_LARGE", 413)
+                        chunks.append(chunk)
+                        deadline.reschedule(loop.time() + wait)
+            except TimeoutError:
+                raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={
+                    "code": "UNHANDLED", "message": f"request body not received within {wait:g} s"}) from None
             self._body = b"".join(chunks)
         return self._body
 
