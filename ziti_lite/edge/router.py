@@ -82,6 +82,8 @@ class EdgeRouter:
         self._task: asyncio.Task | None = None
         self._gen: tuple | None = None
         self.circuits = 0                        # circuits created since start
+        self.dial_timeout = DIAL_TIMEOUT
+        self.dial_budget = DIAL_BUDGET
         self.started_at = 0.0
 
     # ------------------------------------------------------------------ lifecycle
@@ -372,7 +374,7 @@ class EdgeRouter:
                     candidates: list[Terminator], pending: PendingDial) -> None:
         key = (id(ch), cid)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + DIAL_BUDGET
+        deadline = loop.time() + self.dial_budget
         circuit_id = uuid.uuid4().hex
         reason = f"service {sess.service_id} has no terminators that accepted the dial"
         caller = m.headers.get(H.CALLER_ID) or sess.identity_name.encode()
@@ -401,7 +403,7 @@ class EdgeRouter:
                     headers[H.ROUTER_PROVIDED_CONN_ID] = wire.u32(hosted_id)
                 try:
                     reply = await host.request(Content.DIAL, headers, term.session.token.encode(),
-                                               min(DIAL_TIMEOUT, left))
+                                               min(self.dial_timeout, left))
                 except (TimeoutError, asyncio.TimeoutError):
                     term.failures += 50
                     reason = "timeout waiting for the hosting application to accept the dial"
