@@ -356,7 +356,7 @@ def test_a_receiver_that_stops_reading_costs_only_its_own_connection(edge, net):
         # the router holds at most about one queue's worth for it, then stops the feeding
         # channel and, once stalled for seconds, closes that connection only
         queued = [x.queued for ch in router.channels for x in ch.conns.values()]
-        assert max(queued, default=0) <= CONN_QUEUE + 2 * len(chunk) + 1024
+        assert max(queued, default=0) <= CONN_QUEUE + len(chunk) + 1024
         m = await c.next(1, timeout=20)
         while m.content == ec.DATA:
             m = await c.next(1, timeout=20)

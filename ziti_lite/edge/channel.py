@@ -77,6 +77,7 @@ class Channel(asyncio.Protocol):
         self.ready: collections.deque[Conn] = collections.deque()   # conns with queued data
         self.paused_by: set[Conn] = set()  # conns of other channels this one's reading waits for
         self.reading_paused = False
+        self.backlog: collections.deque[Message] = collections.deque()   # read, not yet delivered
         self.hello_timer: asyncio.TimerHandle | None = None
         self.router_conn_ids = False       # the SDK asked for router-assigned ids (1012 on Bind)
         self.supports_bind_success = False
@@ -111,15 +112,28 @@ class Channel(asyncio.Protocol):
                 self.transport.write(wire.UNKNOWN_VERSION)
             self.close(str(e))
             return
-        for m in messages:
+        if self.backlog or self.reading_paused:
+            self.backlog.extend(messages)
+            return
+        self._deliver(collections.deque(messages))
+
+    def _deliver(self, messages: collections.deque) -> None:
+        """Hand messages to the router in order; stop as soon as a destination is full (the
+        rest waits in ``backlog`` until reading resumes)."""
+        while messages:
             if self.closed:
                 return
+            if self.reading_paused:
+                self.backlog = messages
+                return
+            m = messages.popleft()
             try:
                 self._dispatch(m)
             except Exception:  # a bug handling one message must not take the router down
                 log.exception("edge channel %s: error handling content type %s", self.peer_name, m.content)
                 self.close("internal error")
                 return
+        self.backlog = messages
 
     def _dispatch(self, m: Message) -> None:
         rf = m.headers.get(H.REPLY_FOR)
@@ -253,7 +267,11 @@ class Channel(asyncio.Protocol):
         self.paused_by.discard(conn)
         if not self.paused_by and self.reading_paused and not self.closed and self.transport is not None:
             self.reading_paused = False
-            self.transport.resume_reading()
+            if self.backlog:
+                backlog, self.backlog = self.backlog, collections.deque()
+                self._deliver(backlog)
+            if not self.reading_paused:
+                self.transport.resume_reading()
 
     def drop_queue(self, conn: Conn) -> None:
         conn.queue.clear()
