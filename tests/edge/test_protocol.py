@@ -436,3 +436,44 @@ def test_the_api_shows_the_router(edge, net):
     assert "all-endpoints-public-routers" in names
     names = {p["name"] for p in admin.get("/service-edge-router-policies").json()["data"]}
     assert "all-routers-all-services" in names
+
+
+def test_an_api_session_certificate_opens_a_channel(edge, net, keys):
+    """SDKs may present a short-lived certificate issued to their API session instead of their
+    enrolled one; it is good for that API session only."""
+    from tests.enroll.conftest import csr
+    admin, ids = net
+
+    async def scenario():
+        who = Who(edge, ids["p-client.id"])
+        r = who.http.post(CLIENT + "/current-api-session/certificates", json={"csr": csr(keys[4], "sess-cert")},
+                          headers={"zt-session": who.token})
+        assert r.status_code == 201, r.text
+        session_ident = ec.Identity(r.json()["data"]["certificate"], keys[4], ids["p-client.id"].ca_pem)
+        c = await ec.EdgeClient.open("127.0.0.1", edge.ctl.edge_router.port, session_ident)
+        await c.hello(who.token)
+        assert await alive(c)
+        await c.close()
+        other = Who(edge, ids["p-client.id"])   # same identity, another API session
+        c = await ec.EdgeClient.open("127.0.0.1", edge.ctl.edge_router.port, session_ident)
+        await c.hello(other.token)
+        assert await closed_soon(c)
+    run(scenario())
+
+
+def test_route_path_names_the_router_while_a_circuit_runs(edge, net):
+    admin, ids = net
+
+    async def scenario():
+        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
+        h, c = await host.channel(), await client.channel()
+        await h.bind(1, host.session(ids["svc"], "Bind")["token"])
+        dial = client.session(ids["svc"], "Dial")
+        assert admin.get(f"/sessions/{dial['id']}/route-path").json()["data"] == {"routePath": []}
+        r = await circuit(h, c, 1, 1, dial["token"], 400)
+        assert r.content == ec.STATE_CONNECTED
+        path = admin.get(f"/sessions/{dial['id']}/route-path").json()["data"]["routePath"]
+        assert path == [edge.ctl.edge_router.router_id]
+        await h.close()
+        await c.close()
+    run(scenario())

@@ -139,6 +139,10 @@ class EdgeRouter:
     def has_connection(self, identity_id: str) -> bool:
         return self.identities.get(identity_id, 0) > 0
 
+    def carries(self, session_id: str) -> bool:
+        """Whether a live circuit runs under the session (Dial or Bind)."""
+        return any(c.session_id == session_id for ch in self.channels for c in ch.conns.values())
+
     # ------------------------------------------------------------------ channels
     def channel_opened(self, ch: Channel) -> None:
         self.channels.add(ch)
