@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import CLIENT
 from tests.edge import client as ec
 from tests.edge.conftest import enroll, wait_for
-from ziti_lite.edge.channel import CONN_QUEUE
+from ziti_lite.edge.channel import CHANNEL_QUEUE, CONN_QUEUE
 
 
 @pytest.fixture(scope="module")
@@ -362,6 +362,33 @@ def test_a_receiver_that_stops_reading_costs_only_its_own_connection(edge, net):
             m = await c.next(1, timeout=20)
         assert m.content == ec.STATE_CLOSED
         assert await alive(c)    # the dialer's channel itself is fine
+        await c.close()
+        await h.close()
+    run(scenario())
+
+
+def test_a_receiving_channel_holds_a_bounded_total_across_its_connections(edge, net):
+    admin, ids = net
+    router = edge.ctl.edge_router
+
+    async def scenario():
+        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
+        h = await ec.EdgeClient.open("127.0.0.1", router.port, ids["p-host.id"], limit=2 ** 16)
+        await h.hello(host.token)
+        await h.bind(1, host.session(ids["svc"], "Bind")["token"])
+        c = await client.channel()
+        token = client.session(ids["svc"], "Dial")["token"]
+        for i in range(24):
+            assert (await circuit(h, c, 1, i, token, 600 + i)).content == ec.STATE_CONNECTED
+        h._task.cancel()   # the host stops reading
+        chunk = b"y" * 65536
+        for _ in range(12):          # 24 connections x 768 KiB: each under its own limit
+            for i in range(24):
+                c.data(i, chunk)
+        await asyncio.sleep(1.0)
+        held = max((ch.queued for ch in router.channels), default=0)
+        assert held <= CHANNEL_QUEUE + len(chunk) + 1024, held
+        assert await closed_soon(c, 0.1) is False
         await c.close()
         await h.close()
     run(scenario())

@@ -8,8 +8,9 @@ Relayed data is bounded per connection. While the transport's buffer is below it
 mark, data is written through; above it, data waits in the destination ``Conn``'s own queue and
 is written out fairly (round robin) as the transport drains. When one connection has more than
 ``CONN_QUEUE`` bytes waiting, the channel that feeds it stops reading until the queue is below
-half that; if it stays full for ``STALL_SECONDS`` the stuck connection is closed and the feeding
-channel reads again. A transport whose own buffer (control messages) passes ``CHANNEL_BUFFER``
+half that, and likewise when all connections of one receiving channel together hold more than
+``CHANNEL_QUEUE``; if it stays full for ``STALL_SECONDS`` the stuck connection is closed and the
+feeding channel reads again. A transport whose own buffer (control messages) passes ``CHANNEL_BUFFER``
 is a peer that stopped reading: its channel is closed. So memory is bounded whatever a peer
 does, and one stuck receiver costs only its own senders a few seconds.
 """
@@ -33,6 +34,7 @@ log = logging.getLogger("ziti_lite.edge")
 
 HIGH_WATER = 256 * 1024       # transport buffer above which relayed data waits in its conn queue
 CONN_QUEUE = 1024 * 1024      # bytes one connection may have waiting before its source pauses
+CHANNEL_QUEUE = 16 * 1024 * 1024  # bytes all connections of one channel may have waiting
 CHANNEL_BUFFER = 8 * 1024 * 1024  # a transport buffer this full: the peer does not read; close
 STALL_SECONDS = 5.0           # a connection blocked this long is closed
 HELLO_SECONDS = 10.0          # time allowed between the TLS handshake and the hello
@@ -75,6 +77,8 @@ class Channel(asyncio.Protocol):
         self.closed = False
         self.writable = True
         self.ready: collections.deque[Conn] = collections.deque()   # conns with queued data
+        self.queued = 0                    # bytes waiting in all conn queues of this channel
+        self.blocked: set[Conn] = set()    # conns of this channel whose source channel waits
         self.paused_by: set[Conn] = set()  # conns of other channels this one's reading waits for
         self.reading_paused = False
         self.backlog: collections.deque[Message] = collections.deque()   # read, not yet delivered
@@ -227,9 +231,12 @@ class Channel(asyncio.Protocol):
             self.ready.append(conn)
         conn.queue.append(frame)
         conn.queued += len(frame)
-        if conn.queued > CONN_QUEUE and conn.blocking is None and source is not self:
+        self.queued += len(frame)
+        if ((conn.queued > CONN_QUEUE or self.queued > CHANNEL_QUEUE) and conn.blocking is None
+                and source is not self):
             conn.blocking = source
             conn.blocked_since = time.monotonic()
+            self.blocked.add(conn)
             source.pause_for(conn)
 
     def _flush(self) -> None:
@@ -240,12 +247,19 @@ class Channel(asyncio.Protocol):
                 continue
             frame = conn.queue.popleft()
             conn.queued -= len(frame)
+            self.queued -= len(frame)
             self.write(frame)
             if conn.queue:
                 ready.append(conn)
-            if conn.blocking is not None and conn.queued <= CONN_QUEUE // 2:
-                src, conn.blocking = conn.blocking, None
-                src.resume_for(conn)
+        if self.blocked and self.queued <= CHANNEL_QUEUE // 2:
+            for conn in [c for c in self.blocked if c.queued <= CONN_QUEUE // 2]:
+                self._unblock(conn)
+
+    def _unblock(self, conn: Conn) -> None:
+        self.blocked.discard(conn)
+        if conn.blocking is not None:
+            src, conn.blocking = conn.blocking, None
+            src.resume_for(conn)
 
     def send_last(self, conn: Conn, frame: bytes) -> None:
         """The final message of a closed end, after the data already queued for it."""
@@ -256,6 +270,7 @@ class Channel(asyncio.Protocol):
             return
         conn.queue.append(frame)
         conn.queued += len(frame)
+        self.queued += len(frame)
 
     def pause_for(self, conn: Conn) -> None:
         self.paused_by.add(conn)
@@ -274,11 +289,10 @@ class Channel(asyncio.Protocol):
                 self.transport.resume_reading()
 
     def drop_queue(self, conn: Conn) -> None:
+        self.queued -= conn.queued
         conn.queue.clear()
         conn.queued = 0
-        if conn.blocking is not None:
-            src, conn.blocking = conn.blocking, None
-            src.resume_for(conn)
+        self._unblock(conn)
 
     # ------------------------------------------------------------------ closing
     def close(self, reason: str = "") -> None:
@@ -306,5 +320,6 @@ class Channel(asyncio.Protocol):
         self.waiters.clear()
         for conn in list(self.paused_by):
             conn.blocking = None
+            conn.channel.blocked.discard(conn)
         self.paused_by.clear()
         self.router.channel_lost(self)
