@@ -131,6 +131,20 @@ def test_hello_reply_headers(edge, net):
     run(scenario())
 
 
+def test_alpn_ziti_edge_is_offered(edge, net):
+    """C SDK 1.5+ and the Go router speak ALPN ``ziti-edge``; SDKs that offer nothing still connect."""
+    admin, ids = net
+
+    async def scenario():
+        ctx = ec.tls_context(ids["p-client.id"], ids["p-client.id"].ca_pem)
+        ctx.set_alpn_protocols(["ziti-edge"])
+        _, writer = await asyncio.open_connection("127.0.0.1", edge.ctl.edge_router.port, ssl=ctx,
+                                                  server_hostname="127.0.0.1")
+        assert writer.get_extra_info("ssl_object").selected_alpn_protocol() == "ziti-edge"
+        writer.close()
+    run(scenario())
+
+
 # ------------------------------------------------------------------ framing trouble stays on its channel
 @pytest.mark.parametrize("trouble", ["bad-magic", "huge-hello", "huge-headers", "truncated-header", "before-hello"])
 def test_broken_frames_close_only_their_channel(edge, net, trouble):
