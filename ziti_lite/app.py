@@ -57,6 +57,7 @@ class Controller:
         self.jobs: dict[str, object] = {}
         self.checkpointer: Checkpointer | None = None   # made by the first lifespan (serving)
         self.ssl_context = None                 # the API's TLS context (server.build sets it)
+        self.edge_ssl_context = None            # the edge router's (server.build sets it)
         self.edge_sock = None                   # a pre-bound socket for the edge router (tests)
         self.edge_router = None                 # edge.EdgeRouter while the embedded router runs
         self.router_states: dict[str, dict] = {}   # router id -> live state shown by the API

@@ -60,7 +60,11 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
     """A uvicorn server for ``settings`` (not started); its controller is ``server.controller``."""
     app = app or create_app(settings)
     ctl = app.state.controller
-    ctl.ssl_context = ssl_context(ctl.state, _registered_cas(ctl))  # the edge router listens with it too
+    ctl.ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
+    # the embedded edge router: the same certificate and client-chain rules, plus the ALPN name
+    # upstream's edge listener offers (SDKs that send none are served as well)
+    ctl.edge_ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
+    ctl.edge_ssl_context.set_alpn_protocols(["ziti-edge"])
     limits = connections.Limits(settings.idle_timeout, settings.handshake_timeout, settings.max_connections)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
                             lifespan="on", server_header=False, date_header=True, access_log=False,

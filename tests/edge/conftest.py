@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from tests.enroll.conftest import csr, running
+from tests.enroll.conftest import csr, keys, running  # noqa: F401 - keys is a fixture
 
 PEER = os.path.join(os.path.dirname(__file__), "sdk_peer.py")
 

@@ -223,15 +223,18 @@ def _bundle_from_well_known(url: str) -> str:
 
 
 @contextlib.contextmanager
-def running(template_db, tmp, edge: bool = False):
-    """A real ziti-lite (uvicorn in a thread, loopback ports) on a copy of the template database;
-    with ``edge`` its embedded edge router listens too (on ``handle.ctl.edge_router.port``)."""
+def running(template_db, tmp, edge: bool = False, db=None, **extra):
+    """A real ziti-lite (uvicorn in a thread, loopback ports) on a copy of the template database
+    (or on ``db`` as it is); with ``edge`` its embedded edge router listens too (on
+    ``handle.ctl.edge_router.port``). ``extra``: further settings."""
     from ziti_lite.server import build
-    db = tmp / "live.db"
-    shutil.copy(template_db, db)
+    if db is None:
+        db = tmp / "live.db"
+        shutil.copy(template_db, db)
     sock = _loopback_socket()
     port = sock.getsockname()[1]
-    settings = Settings(db=str(db), host="127.0.0.1", port=port, admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD)
+    settings = Settings(db=str(db), host="127.0.0.1", port=port, admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD,
+                        **extra)
     server = build(settings, log_level="warning")
     if edge:
         server.controller.edge_sock = _loopback_socket()

@@ -10,10 +10,10 @@ from .router import EdgeRouter
 async def start(ctl) -> EdgeRouter | None:
     """Start the router when the settings ask for it and TLS is configured (a real server)."""
     s = ctl.settings
-    if (not s.edge_port and ctl.edge_sock is None) or ctl.ssl_context is None:
+    if (not s.edge_port and ctl.edge_sock is None) or ctl.edge_ssl_context is None:
         return None
     rid = ensure_router(ctl, s.router_name)
-    router = EdgeRouter(ctl, rid, s.router_name, s.host, s.edge_port, s.public_host, ctl.ssl_context)
+    router = EdgeRouter(ctl, rid, s.router_name, s.host, s.edge_port, s.public_host, ctl.edge_ssl_context)
     try:
         await router.start(sock=ctl.edge_sock)
     except OSError as e:

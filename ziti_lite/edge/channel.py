@@ -8,8 +8,9 @@ Relayed data is bounded per connection. While the transport's buffer is below it
 mark, data is written through; above it, data waits in the destination ``Conn``'s own queue and
 is written out fairly (round robin) as the transport drains. When one connection has more than
 ``CONN_QUEUE`` bytes waiting, the channel that feeds it stops reading until the queue is below
-half that; if it stays full for ``STALL_SECONDS`` the stuck connection is closed and the feeding
-channel reads again. A transport whose own buffer (control messages) passes ``CHANNEL_BUFFER``
+half that, and likewise when all connections of one receiving channel together hold more than
+``CHANNEL_QUEUE``; if it stays full for ``STALL_SECONDS`` the stuck connection is closed and the
+feeding channel reads again. A transport whose own buffer (control messages) passes ``CHANNEL_BUFFER``
 is a peer that stopped reading: its channel is closed. So memory is bounded whatever a peer
 does, and one stuck receiver costs only its own senders a few seconds.
 """
@@ -33,6 +34,7 @@ log = logging.getLogger("ziti_lite.edge")
 
 HIGH_WATER = 256 * 1024       # transport buffer above which relayed data waits in its conn queue
 CONN_QUEUE = 1024 * 1024      # bytes one connection may have waiting before its source pauses
+CHANNEL_QUEUE = 16 * 1024 * 1024  # bytes all connections of one channel may have waiting
 CHANNEL_BUFFER = 8 * 1024 * 1024  # a transport buffer this full: the peer does not read; close
 STALL_SECONDS = 5.0           # a connection blocked this long is closed
 HELLO_SECONDS = 10.0          # time allowed between the TLS handshake and the hello
@@ -75,8 +77,11 @@ class Channel(asyncio.Protocol):
         self.closed = False
         self.writable = True
         self.ready: collections.deque[Conn] = collections.deque()   # conns with queued data
+        self.queued = 0                    # bytes waiting in all conn queues of this channel
+        self.blocked: set[Conn] = set()    # conns of this channel whose source channel waits
         self.paused_by: set[Conn] = set()  # conns of other channels this one's reading waits for
         self.reading_paused = False
+        self.backlog: collections.deque[Message] = collections.deque()   # read, not yet delivered
         self.hello_timer: asyncio.TimerHandle | None = None
         self.router_conn_ids = False       # the SDK asked for router-assigned ids (1012 on Bind)
         self.supports_bind_success = False
@@ -111,15 +116,28 @@ class Channel(asyncio.Protocol):
                 self.transport.write(wire.UNKNOWN_VERSION)
             self.close(str(e))
             return
-        for m in messages:
+        if self.backlog or self.reading_paused:
+            self.backlog.extend(messages)
+            return
+        self._deliver(collections.deque(messages))
+
+    def _deliver(self, messages: collections.deque) -> None:
+        """Hand messages to the router in order; stop as soon as a destination is full (the
+        rest waits in ``backlog`` until reading resumes)."""
+        while messages:
             if self.closed:
                 return
+            if self.reading_paused:
+                self.backlog = messages
+                return
+            m = messages.popleft()
             try:
                 self._dispatch(m)
             except Exception:  # a bug handling one message must not take the router down
                 log.exception("edge channel %s: error handling content type %s", self.peer_name, m.content)
                 self.close("internal error")
                 return
+        self.backlog = messages
 
     def _dispatch(self, m: Message) -> None:
         rf = m.headers.get(H.REPLY_FOR)
@@ -213,9 +231,12 @@ class Channel(asyncio.Protocol):
             self.ready.append(conn)
         conn.queue.append(frame)
         conn.queued += len(frame)
-        if conn.queued > CONN_QUEUE and conn.blocking is None and source is not self:
+        self.queued += len(frame)
+        if ((conn.queued > CONN_QUEUE or self.queued > CHANNEL_QUEUE) and conn.blocking is None
+                and source is not self):
             conn.blocking = source
             conn.blocked_since = time.monotonic()
+            self.blocked.add(conn)
             source.pause_for(conn)
 
     def _flush(self) -> None:
@@ -226,12 +247,19 @@ class Channel(asyncio.Protocol):
                 continue
             frame = conn.queue.popleft()
             conn.queued -= len(frame)
+            self.queued -= len(frame)
             self.write(frame)
             if conn.queue:
                 ready.append(conn)
-            if conn.blocking is not None and conn.queued <= CONN_QUEUE // 2:
-                src, conn.blocking = conn.blocking, None
-                src.resume_for(conn)
+        if self.blocked and self.queued <= CHANNEL_QUEUE // 2:
+            for conn in [c for c in self.blocked if c.queued <= CONN_QUEUE // 2]:
+                self._unblock(conn)
+
+    def _unblock(self, conn: Conn) -> None:
+        self.blocked.discard(conn)
+        if conn.blocking is not None:
+            src, conn.blocking = conn.blocking, None
+            src.resume_for(conn)
 
     def send_last(self, conn: Conn, frame: bytes) -> None:
         """The final message of a closed end, after the data already queued for it."""
@@ -242,6 +270,7 @@ class Channel(asyncio.Protocol):
             return
         conn.queue.append(frame)
         conn.queued += len(frame)
+        self.queued += len(frame)
 
     def pause_for(self, conn: Conn) -> None:
         self.paused_by.add(conn)
@@ -253,14 +282,17 @@ class Channel(asyncio.Protocol):
         self.paused_by.discard(conn)
         if not self.paused_by and self.reading_paused and not self.closed and self.transport is not None:
             self.reading_paused = False
-            self.transport.resume_reading()
+            if self.backlog:
+                backlog, self.backlog = self.backlog, collections.deque()
+                self._deliver(backlog)
+            if not self.reading_paused:
+                self.transport.resume_reading()
 
     def drop_queue(self, conn: Conn) -> None:
+        self.queued -= conn.queued
         conn.queue.clear()
         conn.queued = 0
-        if conn.blocking is not None:
-            src, conn.blocking = conn.blocking, None
-            src.resume_for(conn)
+        self._unblock(conn)
 
     # ------------------------------------------------------------------ closing
     def close(self, reason: str = "") -> None:
@@ -288,5 +320,6 @@ class Channel(asyncio.Protocol):
         self.waiters.clear()
         for conn in list(self.paused_by):
             conn.blocking = None
+            conn.channel.blocked.discard(conn)
         self.paused_by.clear()
         self.router.channel_lost(self)

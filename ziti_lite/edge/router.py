@@ -82,6 +82,8 @@ class EdgeRouter:
         self._task: asyncio.Task | None = None
         self._gen: tuple | None = None
         self.circuits = 0                        # circuits created since start
+        self.dial_timeout = DIAL_TIMEOUT
+        self.dial_budget = DIAL_BUDGET
         self.started_at = 0.0
 
     # ------------------------------------------------------------------ lifecycle
@@ -136,6 +138,10 @@ class EdgeRouter:
 
     def has_connection(self, identity_id: str) -> bool:
         return self.identities.get(identity_id, 0) > 0
+
+    def carries(self, session_id: str) -> bool:
+        """Whether a live circuit runs under the session (Dial or Bind)."""
+        return any(c.session_id == session_id for ch in self.channels for c in ch.conns.values())
 
     # ------------------------------------------------------------------ channels
     def channel_opened(self, ch: Channel) -> None:
@@ -372,7 +378,7 @@ class EdgeRouter:
                     candidates: list[Terminator], pending: PendingDial) -> None:
         key = (id(ch), cid)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + DIAL_BUDGET
+        deadline = loop.time() + self.dial_budget
         circuit_id = uuid.uuid4().hex
         reason = f"service {sess.service_id} has no terminators that accepted the dial"
         caller = m.headers.get(H.CALLER_ID) or sess.identity_name.encode()
@@ -401,7 +407,7 @@ class EdgeRouter:
                     headers[H.ROUTER_PROVIDED_CONN_ID] = wire.u32(hosted_id)
                 try:
                     reply = await host.request(Content.DIAL, headers, term.session.token.encode(),
-                                               min(DIAL_TIMEOUT, left))
+                                               min(self.dial_timeout, left))
                 except (TimeoutError, asyncio.TimeoutError):
                     term.failures += 50
                     reason = "timeout waiting for the hosting application to accept the dial"

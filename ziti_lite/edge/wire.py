@@ -26,7 +26,7 @@ U64 = struct.Struct("<Q")
 HELLO_SEQUENCE = -1
 MAX_HELLO = 4192                     # headers and body of a hello, each (as the Go channel)
 MAX_HEADERS = 64 * 1024              # header block of any later message
-MAX_BODY = 16 * 1024 * 1024          # body of any later message
+MAX_BODY = 16 * 1024 * 1024          # body of any later message (only after a hello)
 
 
 class Content:

@@ -150,7 +150,7 @@ EDGE_ROUTERS = Resource(
     links=("edge-router-policies",),
     scope="t.is_edge = 1", scope_values={"is_edge": 1},
     # live state: only the embedded router is ever online (db/store.py's zl_router_online)
-    extra_symbols={"connected": Symbol("bool", "zl_router_online(t.id)"), "online": Symbol("bool", "zl_router_online(t.id)")},
+    extra_symbols={name: Symbol("bool", "zl_router_online(t.id)") for name in ("connected", "online", "isOnline")},
     prepare=prepare_edge_router, render=render_edge_router,
     before_delete=before_delete_router, after_write=_router_written("edge-routers"),
 )
