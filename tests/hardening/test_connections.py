@@ -177,3 +177,25 @@ def test_a_body_that_stops_arriving_gets_a_400_envelope(server):
     sock.close()
     assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
     assert b'"COULD_NOT_PARSE_BODY"' in answer
+
+
+def test_accept_failures_are_one_line_a_minute_not_a_traceback_each(caplog):
+    import asyncio
+    import errno
+    import logging
+
+    from ziti_lite import connections
+    caplog.set_level(logging.DEBUG)
+    server = connections.GuardedServer.__new__(connections.GuardedServer)
+    server.limits = connections.Limits(max_connections=10)
+    loop = asyncio.new_event_loop()
+    try:
+        server._zl_install_exception_handler(loop)
+        for _ in range(500):
+            loop.call_exception_handler({"message": "socket.accept() out of system resource",
+                                         "exception": OSError(errno.EMFILE, "Too many open files")})
+    finally:
+        loop.close()
+    lines = [r for r in caplog.records if "accept() failed" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].exc_info is None
+    assert "Traceback" not in caplog.text
