@@ -70,7 +70,7 @@ async def closed_soon(c: ec.EdgeClient, timeout: float = 5) -> bool:
     try:
         await asyncio.wait_for(c.closed.wait(), timeout)
         return True
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return False
 
 
