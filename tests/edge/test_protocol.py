@@ -518,3 +518,36 @@ def test_route_path_names_the_router_while_a_circuit_runs(edge, net):
         await h.close()
         await c.close()
     run(scenario())
+
+
+def test_posture_that_stops_passing_closes_the_connection(edge, net):
+    admin, ids = net
+
+    async def scenario():
+        sid = admin.create("services", {"name": "p-guarded", "encryptionRequired": False,
+                                        "roleAttributes": ["guarded"]})
+        check = admin.create("posture-checks", {"name": "p-mac", "typeId": "MAC", "roleAttributes": ["p-mac"],
+                                                "macAddresses": ["AA:BB:CC:DD:EE:FF"]})
+        admin.create("service-policies", {"name": "p-guarded-dial", "type": "Dial", "semantic": "AnyOf",
+                                          "identityRoles": ["#p-client"], "serviceRoles": ["@" + sid],
+                                          "postureCheckRoles": ["#p-mac"]})
+        admin.create("service-policies", {"name": "p-guarded-bind", "type": "Bind", "semantic": "AnyOf",
+                                          "identityRoles": ["#p-host"], "serviceRoles": ["@" + sid]})
+        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
+
+        def respond(macs):
+            r = client.http.post(CLIENT + "/posture-response",
+                                 json={"id": check, "typeId": "MAC", "macAddresses": macs},
+                                 headers={"zt-session": client.token})
+            assert r.status_code == 201, r.text
+        respond(["aa:bb:cc:dd:ee:ff"])
+        h, c = await host.channel(), await client.channel()
+        await h.bind(1, host.session(sid, "Bind")["token"])
+        r = await circuit(h, c, 1, 1, client.session(sid, "Dial")["token"], 700)
+        assert r.content == ec.STATE_CONNECTED
+        respond(["11:22:33:44:55:66"])          # the device no longer qualifies
+        assert (await c.next(1, timeout=3)).content == ec.STATE_CLOSED
+        assert (await h.next(700, timeout=3)).content == ec.STATE_CLOSED
+        await h.close()
+        await c.close()
+    run(scenario())
