@@ -188,6 +188,10 @@ class EdgeRouter:
             self._inspect(ch, m)
         elif c in (Content.BIND_SUCCESS, Content.UPDATE_TOKEN):   # SDK -> router: UpdateToken
             self._update_token(ch, m)
+        elif c == Content.DIAL_SUCCESS and m.conn_id is not None:
+            # an accept that came after the dial was given up: tell the host it is over
+            ch.reply(m, Content.STATE_CLOSED, {H.CONN_ID: wire.u32(m.conn_id), H.SEQ: wire.u32(0)},
+                     b"dial timed out")
         elif c == Content.HELLO:
             ch.close("second hello")
         # anything else (Ping, Probe, trace, stray replies) needs no answer
@@ -198,7 +202,7 @@ class EdgeRouter:
         ch.reply(m, Content.RESULT, {
             H.RESULT_SUCCESS: b"\x01", H.CONNECTION_ID: uuid.uuid4().hex.encode(),
             H.ID: self.router_id.encode(), H.HELLO_VERSION: hello_version().encode(),
-            H.SUPPORTS_BIND_SUCCESS: b"\x01"})
+            H.SUPPORTS_BIND_SUCCESS: b"\x01"}, seq=wire.HELLO_SEQUENCE)
         token = m.text(H.SESSION_TOKEN)
         api = checks.hello(self.ctl, token, ch.fingerprint)
         if api is None:
