@@ -15,6 +15,7 @@ through ziti-lite's codec, so the two implementations check each other.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import ssl
 import struct
@@ -101,7 +102,7 @@ class EdgeClient:
 
     @classmethod
     async def open(cls, host: str, port: int, identity: Identity | None, ca_pem: str | None = None,
-                   limit: int = 2 ** 20) -> "EdgeClient":
+                   limit: int = 2 ** 20) -> EdgeClient:
         ctx = tls_context(identity, ca_pem or identity.ca_pem)
         reader, writer = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host, limit=limit)
         return cls(reader, writer)
@@ -188,7 +189,5 @@ class EdgeClient:
     async def close(self) -> None:
         self._task.cancel()
         self.writer.close()
-        try:
+        with contextlib.suppress(TimeoutError, ConnectionError, ssl.SSLError, OSError):
             await asyncio.wait_for(self.writer.wait_closed(), 2)
-        except (asyncio.TimeoutError, ConnectionError, ssl.SSLError, OSError):
-            pass

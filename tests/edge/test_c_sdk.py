@@ -18,7 +18,8 @@ def net(edge):
     ids = {}
     for name, encrypted in (("echo-enc", True), ("echo-plain", False), ("echo-costs", True), ("unbound", True),
                             ("revocable", True), ("healing", True)):
-        ids[name] = admin.create("services", {"name": name, "encryptionRequired": encrypted, "roleAttributes": ["echo"]})
+        ids[name] = admin.create("services", {"name": name, "encryptionRequired": encrypted,
+                                              "roleAttributes": ["echo"]})
     admin.create("service-policies", {"name": "hosts-bind", "type": "Bind", "semantic": "AnyOf",
                                       "identityRoles": ["#host"], "serviceRoles": ["#echo"]})
     ids["dial-policy"] = admin.create("service-policies", {

@@ -28,7 +28,8 @@ from . import wire
 from .wire import Content, H, Message
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .router import EdgeRouter
+    from .checks import ApiSession
+    from .router import EdgeRouter, Terminator
 
 log = logging.getLogger("ziti_lite.edge")
 
@@ -46,7 +47,7 @@ class Conn:
     __slots__ = ("channel", "id", "peer", "session_id", "queue", "queued", "circuit_id", "out_seq",
                  "blocking", "blocked_since", "closed", "kind", "grant")
 
-    def __init__(self, channel: "Channel", conn_id: int, session_id: str, circuit_id: str, kind: str):
+    def __init__(self, channel: Channel, conn_id: int, session_id: str, circuit_id: str, kind: str):
         self.channel = channel
         self.id = conn_id
         self.peer: Conn | None = None
@@ -63,17 +64,17 @@ class Conn:
 
 
 class Channel(asyncio.Protocol):
-    def __init__(self, router: "EdgeRouter"):
+    def __init__(self, router: EdgeRouter):
         self.router = router
         self.transport: asyncio.Transport | None = None
         self.decoder = wire.Decoder()
         self.seq = 0
         self.waiters: dict[int, asyncio.Future] = {}
-        self.api_session = None            # checks.ApiSession once the hello passed
+        self.api_session: ApiSession | None = None   # once the hello passed
         self.fingerprint: str | None = None
         self.peer_name = ""
         self.conns: dict[int, Conn] = {}   # SDK connection id -> circuit end (dial/hosted)
-        self.binds: dict[int, object] = {} # bind connection id -> router.Terminator
+        self.binds: dict[int, Terminator] = {}   # bind connection id -> its terminator
         self.closed = False
         self.writable = True
         self.ready: collections.deque[Conn] = collections.deque()   # conns with queued data
@@ -86,6 +87,7 @@ class Channel(asyncio.Protocol):
         self.router_conn_ids = False       # the SDK asked for router-assigned ids (1012 on Bind)
         self.supports_bind_success = False
         self.supports_inspect = False
+        self.next_router_id = 0            # last router-assigned connection id (newer SDKs)
         self.created = time.monotonic()
         self.bytes_in = 0
         self.bytes_out = 0
@@ -171,6 +173,12 @@ class Channel(asyncio.Protocol):
         self._flush()
 
     # ------------------------------------------------------------------ sending
+    @property
+    def session(self) -> ApiSession:
+        """The API session of a channel past its hello (the router checks before it asks)."""
+        assert self.api_session is not None
+        return self.api_session
+
     def next_seq(self) -> int:
         self.seq += 1
         return self.seq
@@ -193,13 +201,14 @@ class Channel(asyncio.Protocol):
                      self.peer_name, t.get_write_buffer_size())
             self.close("peer stopped reading")
 
-    def reply(self, to: Message, content: int, headers: dict[int, bytes], body: bytes = b"") -> None:
+    def reply(self, to: Message, content: int, headers: dict[int, bytes], body: bytes = b"",
+              seq: int | None = None) -> None:
         h = {H.REPLY_FOR: wire.i32(to.seq)}
         for hid, value in to.headers.items():   # reflected headers go back unchanged
             if H.REFLECTED_MIN <= hid <= H.REFLECTED_MAX:
                 h[hid] = value
         h.update(headers)
-        self.send(content, h, body)
+        self.send(content, h, body, seq)
 
     def request(self, content: int, headers: dict[int, bytes], body: bytes, timeout: float) -> asyncio.Future:
         """Send a message that expects a reply; the future ends with the reply, or with
@@ -220,7 +229,7 @@ class Channel(asyncio.Protocol):
         return fut
 
     # ------------------------------------------------------------------ relayed data
-    def send_data(self, conn: Conn, frame: bytes, source: "Channel") -> None:
+    def send_data(self, conn: Conn, frame: bytes, source: Channel) -> None:
         """Relay one data frame to ``conn`` (an end on this channel), with flow control."""
         if self.closed or conn.closed:
             return

@@ -64,5 +64,6 @@ def ensure_router(ctl, name: str) -> str:
             if store.value("SELECT 1 FROM routers WHERE name = ? AND id != ?", (name, rid)):
                 raise RuntimeError(f"a router named {name!r} already exists; choose another with --router-name")
             store.execute("UPDATE routers SET name = ?, updated_at = ? WHERE id = ?", (name, now, rid))
-        store.execute("UPDATE routers SET fingerprint = ? WHERE id = ? AND fingerprint IS NOT ?", (cert_fp, rid, cert_fp))
+        store.execute("UPDATE routers SET fingerprint = ? WHERE id = ? AND fingerprint IS NOT ?",
+                      (cert_fp, rid, cert_fp))
     return rid

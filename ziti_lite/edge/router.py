@@ -20,6 +20,7 @@ Message shapes and the SDK reactions they rely on: ``shared/reference/behaviour/
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import platform
@@ -109,20 +110,16 @@ class EdgeRouter:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
         if self.server is not None:
             self.server.close()
         for ch in list(self.channels):
             ch.close("router stopping")
         self._cleanup_stale()
         if self.server is not None:
-            try:
+            with contextlib.suppress(Exception):   # a hung peer must not hold the shutdown
                 await asyncio.wait_for(self.server.wait_closed(), 2)
-            except (asyncio.TimeoutError, Exception):
-                pass
 
     def _cleanup_stale(self) -> None:
         """Terminators of this router left by an earlier process (or this one) are gone."""
@@ -150,11 +147,11 @@ class EdgeRouter:
     def channel_lost(self, ch: Channel) -> None:
         self.channels.discard(ch)
         if ch.api_session is not None:
-            n = self.identities.get(ch.api_session.identity_id, 0) - 1
+            n = self.identities.get(ch.session.identity_id, 0) - 1
             if n > 0:
-                self.identities[ch.api_session.identity_id] = n
+                self.identities[ch.session.identity_id] = n
             else:
-                self.identities.pop(ch.api_session.identity_id, None)
+                self.identities.pop(ch.session.identity_id, None)
         for key, pending in list(self.pending.items()):
             if key[0] == id(ch):
                 pending.cancelled = True
@@ -191,6 +188,10 @@ class EdgeRouter:
             self._inspect(ch, m)
         elif c in (Content.BIND_SUCCESS, Content.UPDATE_TOKEN):   # SDK -> router: UpdateToken
             self._update_token(ch, m)
+        elif c == Content.DIAL_SUCCESS and m.conn_id is not None:
+            # an accept that came after the dial was given up: tell the host it is over
+            ch.reply(m, Content.STATE_CLOSED, {H.CONN_ID: wire.u32(m.conn_id), H.SEQ: wire.u32(0)},
+                     b"dial timed out")
         elif c == Content.HELLO:
             ch.close("second hello")
         # anything else (Ping, Probe, trace, stray replies) needs no answer
@@ -201,7 +202,7 @@ class EdgeRouter:
         ch.reply(m, Content.RESULT, {
             H.RESULT_SUCCESS: b"\x01", H.CONNECTION_ID: uuid.uuid4().hex.encode(),
             H.ID: self.router_id.encode(), H.HELLO_VERSION: hello_version().encode(),
-            H.SUPPORTS_BIND_SUCCESS: b"\x01"})
+            H.SUPPORTS_BIND_SUCCESS: b"\x01"}, seq=wire.HELLO_SEQUENCE)
         token = m.text(H.SESSION_TOKEN)
         api = checks.hello(self.ctl, token, ch.fingerprint)
         if api is None:
@@ -220,7 +221,7 @@ class EdgeRouter:
         if cid is None:
             return
         token = m.body.decode("utf-8", "replace")
-        sess, err = checks.session(self.ctl, token, "Bind", ch.api_session.id, self.router_id)
+        sess, err = checks.session(self.ctl, token, "Bind", ch.session.id, self.router_id)
         pk = m.headers.get(H.PUBLIC_KEY)
         if sess is not None and sess.encryption_required and not pk:
             sess, err = None, checks.ENCRYPTION_MISSING
@@ -292,7 +293,7 @@ class EdgeRouter:
     def _update_token(self, ch: Channel, m: Message) -> None:
         """UpdateToken: a new API session token for this channel (same identity and certificate)."""
         api = checks.hello(self.ctl, m.body.decode("utf-8", "replace"), ch.fingerprint)
-        if api is None or api.identity_id != ch.api_session.identity_id:
+        if api is None or api.identity_id != ch.session.identity_id:
             ch.reply(m, Content.UPDATE_TOKEN_FAILURE, {}, b"invalid api session token")
             return
         ch.api_session = api
@@ -333,7 +334,7 @@ class EdgeRouter:
             self._refuse(ch, m, cid, "too many connections on this channel")
             return
         sess, err = checks.session(self.ctl, m.body.decode("utf-8", "replace"), "Dial",
-                                   ch.api_session.id, self.router_id)
+                                   ch.session.id, self.router_id)
         pk = m.headers.get(H.PUBLIC_KEY)
         if sess is not None and sess.encryption_required and not pk:
             sess, err = None, checks.ENCRYPTION_MISSING
@@ -408,7 +409,7 @@ class EdgeRouter:
                 try:
                     reply = await host.request(Content.DIAL, headers, term.session.token.encode(),
                                                min(self.dial_timeout, left))
-                except (TimeoutError, asyncio.TimeoutError):
+                except TimeoutError:
                     term.failures += 50
                     reason = "timeout waiting for the hosting application to accept the dial"
                     continue
@@ -455,15 +456,18 @@ class EdgeRouter:
                 del self.pending[key]
 
     def _new_conn_id(self, ch: Channel) -> int:
-        n = getattr(ch, "next_router_id", ROUTER_ID_BASE)
-        while n in ch.conns:
-            n = n + 1 if n < 0xFFFFFFFF else ROUTER_ID_BASE
-        ch.next_router_id = n + 1 if n < 0xFFFFFFFF else ROUTER_ID_BASE  # type: ignore[attr-defined]
-        return n
+        """0x80000000 and up, per channel, skipping ids in use (as upstream's router)."""
+        n = ch.next_router_id
+        while True:
+            n = n + 1 if ROUTER_ID_BASE <= n < 0xFFFFFFFF else ROUTER_ID_BASE
+            if n not in ch.conns:
+                ch.next_router_id = n
+                return n
 
     # ------------------------------------------------------------------ relay
     def _data(self, ch: Channel, m: Message) -> None:
-        conn = ch.conns.get(m.u32(H.CONN_ID))
+        cid = m.u32(H.CONN_ID)
+        conn = ch.conns.get(cid) if cid is not None else None
         if conn is None or conn.peer is None:
             return
         peer = conn.peer
@@ -545,7 +549,7 @@ class EdgeRouter:
             return
         stamp = clock.stamp()
         for ch in live_channels:
-            self.ctl.activity[ch.api_session.token] = stamp
+            self.ctl.activity[ch.session.token] = stamp
         conn = self.ctl.store.conn
         gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes(),
                len(self.terminators), self.circuits, len(live_channels))
@@ -557,10 +561,10 @@ class EdgeRouter:
         for ch in live_channels:
             for c in ch.conns.values():
                 grants[c.session_id] = c.grant
-        revoked = checks.reconcile(self.ctl, self.router_id, {ch.api_session.id for ch in live_channels},
+        revoked = checks.reconcile(self.ctl, self.router_id, {ch.session.id for ch in live_channels},
                                    grants, set(self.terminators))
         for ch in live_channels:
-            if ch.api_session.id in revoked.api_sessions:
+            if ch.session.id in revoked.api_sessions:
                 log.info("edge channel %s: API session gone; closing", ch.peer_name)
                 ch.close("api session gone")
         for term in list(self.terminators.values()):

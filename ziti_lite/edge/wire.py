@@ -127,7 +127,7 @@ class Message:
 
     def flag(self, hid: int) -> bool:
         v = self.headers.get(hid)
-        return bool(v) and v[0] != 0
+        return v is not None and len(v) > 0 and v[0] != 0
 
     def text(self, hid: int, default: str = "") -> str:
         v = self.headers.get(hid)
