@@ -28,7 +28,13 @@ def cli() -> None:
               help="TLS port of the embedded edge router (0: no router)")
 @click.option("--router-name", default="ziti-lite", show_default=True, help="name of the embedded edge router")
 @click.option("--log-level", default="info", show_default=True)
-def serve(db, host, port, advertise, admin_user, admin_password, edge_port, router_name, log_level) -> None:
+@click.option("--idle-timeout", default=5.0, show_default=True, type=float,
+              help="seconds a connection may take to send a request (after connecting or its last response)")
+@click.option("--handshake-timeout", default=5.0, show_default=True, type=float, help="seconds for a TLS handshake")
+@click.option("--max-connections", default=None, type=int,
+              help="open connections at most [default: 3/4 of the file descriptor limit]")
+def serve(db, host, port, advertise, admin_user, admin_password, edge_port, router_name, log_level,
+          idle_timeout, handshake_timeout, max_connections) -> None:
     """Create (if new) and serve a controller over HTTPS."""
     from .server import serve as run
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the handler
@@ -36,7 +42,8 @@ def serve(db, host, port, advertise, admin_user, admin_password, edge_port, rout
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _stopped)
     run(Settings(db=db, host=host, port=port, advertise=advertise, admin_user=admin_user,
-                 admin_password=admin_password, edge_port=edge_port, router_name=router_name),
+                 admin_password=admin_password, edge_port=edge_port, router_name=router_name,
+                 idle_timeout=idle_timeout, handshake_timeout=handshake_timeout, max_connections=max_connections),
         log_level=log_level)
 
 
