@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DB ?= net.db
 
-.PHONY: help install serve test bench fuzz soak lint clean
+.PHONY: help install serve test bench fuzz soak chaos lint clean
 
 help:  ## this list
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ fuzz: install  ## schemathesis against the served spec
 
 soak: install  ## long-running mixed load
 	$(PY) benchmarks/soak.py
+
+chaos: install  ## hostile-network figures: idle sockets, login flood, kill -9, snapshot under writes, shutdown
+	$(PY) benchmarks/chaos.py
 
 lint: install  ## byte-compile everything
 	$(PY) -m compileall -q ziti_lite tests

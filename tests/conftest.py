@@ -111,6 +111,25 @@ def admin(client):
     return Api(client).login()
 
 
+DEFAULT_POLICIES = (("edge-router-policies", "all-endpoints-public-routers"),
+                    ("service-edge-router-policies", "all-routers-all-services"))
+
+
+def delete_default_policies(api) -> None:
+    """Remove the two router policies a new network starts with (as a user may), for tests
+    that count policy links from an empty start."""
+    for collection, name in DEFAULT_POLICIES:
+        for p in api.get(f'/{collection}?filter=name="{name}"').json()["data"]:
+            assert api.delete(f"/{collection}/{p['id']}").status_code == 200
+
+
+@pytest.fixture
+def bare(admin):
+    """The admin API on a network without the default router policies."""
+    delete_default_policies(admin)
+    return admin
+
+
 def assert_error(r, status: int, code: str):
     """Every error is the OpenZiti envelope with the given status and code."""
     assert r.status_code == status, r.text

@@ -40,12 +40,14 @@ def free_port() -> int:
 class Server:
     def __init__(self, db: Path, *extra: str, env: dict | None = None):
         self.port = free_port()
+        self.edge_port = free_port()
         self.base = f"https://127.0.0.1:{self.port}"
         environment = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
         if "ZITI_LITE_ADMIN_PASSWORD" not in (env or {}):
             environment.pop("ZITI_LITE_ADMIN_PASSWORD", None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ziti_lite", "serve", "--db", str(db), "--port", str(self.port), *extra],
+            [sys.executable, "-m", "ziti_lite", "serve", "--db", str(db), "--port", str(self.port),
+             "--edge-port", str(self.edge_port), *extra],
             cwd=str(REPO), env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
         self._readers = [threading.Thread(target=self._read, args=(s,), daemon=True)

@@ -2,19 +2,21 @@
 
 ``ensure`` is idempotent: on a new file it creates the instance id, the controller PKI (root CA,
 intermediate signing CA, RSA TLS server certificate), the identity types, the ``default`` auth
-policy, the built-in config types and posture check types, and the default admin with a
-password authenticator. On an existing file it only loads the stored state (and re-issues the
+policy, the built-in config types and posture check types, the quickstart's two router
+policies (``edge/entity.py``), and the default admin with a password authenticator. On an existing file it only loads the stored state (and re-issues the
 server certificate when the advertised host changed).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import sys
 
 from . import clock
 from .auth import passwords
+from .edge.entity import seed_policies
 from .ids import new_id
 
 DEFAULT_AUTH_POLICY = {
@@ -49,6 +51,10 @@ def ensure(ctl) -> dict:
     from .pki import ca
     store, settings = ctl.store, ctl.settings
     hosts = hosts_for(settings)
+    if settings.admin_password and _get(store, "instance_id") is not None:
+        logging.getLogger("ziti_lite").warning(
+            "the admin password given (--admin-password or ZITI_LITE_ADMIN_PASSWORD) is ignored: %s already"
+            " has a controller; change passwords through the API", settings.db)
     with store.write():
         if _get(store, "instance_id") is None:
             _put(store, "instance_id", "c" + new_id() + new_id()[:4])
@@ -60,6 +66,7 @@ def ensure(ctl) -> dict:
             _put(store, "server_hosts", json.dumps(hosts))
             _seed_rows(store)
             _seed_admin(store, settings)
+            seed_policies(store)  # after the admin, whom #all selects
         elif json.loads(_get(store, "server_hosts") or "[]") != hosts:
             signer = ca.KeyPair(_get(store, "signer_cert"), _get(store, "signer_key"))
             server = ca.issue_server_cert(signer, hosts, key_pem=_get(store, "server_key"))  # same key: issued JWTs stay valid

@@ -24,8 +24,17 @@ def cli() -> None:
 @click.option("--admin-user", default="admin", show_default=True, help="default admin username (new file only)")
 @click.option("--admin-password", default=None, envvar="ZITI_LITE_ADMIN_PASSWORD",
               help="default admin password (new file only); generated and printed once when absent")
+@click.option("--edge-port", default=3022, show_default=True, type=click.IntRange(0, 65535),
+              help="TLS port of the embedded edge router (0: no router)")
+@click.option("--router-name", default="ziti-lite", show_default=True, help="name of the embedded edge router")
 @click.option("--log-level", default="info", show_default=True)
-def serve(db, host, port, advertise, admin_user, admin_password, log_level) -> None:
+@click.option("--idle-timeout", default=5.0, show_default=True, type=float,
+              help="seconds a connection may take to send a request (after connecting or its last response)")
+@click.option("--handshake-timeout", default=5.0, show_default=True, type=float, help="seconds for a TLS handshake")
+@click.option("--max-connections", default=None, type=int,
+              help="open connections at most [default: 3/4 of the file descriptor limit]")
+def serve(db, host, port, advertise, admin_user, admin_password, edge_port, router_name, log_level,
+          idle_timeout, handshake_timeout, max_connections) -> None:
     """Create (if new) and serve a controller over HTTPS."""
     from .server import serve as run
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the handler
@@ -33,7 +42,9 @@ def serve(db, host, port, advertise, admin_user, admin_password, log_level) -> N
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _stopped)
     run(Settings(db=db, host=host, port=port, advertise=advertise, admin_user=admin_user,
-                 admin_password=admin_password), log_level=log_level)
+                 admin_password=admin_password, edge_port=edge_port, router_name=router_name,
+                 idle_timeout=idle_timeout, handshake_timeout=handshake_timeout, max_connections=max_connections),
+        log_level=log_level)
 
 
 def _stopped(signum, frame) -> None:

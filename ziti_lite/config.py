@@ -16,6 +16,12 @@ class Settings:
     session_timeout: int = 30 * 60          # API session inactivity timeout, seconds
     enrollment_minutes: int = 180           # default lifetime of enrollment tokens
     extra_hosts: list[str] = field(default_factory=list)
+    edge_port: int = 0                      # embedded edge router's TLS port; 0 = no router
+    router_name: str = "ziti-lite"          # the embedded router's name in the network
+    # connection hardening (connections.py)
+    idle_timeout: float = 5.0               # seconds a connection may take to send a request head
+    handshake_timeout: float = 5.0          # seconds a client may take to finish the TLS handshake
+    max_connections: int | None = None      # open connections; None: 3/4 of the descriptor limit
 
     @property
     def public_host(self) -> str:

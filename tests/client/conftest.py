@@ -48,7 +48,8 @@ class Net:
 
 
 @pytest.fixture
-def net(admin, client) -> Net:
+def net(bare, client) -> Net:
+    admin = bare
     router = admin.create("edge-routers", {"name": "er1", "roleAttributes": ["public"]})
     admin.create("edge-router-policies", {"name": "erp-all", "semantic": "AnyOf", "identityRoles": ["#all"],
                                           "edgeRouterRoles": ["#public"]})

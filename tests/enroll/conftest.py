@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -221,31 +222,50 @@ def _bundle_from_well_known(url: str) -> str:
     return "".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certs)
 
 
-@pytest.fixture(scope="module")
-def live(template_db, tmp_path_factory):
+@contextlib.contextmanager
+def running(template_db, tmp, edge: bool = False, db=None, **extra):
+    """A real ziti-lite (uvicorn in a thread, loopback ports) on a copy of the template database
+    (or on ``db`` as it is); with ``edge`` its embedded edge router listens too (on
+    ``handle.ctl.edge_router.port``). ``extra``: further settings."""
     from ziti_lite.server import build
-    tmp = tmp_path_factory.mktemp("live")
-    db = tmp / "live.db"
-    shutil.copy(template_db, db)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    if db is None:
+        db = tmp / "live.db"
+        shutil.copy(template_db, db)
+    sock = _loopback_socket()
     port = sock.getsockname()[1]
-    settings = Settings(db=str(db), host="127.0.0.1", port=port, admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD)
+    settings = Settings(db=str(db), host="127.0.0.1", port=port, admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD,
+                        **extra)
     server = build(settings, log_level="warning")
+    if edge:
+        server.controller.edge_sock = _loopback_socket()
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
+        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
         time.sleep(0.01)
     url = f"https://127.0.0.1:{port}"
     handle = Live(url, port, server.controller, _bundle_from_well_known(url), str(tmp))
-    yield handle
-    for c in handle.clients:  # idle TLS connections would hold the shutdown until their timeout
-        c.close()
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
-    server.controller.store.close()
-    clock.reset()
+    try:
+        yield handle
+    finally:
+        for c in handle.clients:  # idle TLS connections would hold the shutdown until their timeout
+            c.close()
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+        server.controller.store.close()
+        clock.reset()
+
+
+def _loopback_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@pytest.fixture(scope="module")
+def live(template_db, tmp_path_factory):
+    with running(template_db, tmp_path_factory.mktemp("live")) as handle:
+        yield handle

@@ -54,5 +54,5 @@ class Net:
 
 
 @pytest.fixture
-def net(admin):
-    return Net(admin)
+def net(bare):
+    return Net(bare)

@@ -275,7 +275,8 @@ class Driver:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_links_equal_oracle(admin, ctl, seed):
+def test_links_equal_oracle(bare, ctl, seed):
+    admin = bare
     d = Driver(admin, ctl, random.Random(seed))
     for _ in range(4):  # a small population first
         for side in SIDE_COLLECTION:
@@ -288,7 +289,8 @@ def test_links_equal_oracle(admin, ctl, seed):
     d.check_api()
 
 
-def test_rebuild_and_integrity_agree_with_oracle(admin, ctl):
+def test_rebuild_and_integrity_agree_with_oracle(bare, ctl):
+    admin = bare
     """links.rebuild from scratch gives the same tables, and the integrity checks find nothing."""
     from ziti_lite import integrity
     from ziti_lite.policy import links

@@ -20,7 +20,8 @@ def _cause(r, status=400, code="COULD_NOT_VALIDATE"):
     ("edge-router-policies", "edgeRouterRoles", {}),
     ("service-edge-router-policies", "serviceRoles", {}),
 ])
-def test_role_entry_rules(admin, collection, field, extra):
+def test_role_entry_rules(bare, collection, field, extra):
+    admin = bare
     base = {"name": "p", "semantic": "AllOf", **extra}
     cause = _cause(admin.post(f"/{collection}", json={**base, field: ["#all", "#web"]}))
     assert cause == {"field": field, "reason": "if using #all, it should be the only role specified",

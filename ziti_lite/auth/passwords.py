@@ -1,129 +1,120 @@
 """Password hashing: Argon2id with upstream's parameters (t=1, m=3 MiB, p=4, 32-byte key,
 10-byte salt, base64 text), so hashes stay compatible with an upstream database.
 
-The KDF is argon2-cffi's low-level ``hash_secret_raw`` (the reference libargon2): thread-safe,
-it releases the GIL, and its output is byte for byte that of ``cryptography``'s ``Argon2id``
-at the same parameters (which deadlocks or fails with ``MemoryError`` when two threads derive
-at once, so it needed a process-wide lock).
+The KDF is ``argon2-cffi``'s ``hash_secret_raw``: byte-identical to ``cryptography``'s Argon2id
+with the same parameters (a test checks it), thread-safe, and it releases the GIL, so two
+derivations really run at once. (``cryptography`` 50's Argon2id deadlocks inside OpenSSL when
+two threads derive at once; it is used, behind a process-wide lock, only where argon2-cffi is
+missing.)
 
-Hashing takes milliseconds: callers on the event loop use ``hash_async``/``verify_async``,
-which run it in a pool of as many threads as the process has cores. Waiting derivations are
-served round-robin by key (the login's username): a burst of wrong passwords against a few
-accounts queues behind itself, and other users' logins still get their turn at once.
+Requests never derive on the event loop: ``hash_async``/``verify_async`` run the KDF in a small
+dedicated pool (one thread per CPU, at most 4), behind an adaptive admission limit in the
+manner of upstream's authentication rate limiter: at most ``limit`` derivations may be queued
+or running; one more is refused at once with 429 ``RATE_LIMITED``, so a flood of bad logins
+costs the attacker round trips instead of making every real login wait behind it. The limit
+shrinks while derivations wait longer than ``TARGET_WAIT`` to start and grows back while they
+do not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import collections
+import concurrent.futures
 import hmac
 import os
-import weakref
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
 
-from argon2.low_level import Type, hash_secret_raw
+from ..errors import ApiError
 
 SALT_BYTES = 10
-TIME_COST, MEMORY_KIB, LANES, KEY_BYTES = 1, 3 * 1024, 4, 32
+
+try:
+    from argon2.low_level import Type as _Type
+    from argon2.low_level import hash_secret_raw as _hash_secret_raw
+except ImportError:  # pragma: no cover - argon2-cffi is a dependency
+    _hash_secret_raw = None
 
 
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+_kdf_lock = threading.Lock()  # only for the cryptography fallback
 
 
-WORKERS = _cores()
+def _kdf(password: str, salt: bytes) -> bytes:
+    if _hash_secret_raw is not None:
+        return _hash_secret_raw(password.encode(), salt, time_cost=1, memory_cost=3 * 1024, parallelism=4,
+                                hash_len=32, type=_Type.ID)
+    with _kdf_lock:
+        return _argon2_cryptography(password, salt)
 
 
-def _argon2(password: str, salt: bytes) -> bytes:
-    return hash_secret_raw(password.encode(), salt, time_cost=TIME_COST, memory_cost=MEMORY_KIB,
-                           parallelism=LANES, hash_len=KEY_BYTES, type=Type.ID)
+def _argon2_cryptography(password: str, salt: bytes) -> bytes:
+    from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
+    return Argon2id(salt=salt, length=32, iterations=1, lanes=4, memory_cost=3 * 1024).derive(password.encode())
 
 
 def hash_password(password: str) -> tuple[str, str]:
     """Returns (hash, salt), both standard base64."""
     salt = os.urandom(SALT_BYTES)
-    return base64.b64encode(_argon2(password, salt)).decode(), base64.b64encode(salt).decode()
+    return base64.b64encode(_kdf(password, salt)).decode(), base64.b64encode(salt).decode()
 
 
 def verify_password(password: str, hashed: str | None, salt: str | None) -> bool:
     if not hashed or not salt:
         # still spend the same work, so that a missing user is not faster than a wrong password
-        _argon2(password, b"\0" * SALT_BYTES)
+        _kdf(password, b"\0" * SALT_BYTES)
         return False
-    return hmac.compare_digest(_argon2(password, base64.b64decode(salt)), base64.b64decode(hashed))
+    return hmac.compare_digest(_kdf(password, base64.b64decode(salt)), base64.b64decode(hashed))
 
 
-class KdfPool:
-    """At most ``workers`` derivations at once in a thread pool; the rest wait in one FIFO per
-    key, and a free thread takes the next waiter of the next key in turn (round-robin).
-    Touched only from its event loop's thread."""
+# ------------------------------------------------------------------ off the loop, admitted
+class Limiter:
+    """Adaptive admission for KDF work (see the module docstring)."""
 
-    def __init__(self, executor: ThreadPoolExecutor, workers: int):
-        self.executor, self.workers = executor, workers
-        self.running = 0
-        self.waiting: collections.OrderedDict[str, collections.deque[asyncio.Future]] = collections.OrderedDict()
+    MIN, MAX, START = 4, 32, 8
+    TARGET_WAIT = 0.1  # seconds a derivation may wait for a worker before the limit shrinks
 
-    async def run(self, key: str, fn, *args):
-        loop = asyncio.get_running_loop()
-        if self.running >= self.workers or self.waiting:
-            turn = loop.create_future()
-            self.waiting.setdefault(key, collections.deque()).append(turn)
-            try:
-                await turn          # our turn: the slot was handed over to us (running already counts it)
-            except BaseException:
-                if turn.done() and not turn.cancelled():
-                    self._release()  # handed over, then cancelled before we ran: pass it on
-                else:
-                    self._forget(key, turn)
-                raise
-        else:
-            self.running += 1
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or max(1, min(4, os.cpu_count() or 1))
+        self.pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="ziti-lite-kdf")
+        self.limit = float(self.START)
+        self.pending = 0
+        self.rejected = 0
+
+    async def run(self, fn, *args):
+        if self.pending >= int(self.limit):
+            self.rejected += 1
+            raise ApiError("RATE_LIMITED", 429, message="too many authentication requests; try again later")
+        self.pending += 1
+        queued = time.monotonic()
         try:
-            return await loop.run_in_executor(self.executor, fn, *args)
+            return await asyncio.get_running_loop().run_in_executor(self.pool, self._timed, queued, fn, args)
         finally:
-            self._release()
+            self.pending -= 1
 
-    def _forget(self, key: str, turn: asyncio.Future) -> None:
-        q = self.waiting.get(key)
-        if q is not None:
-            try:
-                q.remove(turn)
-            except ValueError:
-                pass
-            if not q:
-                del self.waiting[key]
-
-    def _release(self) -> None:
-        while self.waiting:
-            key, q = self.waiting.popitem(last=False)
-            turn = q.popleft()
-            if q:
-                self.waiting[key] = q       # the key goes to the back of the ring
-            if not turn.done():
-                turn.set_result(None)       # the slot passes on: running stays the same
-                return
-        self.running -= 1
+    def _timed(self, queued: float, fn, args):
+        waited = time.monotonic() - queued
+        # the limit moves with how long work waits for a worker (float updates: races only blur it)
+        if waited > self.TARGET_WAIT:
+            self.limit = max(self.MIN, self.limit * 0.9)
+        elif waited < self.TARGET_WAIT / 4:
+            self.limit = min(self.MAX, self.limit + 0.5)
+        return fn(*args)
 
 
-_executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="argon2")
-_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, KdfPool] = weakref.WeakKeyDictionary()
+_limiter: Limiter | None = None
 
 
-def _pool() -> KdfPool:
-    loop = asyncio.get_running_loop()
-    pool = _pools.get(loop)
-    if pool is None:
-        pool = _pools[loop] = KdfPool(_executor, WORKERS)
-    return pool
+def limiter() -> Limiter:
+    global _limiter
+    if _limiter is None:
+        _limiter = Limiter()
+    return _limiter
 
 
-async def hash_async(password: str, key: str = "") -> tuple[str, str]:
-    return await _pool().run(key, hash_password, password)
+async def hash_async(password: str) -> tuple[str, str]:
+    return await limiter().run(hash_password, password)
 
 
-async def verify_async(password: str, hashed: str | None, salt: str | None, key: str = "") -> bool:
-    return await _pool().run(key, verify_password, password, hashed, salt)
+async def verify_async(password: str, hashed: str | None, salt: str | None) -> bool:
+    return await limiter().run(verify_password, password, hashed, salt)

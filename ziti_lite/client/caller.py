@@ -48,14 +48,14 @@ async def current_identity_edge_routers(ctx):
                   " JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)")
         params = [ctx.identity_id]
     rows, limit, offset, total = crud.page(ctx, res, where, params)
-    states = getattr(ctx.ctl, "router_states", None) or {}
+    states = ctx.ctl.router_states
     data = []
     for r in rows:
         live = states.get(r["id"]) or {}
         data.append({
             "id": r["id"], "createdAt": r["created_at"], "updatedAt": r["updated_at"],
             "_links": env.links("edge-routers", r["id"], ("edge-router-policies",)), "tags": crud.Raw(r["tags"]),
-            "name": r["name"], "hostname": "", "isOnline": bool(live.get("isOnline")),
+            "name": r["name"], "hostname": live.get("hostname", ""), "isOnline": bool(live.get("isOnline")),
             "supportedProtocols": live.get("supportedProtocols") or {},
             "syncStatus": live.get("syncStatus", "SYNC_UNKNOWN"),
             "cost": None, "noTraversal": None, "disabled": None,   # upstream leaves these unset here

@@ -156,7 +156,7 @@ def ensure_sweeper(ctl) -> None:
 # ------------------------------------------------------------------ rendering
 def edge_router(ctl, row: dict) -> dict:
     """A router as sessions and the client's service edge routers show it."""
-    live = (getattr(ctl, "router_states", None) or {}).get(row["id"]) or {}
+    live = ctl.router_states.get(row["id"]) or {}
     protocols = live.get("supportedProtocols") or {}
     return {"name": row["name"], "hostname": live.get("hostname", ""), "supportedProtocols": protocols,
             "urls": protocols, "syncStatus": live.get("syncStatus", "SYNC_UNKNOWN"),
@@ -268,5 +268,7 @@ async def delete_session(ctx):
 
 @op("GET", "/sessions/{id}/route-path", op_id="detailSessionRoutePath", tag="sessions")
 async def session_route_path(ctx):
-    # router ids of the session's live circuit: ziti-lite routes no traffic, so never any
-    return env.ok({"routePath": []})
+    # router ids of the session's live circuits: the embedded router, when one runs under it
+    router = ctx.ctl.edge_router
+    row = _get(ctx, ctx.params["id"])
+    return env.ok({"routePath": [router.router_id] if router is not None and router.carries(row["id"]) else []})

@@ -41,8 +41,7 @@ def service_routers(store, service_id: str) -> list[str]:
 
 
 def _online(ctx, router_id: str) -> bool:
-    online = getattr(ctx.ctl, "online_routers", None)
-    return bool(online and router_id in online)
+    return bool((ctx.ctl.router_states.get(router_id) or {}).get("isOnline"))
 
 
 @op("GET", "/identities/{id}/policy-advice/{serviceId}", op_id="getIdentityPolicyAdvice", tag="identities")

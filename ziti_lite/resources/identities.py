@@ -153,8 +153,10 @@ def render_identity(ctx, row: dict, out: dict) -> None:
         out.pop("disabledUntil", None)
     out["hasApiSession"] = bool(has_session)
     out["isMfaEnabled"] = bool(has_mfa)
-    out["hasEdgeRouterConnection"] = False
-    out["edgeRouterConnectionStatus"] = "offline"
+    router = ctx.ctl.edge_router
+    connected = router is not None and router.has_connection(row["id"])
+    out["hasEdgeRouterConnection"] = connected
+    out["edgeRouterConnectionStatus"] = "online" if connected else "offline"
 
 
 def enrollment_summary(store, identity_id: str) -> dict:
@@ -281,6 +283,7 @@ def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
                 raise CouldNotValidate("username", "username is required", None)
             if not values.get("password"):
                 raise CouldNotValidate("password", "password is required", None)
+            values.pop("cert_pem", None)  # a password authenticator has no certificate
         else:
             from ..enroll import prepare_cert_authenticator  # certificate checks live with the PKI
             prepare_cert_authenticator(ctx, values)

@@ -111,11 +111,12 @@ def prepare_edge_router(ctx, values: dict, existing: dict | None) -> None:
 
 
 def render_edge_router(ctx, row: dict, out: dict) -> None:
-    out["isOnline"] = False
-    out["hostname"] = ""
-    out["supportedProtocols"] = {}
-    out["syncStatus"] = "SYNC_UNKNOWN"
-    out["versionInfo"] = dict(VERSION_INFO)
+    live = ctx.ctl.router_states.get(row["id"]) or {}   # the embedded router while it runs
+    out["isOnline"] = bool(live.get("isOnline"))
+    out["hostname"] = live.get("hostname", "")
+    out["supportedProtocols"] = dict(live.get("supportedProtocols") or {})
+    out["syncStatus"] = live.get("syncStatus", "SYNC_UNKNOWN")
+    out["versionInfo"] = dict(live.get("versionInfo") or VERSION_INFO)
     if not row["fingerprint"]:
         out.pop("fingerprint", None)  # omitempty upstream
     if not row["is_verified"]:
@@ -148,8 +149,8 @@ EDGE_ROUTERS = Resource(
     create=EdgeRouterCreate, update=EdgeRouterUpdate,
     links=("edge-router-policies",),
     scope="t.is_edge = 1", scope_values={"is_edge": 1},
-    # live state of the control channel: no router is ever connected to ziti-lite
-    extra_symbols={"connected": Symbol("bool", "(t.is_edge = 2)"), "online": Symbol("bool", "(t.is_edge = 2)")},
+    # live state: only the embedded router is ever online (db/store.py's zl_router_online)
+    extra_symbols={name: Symbol("bool", "zl_router_online(t.id)") for name in ("connected", "online", "isOnline")},
     prepare=prepare_edge_router, render=render_edge_router,
     before_delete=before_delete_router, after_write=_router_written("edge-routers"),
 )
@@ -194,7 +195,7 @@ def prepare_router(ctx, values: dict, existing: dict | None) -> None:
 
 
 def render_router(ctx, row: dict, out: dict) -> None:
-    out["isOnline"] = False
+    out["isOnline"] = bool((ctx.ctl.router_states.get(row["id"]) or {}).get("isOnline"))
     if row["fingerprint"] is None:
         out["fingerprint"] = ""
     if row["is_edge"]:

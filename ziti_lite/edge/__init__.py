@@ -1,0 +1,35 @@
+"""The embedded edge router (``ziti-lite serve --edge-port``): wire format, channels, the
+router's decisions, and its entity in the network. ``start``/``stop`` run in the app lifespan."""
+
+from __future__ import annotations
+
+from .entity import ensure_router
+from .router import EdgeRouter
+
+
+async def start(ctl) -> EdgeRouter | None:
+    """Start the router when the settings ask for it and TLS is configured (a real server)."""
+    s = ctl.settings
+    if (not s.edge_port and ctl.edge_sock is None) or ctl.edge_ssl_context is None:
+        return None
+    rid = ensure_router(ctl, s.router_name)
+    router = EdgeRouter(ctl, rid, s.router_name, s.host, s.edge_port, s.public_host, ctl.edge_ssl_context)
+    try:
+        await router.start(sock=ctl.edge_sock)
+    except OSError as e:
+        raise SystemExit(f"ziti-lite: the edge router cannot listen on {s.host}:{s.edge_port}: {e.strerror or e}"
+                         " (choose another --edge-port, or 0 for no router)") from None
+    ctl.edge_router = router
+    ctl.router_states[rid] = router.state()
+    ctl.store.online_routers.add(rid)
+    return router
+
+
+async def stop(ctl) -> None:
+    router = ctl.edge_router
+    if router is None:
+        return
+    await router.stop()
+    ctl.router_states.pop(router.router_id, None)
+    ctl.store.online_routers.discard(router.router_id)
+    ctl.edge_router = None

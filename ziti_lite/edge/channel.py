@@ -1,0 +1,334 @@
+"""One SDK's TLS connection to the embedded edge router: framing, replies, and flow control.
+
+A ``Channel`` is an asyncio protocol. Incoming bytes are cut into messages (``wire.Decoder``)
+and handed to the router; latency probes are answered right here, so a busy router still
+answers them within the SDK's 10 s. Outgoing control messages go straight to the transport.
+
+Relayed data is bounded per connection. While the transport's buffer is below its high-water
+mark, data is written through; above it, data waits in the destination ``Conn``'s own queue and
+is written out fairly (round robin) as the transport drains. When one connection has more than
+``CONN_QUEUE`` bytes waiting, the channel that feeds it stops reading until the queue is below
+half that, and likewise when all connections of one receiving channel together hold more than
+``CHANNEL_QUEUE``; if it stays full for ``STALL_SECONDS`` the stuck connection is closed and the
+feeding channel reads again. A transport whose own buffer (control messages) passes ``CHANNEL_BUFFER``
+is a peer that stopped reading: its channel is closed. So memory is bounded whatever a peer
+does, and one stuck receiver costs only its own senders a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from . import wire
+from .wire import Content, H, Message
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .checks import ApiSession
+    from .router import EdgeRouter, Terminator
+
+log = logging.getLogger("ziti_lite.edge")
+
+HIGH_WATER = 256 * 1024       # transport buffer above which relayed data waits in its conn queue
+CONN_QUEUE = 1024 * 1024      # bytes one connection may have waiting before its source pauses
+CHANNEL_QUEUE = 16 * 1024 * 1024  # bytes all connections of one channel may have waiting
+CHANNEL_BUFFER = 8 * 1024 * 1024  # a transport buffer this full: the peer does not read; close
+STALL_SECONDS = 5.0           # a connection blocked this long is closed
+HELLO_SECONDS = 10.0          # time allowed between the TLS handshake and the hello
+
+
+class Conn:
+    """One end of a circuit on one channel: the SDK's connection id there, and its peer."""
+
+    __slots__ = ("channel", "id", "peer", "session_id", "queue", "queued", "circuit_id", "out_seq",
+                 "blocking", "blocked_since", "closed", "kind", "grant")
+
+    def __init__(self, channel: Channel, conn_id: int, session_id: str, circuit_id: str, kind: str):
+        self.channel = channel
+        self.id = conn_id
+        self.peer: Conn | None = None
+        self.session_id = session_id      # the Dial or Bind session this end runs under
+        self.circuit_id = circuit_id
+        self.kind = kind                  # "dial" | "hosted"
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.queued = 0
+        self.out_seq = 0
+        self.blocking: Channel | None = None   # the source channel paused because of this conn
+        self.blocked_since = 0.0
+        self.closed = False               # no more data is accepted for it (queued data still goes)
+        self.grant: tuple[str, str, str] = ("", "", "")  # (identity, service, type) of its session
+
+
+class Channel(asyncio.Protocol):
+    def __init__(self, router: EdgeRouter):
+        self.router = router
+        self.transport: asyncio.Transport | None = None
+        self.decoder = wire.Decoder()
+        self.seq = 0
+        self.waiters: dict[int, asyncio.Future] = {}
+        self.api_session: ApiSession | None = None   # once the hello passed
+        self.fingerprint: str | None = None
+        self.peer_name = ""
+        self.conns: dict[int, Conn] = {}   # SDK connection id -> circuit end (dial/hosted)
+        self.binds: dict[int, Terminator] = {}   # bind connection id -> its terminator
+        self.closed = False
+        self.writable = True
+        self.ready: collections.deque[Conn] = collections.deque()   # conns with queued data
+        self.queued = 0                    # bytes waiting in all conn queues of this channel
+        self.blocked: set[Conn] = set()    # conns of this channel whose source channel waits
+        self.paused_by: set[Conn] = set()  # conns of other channels this one's reading waits for
+        self.reading_paused = False
+        self.backlog: collections.deque[Message] = collections.deque()   # read, not yet delivered
+        self.hello_timer: asyncio.TimerHandle | None = None
+        self.router_conn_ids = False       # the SDK asked for router-assigned ids (1012 on Bind)
+        self.supports_bind_success = False
+        self.supports_inspect = False
+        self.next_router_id = 0            # last router-assigned connection id (newer SDKs)
+        self.created = time.monotonic()
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    # ------------------------------------------------------------------ asyncio protocol
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        transport.set_write_buffer_limits(high=HIGH_WATER)
+        sslobj = transport.get_extra_info("ssl_object")
+        der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
+        self.fingerprint = hashlib.sha1(der).hexdigest() if der else None
+        peer = transport.get_extra_info("peername")
+        self.peer_name = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.hello_timer = asyncio.get_running_loop().call_later(HELLO_SECONDS, self._no_hello)
+        self.router.channel_opened(self)
+
+    def _no_hello(self) -> None:
+        if self.api_session is None:
+            self.close("no hello")
+
+    def data_received(self, data: bytes) -> None:
+        self.bytes_in += len(data)
+        try:
+            messages = self.decoder.feed(data)
+        except wire.WireError as e:
+            log.info("edge channel %s: %s; closing", self.peer_name, e)
+            if str(e) == "bad magic" and self.transport is not None:
+                self.transport.write(wire.UNKNOWN_VERSION)
+            self.close(str(e))
+            return
+        if self.backlog or self.reading_paused:
+            self.backlog.extend(messages)
+            return
+        self._deliver(collections.deque(messages))
+
+    def _deliver(self, messages: collections.deque) -> None:
+        """Hand messages to the router in order; stop as soon as a destination is full (the
+        rest waits in ``backlog`` until reading resumes)."""
+        while messages:
+            if self.closed:
+                return
+            if self.reading_paused:
+                self.backlog = messages
+                return
+            m = messages.popleft()
+            try:
+                self._dispatch(m)
+            except Exception:  # a bug handling one message must not take the router down
+                log.exception("edge channel %s: error handling content type %s", self.peer_name, m.content)
+                self.close("internal error")
+                return
+        self.backlog = messages
+
+    def _dispatch(self, m: Message) -> None:
+        rf = m.headers.get(H.REPLY_FOR)
+        if rf is not None:
+            waiter = self.waiters.pop(int.from_bytes(rf[:4], "little", signed=True), None)
+            if waiter is not None:
+                if not waiter.done():
+                    waiter.set_result(m)
+                return
+        if m.content == Content.LATENCY:
+            self.reply(m, Content.RESULT, {H.RESULT_SUCCESS: b"\x01"})
+            return
+        if m.content == Content.HEARTBEAT:
+            beat = m.headers.get(H.HEARTBEAT)
+            if beat is not None:  # answer a Go channel's heartbeat with its own value
+                self.send(Content.HEARTBEAT, {H.HEARTBEAT_RESPONSE: beat})
+            return
+        self.router.received(self, m)
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc) -> None:
+        self._teardown()
+
+    def pause_writing(self) -> None:
+        self.writable = False
+
+    def resume_writing(self) -> None:
+        self.writable = True
+        self._flush()
+
+    # ------------------------------------------------------------------ sending
+    @property
+    def session(self) -> ApiSession:
+        """The API session of a channel past its hello (the router checks before it asks)."""
+        assert self.api_session is not None
+        return self.api_session
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def send(self, content: int, headers: dict[int, bytes], body: bytes = b"", seq: int | None = None) -> int:
+        """Write one control message now (never queued behind data). Returns its sequence."""
+        if seq is None:
+            seq = self.next_seq()
+        self.write(wire.encode(content, seq, headers, body))
+        return seq
+
+    def write(self, frame: bytes) -> None:
+        t = self.transport
+        if self.closed or t is None:
+            return
+        t.write(frame)
+        self.bytes_out += len(frame)
+        if t.get_write_buffer_size() > CHANNEL_BUFFER:
+            log.info("edge channel %s: peer stopped reading (%d bytes buffered); closing",
+                     self.peer_name, t.get_write_buffer_size())
+            self.close("peer stopped reading")
+
+    def reply(self, to: Message, content: int, headers: dict[int, bytes], body: bytes = b"",
+              seq: int | None = None) -> None:
+        h = {H.REPLY_FOR: wire.i32(to.seq)}
+        for hid, value in to.headers.items():   # reflected headers go back unchanged
+            if H.REFLECTED_MIN <= hid <= H.REFLECTED_MAX:
+                h[hid] = value
+        h.update(headers)
+        self.send(content, h, body, seq)
+
+    def request(self, content: int, headers: dict[int, bytes], body: bytes, timeout: float) -> asyncio.Future:
+        """Send a message that expects a reply; the future ends with the reply, or with
+        TimeoutError / ConnectionError."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        if self.closed:
+            fut.set_exception(ConnectionError("channel closed"))
+            return fut
+        seq = self.send(content, headers, body)
+        self.waiters[seq] = fut
+
+        def expire() -> None:
+            if self.waiters.pop(seq, None) is fut and not fut.done():
+                fut.set_exception(TimeoutError())
+        handle = loop.call_later(timeout, expire)
+        fut.add_done_callback(lambda _f: handle.cancel())
+        return fut
+
+    # ------------------------------------------------------------------ relayed data
+    def send_data(self, conn: Conn, frame: bytes, source: Channel) -> None:
+        """Relay one data frame to ``conn`` (an end on this channel), with flow control."""
+        if self.closed or conn.closed:
+            return
+        if self.writable and not conn.queue:
+            self.write(frame)
+            return
+        if not conn.queue:
+            self.ready.append(conn)
+        conn.queue.append(frame)
+        conn.queued += len(frame)
+        self.queued += len(frame)
+        if ((conn.queued > CONN_QUEUE or self.queued > CHANNEL_QUEUE) and conn.blocking is None
+                and source is not self):
+            conn.blocking = source
+            conn.blocked_since = time.monotonic()
+            self.blocked.add(conn)
+            source.pause_for(conn)
+
+    def _flush(self) -> None:
+        ready = self.ready
+        while ready and self.writable and not self.closed:
+            conn = ready.popleft()
+            if not conn.queue:
+                continue
+            frame = conn.queue.popleft()
+            conn.queued -= len(frame)
+            self.queued -= len(frame)
+            self.write(frame)
+            if conn.queue:
+                ready.append(conn)
+        if self.blocked and self.queued <= CHANNEL_QUEUE // 2:
+            for conn in [c for c in self.blocked if c.queued <= CONN_QUEUE // 2]:
+                self._unblock(conn)
+
+    def _unblock(self, conn: Conn) -> None:
+        self.blocked.discard(conn)
+        if conn.blocking is not None:
+            src, conn.blocking = conn.blocking, None
+            src.resume_for(conn)
+
+    def send_last(self, conn: Conn, frame: bytes) -> None:
+        """The final message of a closed end, after the data already queued for it."""
+        if self.closed:
+            return
+        if not conn.queue:
+            self.write(frame)
+            return
+        conn.queue.append(frame)
+        conn.queued += len(frame)
+        self.queued += len(frame)
+
+    def pause_for(self, conn: Conn) -> None:
+        self.paused_by.add(conn)
+        if not self.reading_paused and self.transport is not None and not self.closed:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def resume_for(self, conn: Conn) -> None:
+        self.paused_by.discard(conn)
+        if not self.paused_by and self.reading_paused and not self.closed and self.transport is not None:
+            self.reading_paused = False
+            if self.backlog:
+                backlog, self.backlog = self.backlog, collections.deque()
+                self._deliver(backlog)
+            if not self.reading_paused:
+                self.transport.resume_reading()
+
+    def drop_queue(self, conn: Conn) -> None:
+        self.queued -= conn.queued
+        conn.queue.clear()
+        conn.queued = 0
+        self._unblock(conn)
+
+    # ------------------------------------------------------------------ closing
+    def close(self, reason: str = "") -> None:
+        if self.closed:
+            return
+        if self.transport is not None:
+            self.transport.close()
+            # a peer that never reads would hold a graceful TLS close open: abort after a moment
+            asyncio.get_running_loop().call_later(2.0, self._abort)
+        self._teardown()
+
+    def _abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _teardown(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.hello_timer is not None:
+            self.hello_timer.cancel()
+        for fut in self.waiters.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("channel closed"))
+        self.waiters.clear()
+        for conn in list(self.paused_by):
+            conn.blocking = None
+            conn.channel.blocked.discard(conn)
+        self.paused_by.clear()
+        self.router.channel_lost(self)

@@ -1,0 +1,152 @@
+"""What the embedded edge router asks the database before it lets traffic through.
+
+Upstream's router forwards a client's tokens and certificate fingerprints to the controller,
+which checks them (create_circuit / create_terminator in the v1.3.3 controller). Here the
+router and the controller share one SQLite file, so every check is one short query on the
+event-loop thread: the hello's API session and certificate, the session token of a Connect or
+Bind, the policies that let the identity use this router for the service. ``reconcile`` is the
+batch form that the router runs twice a second to find what was revoked meanwhile.
+
+Error texts are the ones SDKs react to: ``Invalid Session`` exactly (C SDK 0.29 then fetches a
+new session and retries); the rest follow the controller's wording.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..auth import sessions
+
+INVALID_SESSION = "Invalid Session"
+INVALID_API_SESSION = "invalid api session"
+WRONG_TYPE = "incorrect session type"
+WRONG_ROUTER = "invalid edge router for session"
+INVALID_SERVICE = "invalid service"
+ENCRYPTION_MISSING = "encryption required on service, initiator did not send public header"
+
+_CERT_OWNER = (
+    "SELECT 1 FROM authenticators WHERE identity_id = ? AND fingerprint = ?"
+    " UNION ALL SELECT 1 FROM api_session_certificates WHERE api_session_id = ? AND fingerprint = ?"
+    " LIMIT 1")
+
+_SESSION = (
+    "SELECT s.id, s.token, s.type, s.api_session_id, s.identity_id, s.service_id,"
+    " v.name AS service_name, v.encryption_required, v.terminator_strategy, i.name AS identity_name,"
+    " i.default_hosting_cost, i.default_hosting_precedence, i.service_hosting_costs,"
+    " i.service_hosting_precedences"
+    " FROM sessions s JOIN services v ON v.id = s.service_id JOIN identities i ON i.id = s.identity_id"
+    " WHERE s.token = ?")
+
+# the identity may use this router for this service: an edge router policy and a service edge
+# router policy both select the router, and a service policy of the session's type still links
+# the identity to the service
+_ALLOWED = (
+    "SELECT EXISTS (SELECT 1 FROM edge_router_policy_identities i JOIN edge_router_policy_routers r"
+    "  ON r.policy_id = i.policy_id WHERE i.identity_id = ?1 AND r.router_id = ?3)"
+    " AND EXISTS (SELECT 1 FROM service_edge_router_policy_services s JOIN service_edge_router_policy_routers r"
+    "  ON r.policy_id = s.policy_id WHERE s.service_id = ?2 AND r.router_id = ?3)"
+    " AND EXISTS (SELECT 1 FROM service_policy_identities i JOIN service_policy_services s"
+    "  ON s.policy_id = i.policy_id AND s.type = ?4 WHERE i.identity_id = ?1 AND s.service_id = ?2)")
+
+
+@dataclass(slots=True)
+class ApiSession:
+    id: str
+    token: str
+    identity_id: str
+    identity_name: str
+
+
+@dataclass(slots=True)
+class Session:
+    id: str
+    token: str
+    type: str
+    api_session_id: str
+    identity_id: str
+    identity_name: str
+    service_id: str
+    service_name: str
+    encryption_required: bool
+    terminator_strategy: str
+    hosting_cost: int
+    hosting_precedence: str
+
+
+def hello(ctl, token: str, fingerprint: str | None) -> ApiSession | None:
+    """The API session of a hello, or None when the token, the identity or the client's
+    certificate does not qualify (the router then closes the channel)."""
+    if not fingerprint:
+        return None
+    s = sessions.lookup(ctl, token)
+    if s is None or s.partial:
+        return None
+    store = ctl.store
+    if store.value(_CERT_OWNER, (s.identity_id, fingerprint, s.id, fingerprint)) is None:
+        return None
+    name = store.value("SELECT name FROM identities WHERE id = ?", (s.identity_id,)) or ""
+    return ApiSession(s.id, token, s.identity_id, name)
+
+
+def session(ctl, token: str, kind: str, api_session_id: str, router_id: str) -> tuple[Session | None, str]:
+    """The session of a Connect (``Dial``) or Bind body, or (None, error text)."""
+    row = ctl.store.one(_SESSION, (token,)) if token else None
+    if row is None:
+        return None, INVALID_SESSION
+    if row["api_session_id"] != api_session_id:
+        return None, INVALID_SESSION  # a session of an earlier API session: the SDK fetches a new one
+    if row["type"] != kind:
+        return None, WRONG_TYPE
+    if not allowed(ctl.store, row["identity_id"], row["service_id"], router_id, kind):
+        return None, WRONG_ROUTER
+    costs = json.loads(row["service_hosting_costs"] or "{}")
+    precedences = json.loads(row["service_hosting_precedences"] or "{}")
+    sid = row["service_id"]
+    return Session(
+        row["id"], row["token"], row["type"], row["api_session_id"], row["identity_id"], row["identity_name"],
+        sid, row["service_name"], bool(row["encryption_required"]), row["terminator_strategy"] or "smartrouting",
+        int(costs.get(sid, row["default_hosting_cost"]) or 0),
+        str(precedences.get(sid, row["default_hosting_precedence"]) or "default"),
+    ), ""
+
+
+def allowed(store, identity_id: str, service_id: str, router_id: str, kind: str) -> bool:
+    return bool(store.value(_ALLOWED, (identity_id, service_id, router_id, kind)))
+
+
+@dataclass
+class Revoked:
+    api_sessions: set[str]
+    sessions: set[str]
+    terminators: set[str]
+
+
+def reconcile(ctl, router_id: str, api_session_ids: set[str], live: dict[str, tuple[str, str, str]],
+              terminator_ids: set[str]) -> Revoked:
+    """Which of the live API sessions, sessions and terminators have gone or lost their right.
+
+    ``live`` maps session id -> (identity id, service id, type) for every session that carries
+    a connection or a terminator. An API session is gone when its row is, or when its identity
+    is disabled; a session when its row is, or when the policies no longer allow it."""
+    store = ctl.store
+    now = store.value("SELECT zl_now()")
+    ok = set(store.column(
+        "SELECT a.id FROM api_sessions a JOIN identities i ON i.id = a.identity_id"
+        " WHERE a.id IN (SELECT value FROM json_each(?))"
+        " AND (i.disabled_at IS NULL OR (i.disabled_until IS NOT NULL AND i.disabled_until <= ?))",
+        (json.dumps(sorted(api_session_ids)), now))) if api_session_ids else set()
+    present = set(store.column("SELECT id FROM sessions WHERE id IN (SELECT value FROM json_each(?))",
+                               (json.dumps(sorted(live)),))) if live else set()
+    gone = set(live) - present
+    verdicts: dict[tuple[str, str, str], bool] = {}
+    for sid in present:
+        key = live[sid]
+        if key not in verdicts:
+            verdicts[key] = allowed(store, key[0], key[1], router_id, key[2])
+        if not verdicts[key]:
+            gone.add(sid)
+    kept_terms = set(store.column(
+        "SELECT id FROM terminators WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(terminator_ids)),))) if terminator_ids else set()
+    return Revoked(api_session_ids - ok, gone, terminator_ids - kept_terms)

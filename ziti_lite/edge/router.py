@@ -1,0 +1,597 @@
+"""The embedded edge router: SDKs bind services here, dial them, and their bytes cross here.
+
+``EdgeRouter`` listens with TLS beside the API (same process, same event loop, same SQLite
+connection). A channel becomes usable once its hello names a live API session whose identity
+owns the client certificate. Then:
+
+* **Bind** with a Bind session creates a terminator (a row in ``terminators``, binding ``edge``,
+  this router, the hosting identity, cost, precedence, instance id) and keeps the host's public
+  key for dialers. It goes when the SDK closes or unbinds it, when the channel goes, and when
+  its session, API session, identity or access goes (``reconcile``, twice a second).
+* **Connect** with a Dial session picks terminators (instance id, precedence, cost, the
+  service's strategy), sends Dial to the host, and once the host answers DialSuccess connects
+  both ends, host first then dialer, so that neither sees data before it is connected. Data,
+  FIN and StateClosed are relayed between the two ends; the router never sees the end-to-end
+  keys, only the public keys it passes along.
+
+Message shapes and the SDK reactions they rely on: ``shared/reference/behaviour/edge-protocol.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import platform
+import random
+import ssl
+import time
+import uuid
+from dataclasses import dataclass
+
+from .. import __version__, clock
+from . import checks, wire
+from .channel import STALL_SECONDS, Channel, Conn
+from .wire import Content, H, Message
+
+log = logging.getLogger("ziti_lite.edge")
+
+DIAL_TIMEOUT = 5.0            # one host's answer to a Dial (the Go router's value)
+DIAL_BUDGET = 8.0             # all hosts tried for one Connect: below the SDK's 10 s
+RECONCILE_SECONDS = 0.5
+MAX_CONNS_PER_CHANNEL = 16384
+ROUTER_ID_BASE = 1 << 31      # router-assigned connection ids: 0x80000000 up, per channel
+PRECEDENCE_RANK = {"required": 0, "default": 1, "failed": 2}
+UPSTREAM_VERSION = "v1.3.3"
+
+
+@dataclass(eq=False)
+class Terminator:
+    id: str
+    service_id: str
+    channel: Channel
+    conn_id: int
+    session: checks.Session
+    instance_id: str
+    cost: int
+    precedence: str
+    public_key: bytes | None
+    failures: int = 0
+
+
+@dataclass(eq=False)
+class PendingDial:
+    task: asyncio.Task | None = None
+    cancelled: bool = False
+
+
+class EdgeRouter:
+    def __init__(self, ctl, router_id: str, name: str, host: str, port: int, advertise: str,
+                 context: ssl.SSLContext):
+        self.ctl = ctl
+        self.router_id = router_id
+        self.name = name
+        self.host, self.port, self.advertise = host, port, advertise
+        self.context = context
+        self.server: asyncio.AbstractServer | None = None
+        self.channels: set[Channel] = set()
+        self.terminators: dict[str, Terminator] = {}
+        self.by_service: dict[str, list[Terminator]] = {}
+        self.pending: dict[tuple[int, int], PendingDial] = {}   # (id(channel), conn id) -> dial
+        self.identities: dict[str, int] = {}    # identity id -> channels connected
+        self._task: asyncio.Task | None = None
+        self._gen: tuple | None = None
+        self.circuits = 0                        # circuits created since start
+        self.dial_timeout = DIAL_TIMEOUT
+        self.dial_budget = DIAL_BUDGET
+        self.started_at = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def url(self) -> str:
+        host = self.advertise
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"tls://{host}:{self.port}"
+
+    async def start(self, sock=None) -> None:
+        loop = asyncio.get_running_loop()
+        kw = {"sock": sock} if sock is not None else {"host": self.host, "port": self.port}
+        self.server = await loop.create_server(lambda: Channel(self), ssl=self.context,
+                                               ssl_handshake_timeout=10.0, backlog=1024, **kw)
+        if not self.port:
+            self.port = self.server.sockets[0].getsockname()[1]
+        self._cleanup_stale()
+        self.started_at = time.time()
+        self._task = asyncio.create_task(self._reconcile_loop())
+        log.info("edge router %s listening on %s", self.name, self.url)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.server is not None:
+            self.server.close()
+        for ch in list(self.channels):
+            ch.close("router stopping")
+        self._cleanup_stale()
+        if self.server is not None:
+            with contextlib.suppress(Exception):   # a hung peer must not hold the shutdown
+                await asyncio.wait_for(self.server.wait_closed(), 2)
+
+    def _cleanup_stale(self) -> None:
+        """Terminators of this router left by an earlier process (or this one) are gone."""
+        store = self.ctl.store
+        with store.write():
+            store.execute("DELETE FROM terminators WHERE router_id = ? AND binding = 'edge'", (self.router_id,))
+
+    def state(self) -> dict:
+        """What the API shows of this router while it runs."""
+        protocols = {"tls": self.url}
+        return {"isOnline": True, "hostname": self.advertise, "supportedProtocols": protocols,
+                "syncStatus": "SYNC_DONE", "versionInfo": version_info()}
+
+    def has_connection(self, identity_id: str) -> bool:
+        return self.identities.get(identity_id, 0) > 0
+
+    def carries(self, session_id: str) -> bool:
+        """Whether a live circuit runs under the session (Dial or Bind)."""
+        return any(c.session_id == session_id for ch in self.channels for c in ch.conns.values())
+
+    # ------------------------------------------------------------------ channels
+    def channel_opened(self, ch: Channel) -> None:
+        self.channels.add(ch)
+
+    def channel_lost(self, ch: Channel) -> None:
+        self.channels.discard(ch)
+        if ch.api_session is not None:
+            n = self.identities.get(ch.session.identity_id, 0) - 1
+            if n > 0:
+                self.identities[ch.session.identity_id] = n
+            else:
+                self.identities.pop(ch.session.identity_id, None)
+        for key, pending in list(self.pending.items()):
+            if key[0] == id(ch):
+                pending.cancelled = True
+                self.pending.pop(key, None)
+        for conn in list(ch.conns.values()):
+            self._close_conn(conn, "channel closed", notify_self=False)
+        for term in list(ch.binds.values()):
+            self._remove_terminator(term, notify=False)
+
+    def received(self, ch: Channel, m: Message) -> None:
+        c = m.content
+        if c == Content.DATA:
+            self._data(ch, m)
+            return
+        if ch.api_session is None:
+            if c == Content.HELLO:
+                self._hello(ch, m)
+            else:
+                ch.close("message before hello")
+            return
+        if c == Content.CONNECT:
+            self._start_dial(ch, m)
+        elif c == Content.STATE_CLOSED:
+            self._state_closed(ch, m)
+        elif c == Content.BIND:
+            self._bind(ch, m)
+        elif c == Content.UNBIND:
+            self._unbind(ch, m)
+        elif c == Content.UPDATE_BIND:
+            self._update_bind(ch, m)
+        elif c == Content.HEALTH_EVENT:
+            self._health_event(ch, m)
+        elif c == Content.CONN_INSPECT_REQUEST:
+            self._inspect(ch, m)
+        elif c in (Content.BIND_SUCCESS, Content.UPDATE_TOKEN):   # SDK -> router: UpdateToken
+            self._update_token(ch, m)
+        elif c == Content.DIAL_SUCCESS and m.conn_id is not None:
+            # an accept that came after the dial was given up: tell the host it is over
+            ch.reply(m, Content.STATE_CLOSED, {H.CONN_ID: wire.u32(m.conn_id), H.SEQ: wire.u32(0)},
+                     b"dial timed out")
+        elif c == Content.HELLO:
+            ch.close("second hello")
+        # anything else (Ping, Probe, trace, stray replies) needs no answer
+
+    def _hello(self, ch: Channel, m: Message) -> None:
+        # like the Go router: acknowledge first, then close if the token or certificate fails,
+        # which makes an SDK refresh its API session and reconnect
+        ch.reply(m, Content.RESULT, {
+            H.RESULT_SUCCESS: b"\x01", H.CONNECTION_ID: uuid.uuid4().hex.encode(),
+            H.ID: self.router_id.encode(), H.HELLO_VERSION: hello_version().encode(),
+            H.SUPPORTS_BIND_SUCCESS: b"\x01"}, seq=wire.HELLO_SEQUENCE)
+        token = m.text(H.SESSION_TOKEN)
+        api = checks.hello(self.ctl, token, ch.fingerprint)
+        if api is None:
+            log.info("edge channel %s: hello refused (unknown API session or certificate)", ch.peer_name)
+            ch.close("invalid api session")
+            return
+        ch.api_session = api
+        if ch.hello_timer is not None:
+            ch.hello_timer.cancel()
+        self.identities[api.identity_id] = self.identities.get(api.identity_id, 0) + 1
+        self.ctl.activity[api.token] = clock.stamp()
+
+    # ------------------------------------------------------------------ bind / terminators
+    def _bind(self, ch: Channel, m: Message) -> None:
+        cid = m.conn_id
+        if cid is None:
+            return
+        token = m.body.decode("utf-8", "replace")
+        sess, err = checks.session(self.ctl, token, "Bind", ch.session.id, self.router_id)
+        pk = m.headers.get(H.PUBLIC_KEY)
+        if sess is not None and sess.encryption_required and not pk:
+            sess, err = None, checks.ENCRYPTION_MISSING
+        if sess is None:
+            self._refuse(ch, m, cid, err)
+            return
+        if m.flag(H.ROUTER_PROVIDED_CONN_ID):
+            ch.router_conn_ids = True
+        if m.flag(H.SUPPORTS_BIND_SUCCESS):
+            ch.supports_bind_success = True
+        if m.flag(H.SUPPORTS_INSPECT):
+            ch.supports_inspect = True
+        old = ch.binds.get(cid)
+        if old is not None:
+            self._remove_terminator(old, notify=False)
+        cost = m.i32(H.COST)
+        cost = sess.hosting_cost if cost is None else cost
+        prec_code = m.u32(H.PRECEDENCE)
+        precedence = wire.PRECEDENCES.get(prec_code, "default") if prec_code is not None else sess.hosting_precedence
+        if precedence not in PRECEDENCE_RANK:
+            precedence = "default"
+        term = Terminator(str(uuid.uuid4()), sess.service_id, ch, cid, sess, m.text(H.TERMINATOR_IDENTITY),
+                          max(0, min(65535, cost)), precedence, pk)
+        now = clock.stamp()
+        store = self.ctl.store
+        with store.write():
+            store.execute(
+                "INSERT INTO terminators (id, created_at, updated_at, service_id, router_id, binding, address,"
+                " instance_id, instance_secret, cost, precedence, host_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (term.id, now, now, sess.service_id, self.router_id, "edge", "hosted:" + term.id,
+                 term.instance_id, None, term.cost, term.precedence, sess.identity_id))
+        ch.binds[cid] = term
+        self.terminators[term.id] = term
+        self.by_service.setdefault(sess.service_id, []).append(term)
+        ok = {H.CONN_ID: wire.u32(cid), H.SEQ: wire.u32(0)}
+        if m.flag(H.ROUTER_PROVIDED_CONN_ID):
+            ok[H.ROUTER_PROVIDED_CONN_ID] = b"\x01"
+        ch.reply(m, Content.STATE_CONNECTED, ok)
+        if ch.supports_bind_success:
+            ch.send(Content.BIND_SUCCESS, {H.CONN_ID: wire.u32(cid)})
+        log.debug("terminator %s for service %s on %s", term.id, sess.service_name, ch.peer_name)
+
+    def _unbind(self, ch: Channel, m: Message) -> None:
+        cid = m.conn_id
+        term = ch.binds.get(cid) if cid is not None else None
+        if term is not None:   # no answer: upstream's router sends none either
+            self._remove_terminator(term, notify=False)
+
+    def _update_bind(self, ch: Channel, m: Message) -> None:
+        term = ch.binds.get(m.conn_id) if m.conn_id is not None else None
+        if term is None:
+            return
+        cost = m.i32(H.COST)
+        prec = m.u32(H.PRECEDENCE)
+        if cost is not None:
+            term.cost = max(0, min(65535, cost))
+        if prec is not None:
+            term.precedence = wire.PRECEDENCES.get(prec, term.precedence)
+        with self.ctl.store.write():
+            self.ctl.store.execute("UPDATE terminators SET cost = ?, precedence = ?, updated_at = ? WHERE id = ?",
+                                   (term.cost, term.precedence, clock.stamp(), term.id))
+
+    def _health_event(self, ch: Channel, m: Message) -> None:
+        """A host reports its service healthy or not: an unhealthy terminator is tried last."""
+        term = ch.binds.get(m.conn_id) if m.conn_id is not None else None
+        if term is not None:
+            term.failures = 0 if m.flag(H.HEALTH_STATUS) else max(term.failures, 100)
+
+    def _update_token(self, ch: Channel, m: Message) -> None:
+        """UpdateToken: a new API session token for this channel (same identity and certificate)."""
+        api = checks.hello(self.ctl, m.body.decode("utf-8", "replace"), ch.fingerprint)
+        if api is None or api.identity_id != ch.session.identity_id:
+            ch.reply(m, Content.UPDATE_TOKEN_FAILURE, {}, b"invalid api session token")
+            return
+        ch.api_session = api
+        ch.reply(m, Content.UPDATE_TOKEN_SUCCESS, {})
+
+    def _remove_terminator(self, term: Terminator, notify: bool, reason: str = "") -> None:
+        if self.terminators.pop(term.id, None) is None:
+            return
+        ch = term.channel
+        if ch.binds.get(term.conn_id) is term:
+            del ch.binds[term.conn_id]
+        lst = self.by_service.get(term.service_id)
+        if lst is not None:
+            if term in lst:
+                lst.remove(term)
+            if not lst:
+                del self.by_service[term.service_id]
+        store = self.ctl.store
+        with store.write():
+            store.execute("DELETE FROM terminators WHERE id = ?", (term.id,))
+        if notify and not ch.closed:
+            ch.send(Content.STATE_CLOSED, {H.CONN_ID: wire.u32(term.conn_id), H.SEQ: wire.u32(0)},
+                    reason.encode())
+
+    def _refuse(self, ch: Channel, m: Message, cid: int, reason: str) -> None:
+        ch.reply(m, Content.STATE_CLOSED, {H.CONN_ID: wire.u32(cid), H.SEQ: wire.u32(0)}, reason.encode())
+
+    # ------------------------------------------------------------------ dial
+    def _start_dial(self, ch: Channel, m: Message) -> None:
+        cid = m.conn_id
+        if cid is None:
+            return
+        key = (id(ch), cid)
+        if cid in ch.conns or key in self.pending:
+            self._refuse(ch, m, cid, "connection id already in use")
+            return
+        if len(ch.conns) >= MAX_CONNS_PER_CHANNEL:
+            self._refuse(ch, m, cid, "too many connections on this channel")
+            return
+        sess, err = checks.session(self.ctl, m.body.decode("utf-8", "replace"), "Dial",
+                                   ch.session.id, self.router_id)
+        pk = m.headers.get(H.PUBLIC_KEY)
+        if sess is not None and sess.encryption_required and not pk:
+            sess, err = None, checks.ENCRYPTION_MISSING
+        if sess is None:
+            self._refuse(ch, m, cid, err)
+            return
+        candidates = self.pick(sess.service_id, m.headers.get(H.TERMINATOR_IDENTITY))
+        if not candidates:
+            self._refuse(ch, m, cid, f"service {sess.service_id} has no terminators")
+            return
+        pending = PendingDial()
+        self.pending[key] = pending
+        pending.task = asyncio.create_task(self._dial(ch, m, cid, sess, candidates, pending))
+
+    def pick(self, service_id: str, instance: bytes | None) -> list[Terminator]:
+        """Terminators to try, best first: matching instance id, then precedence, then the
+        service's strategy over cost (failed dials raise a terminator's cost for a while)."""
+        terms = [t for t in self.by_service.get(service_id, ()) if not t.channel.closed]
+        if instance is not None:
+            want = instance.decode("utf-8", "replace")
+            terms = [t for t in terms if t.instance_id == want]
+        if not terms:
+            return []
+        strategy = terms[0].session.terminator_strategy
+        groups: dict[int, list[Terminator]] = {}
+        for t in terms:
+            groups.setdefault(PRECEDENCE_RANK.get(t.precedence, 1), []).append(t)
+        out: list[Terminator] = []
+        for rank in sorted(groups):
+            group = groups[rank]
+            random.shuffle(group)   # equal costs share the load
+            if strategy == "random":
+                pass
+            elif strategy == "weighted":
+                group.sort(key=lambda t: random.random() ** (1.0 / (1.0 / (1 + t.cost + t.failures))))
+            else:  # smartrouting, ha and unknown strategies: lowest effective cost first
+                group.sort(key=lambda t: t.cost + t.failures)
+            out.extend(group)
+        return out
+
+    async def _dial(self, ch: Channel, m: Message, cid: int, sess: checks.Session,
+                    candidates: list[Terminator], pending: PendingDial) -> None:
+        key = (id(ch), cid)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.dial_budget
+        circuit_id = uuid.uuid4().hex
+        reason = f"service {sess.service_id} has no terminators that accepted the dial"
+        caller = m.headers.get(H.CALLER_ID) or sess.identity_name.encode()
+        pk = m.headers.get(H.PUBLIC_KEY)
+        try:
+            for term in candidates:
+                left = deadline - loop.time()
+                if left <= 0.05 or pending.cancelled:
+                    break
+                host = term.channel
+                if host.closed or term.id not in self.terminators:
+                    continue
+                if term.session.encryption_required and not term.public_key:
+                    reason = checks.ENCRYPTION_MISSING
+                    continue
+                headers = {H.CONN_ID: wire.u32(term.conn_id), H.SEQ: wire.u32(0), H.CALLER_ID: caller,
+                           H.CIRCUIT_ID: circuit_id.encode()}
+                if pk:
+                    headers[H.PUBLIC_KEY] = pk
+                app_data = m.headers.get(H.APP_DATA)
+                if app_data is not None:
+                    headers[H.APP_DATA] = app_data
+                hosted_id = None
+                if host.router_conn_ids:
+                    hosted_id = self._new_conn_id(host)
+                    headers[H.ROUTER_PROVIDED_CONN_ID] = wire.u32(hosted_id)
+                try:
+                    reply = await host.request(Content.DIAL, headers, term.session.token.encode(),
+                                               min(self.dial_timeout, left))
+                except TimeoutError:
+                    term.failures += 50
+                    reason = "timeout waiting for the hosting application to accept the dial"
+                    continue
+                except ConnectionError:
+                    continue
+                if reply.content != Content.DIAL_SUCCESS:
+                    term.failures += 20
+                    reason = reply.body.decode("utf-8", "replace") or "dial failed"
+                    continue
+                if hosted_id is None:
+                    hosted_id = int.from_bytes(reply.body[:4], "little") if len(reply.body) >= 4 else None
+                if hosted_id is None or hosted_id in host.conns:
+                    reason = "hosting application answered with an unusable connection id"
+                    continue
+                if pending.cancelled or ch.closed or term.id not in self.terminators or host.closed:
+                    # the dialer gave up (or the host went) meanwhile: close the accepted side
+                    host.reply(reply, Content.STATE_CLOSED, {H.CONN_ID: wire.u32(term.conn_id), H.SEQ: wire.u32(0)},
+                               b"dialer gone")
+                    return
+                term.failures = max(0, term.failures - 10)
+                dialer = Conn(ch, cid, sess.id, circuit_id, "dial")
+                hosted = Conn(host, hosted_id, term.session.id, circuit_id, "hosted")
+                dialer.peer, hosted.peer = hosted, dialer
+                dialer.grant = (sess.identity_id, sess.service_id, "Dial")
+                hosted.grant = (term.session.identity_id, term.session.service_id, "Bind")
+                ch.conns[cid] = dialer
+                host.conns[hosted_id] = hosted
+                self.circuits += 1
+                # the host's accepted connection first, then the dialer: both are connected
+                # before either one's first data (its crypto header) can reach the other. An SDK
+                # with router-assigned ids is connected by its DialSuccess already.
+                if H.ROUTER_PROVIDED_CONN_ID not in headers:
+                    host.reply(reply, Content.STATE_CONNECTED,
+                               {H.CONN_ID: wire.u32(term.conn_id), H.SEQ: wire.u32(0)})
+                out = {H.CONN_ID: wire.u32(cid), H.SEQ: wire.u32(0), H.CIRCUIT_ID: circuit_id.encode()}
+                if term.public_key:
+                    out[H.PUBLIC_KEY] = term.public_key
+                ch.reply(m, Content.STATE_CONNECTED, out)
+                return
+            if not ch.closed and not pending.cancelled:
+                self._refuse(ch, m, cid, reason)
+        finally:
+            if self.pending.get(key) is pending:
+                del self.pending[key]
+
+    def _new_conn_id(self, ch: Channel) -> int:
+        """0x80000000 and up, per channel, skipping ids in use (as upstream's router)."""
+        n = ch.next_router_id
+        while True:
+            n = n + 1 if ROUTER_ID_BASE <= n < 0xFFFFFFFF else ROUTER_ID_BASE
+            if n not in ch.conns:
+                ch.next_router_id = n
+                return n
+
+    # ------------------------------------------------------------------ relay
+    def _data(self, ch: Channel, m: Message) -> None:
+        cid = m.u32(H.CONN_ID)
+        conn = ch.conns.get(cid) if cid is not None else None
+        if conn is None or conn.peer is None:
+            return
+        peer = conn.peer
+        h = {H.CONN_ID: wire.u32(peer.id), H.SEQ: m.headers.get(H.SEQ, b"\0\0\0\0")}
+        flags = m.headers.get(H.FLAGS)
+        if flags is not None:
+            h[H.FLAGS] = flags
+        pch = peer.channel
+        pch.send_data(peer, wire.encode(Content.DATA, pch.next_seq(), h, m.body), ch)
+
+    def _state_closed(self, ch: Channel, m: Message) -> None:
+        cid = m.conn_id
+        if cid is None:
+            return
+        conn = ch.conns.get(cid)
+        if conn is not None:
+            self._close_conn(conn, m.body.decode("utf-8", "replace") or "closed by peer", notify_self=False)
+            return
+        term = ch.binds.get(cid)
+        if term is not None:     # a C SDK closes its listener with StateClosed: unbind
+            self._remove_terminator(term, notify=False)
+            return
+        pending = self.pending.pop((id(ch), cid), None)
+        if pending is not None:
+            pending.cancelled = True
+
+    def _close_conn(self, conn: Conn, reason: str, notify_self: bool = True) -> None:
+        """Close one circuit: both ends are forgotten; the peer (and, if asked, this end's SDK)
+        gets StateClosed after whatever data was already queued for it."""
+        for end, notify in ((conn, notify_self), (conn.peer, True)):
+            if end is None or end.closed:
+                continue
+            end.closed = True
+            ch = end.channel
+            if ch.conns.get(end.id) is end:
+                del ch.conns[end.id]
+            if not notify:
+                ch.drop_queue(end)
+            elif not ch.closed:
+                ch.send_last(end, wire.encode(Content.STATE_CLOSED, ch.next_seq(),
+                                              {H.CONN_ID: wire.u32(end.id), H.SEQ: wire.u32(0)}, reason.encode()))
+
+    def _inspect(self, ch: Channel, m: Message) -> None:
+        conn = ch.conns.get(m.conn_id) if m.conn_id is not None else None
+        info = {"connId": m.conn_id, "state": "connected" if conn is not None else "unknown"}
+        if conn is not None:
+            info.update(circuitId=conn.circuit_id, type=conn.kind, queued=conn.queued)
+        ch.reply(m, Content.CONN_INSPECT_RESPONSE, {H.CONN_ID: wire.u32(m.conn_id or 0)},
+                 json.dumps(info).encode())
+
+    # ------------------------------------------------------------------ revocation
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await asyncio.sleep(RECONCILE_SECONDS)
+            try:
+                self.close_stalled()
+                self.reconcile()
+            except Exception:
+                log.exception("edge router reconcile")
+
+    def close_stalled(self) -> None:
+        """A connection whose receiver has not taken its data for STALL_SECONDS is closed, so
+        that the channel feeding it reads again."""
+        now = time.monotonic()
+        for ch in list(self.channels):
+            for end in list(ch.paused_by):
+                if now - end.blocked_since > STALL_SECONDS:
+                    log.info("edge connection %s on %s: receiver stalled; closing", end.id, end.channel.peer_name)
+                    end.channel.drop_queue(end)
+                    self._close_conn(end, "receiver stopped reading")
+
+    def reconcile(self) -> None:
+        """Close what lost its right: channels of gone API sessions (logout, expiry, deletion,
+        disabled identity), circuits and terminators of gone sessions or policies, terminators
+        deleted through the API. Connected SDKs keep their API sessions alive."""
+        live_channels = [ch for ch in self.channels if ch.api_session is not None and not ch.closed]
+        if not live_channels:
+            self._gen = None
+            return
+        stamp = clock.stamp()
+        for ch in live_channels:
+            self.ctl.activity[ch.session.token] = stamp
+        conn = self.ctl.store.conn
+        gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes(),
+               len(self.terminators), self.circuits, len(live_channels))
+        if gen == self._gen:
+            return
+        grants: dict[str, tuple[str, str, str]] = {}
+        for term in self.terminators.values():
+            grants[term.session.id] = (term.session.identity_id, term.service_id, "Bind")
+        for ch in live_channels:
+            for c in ch.conns.values():
+                grants[c.session_id] = c.grant
+        revoked = checks.reconcile(self.ctl, self.router_id, {ch.session.id for ch in live_channels},
+                                   grants, set(self.terminators))
+        for ch in live_channels:
+            if ch.session.id in revoked.api_sessions:
+                log.info("edge channel %s: API session gone; closing", ch.peer_name)
+                ch.close("api session gone")
+        for term in list(self.terminators.values()):
+            if term.id in revoked.terminators or term.session.id in revoked.sessions:
+                self._remove_terminator(term, notify=True, reason=checks.INVALID_SESSION)
+        for ch in live_channels:
+            for c in list(ch.conns.values()):
+                if c.session_id in revoked.sessions:
+                    self._close_conn(c, "session removed")
+        # measured after the closes above, whose own writes must not hide later changes
+        self._gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes(),
+                     len(self.terminators), self.circuits, len(self.channels))
+
+    # ------------------------------------------------------------------ figures
+    def stats(self) -> dict:
+        return {"channels": len(self.channels), "terminators": len(self.terminators),
+                "connections": sum(len(ch.conns) for ch in self.channels), "circuits": self.circuits}
+
+
+def version_info() -> dict:
+    return {"version": UPSTREAM_VERSION, "revision": f"ziti-lite-{__version__}", "buildDate": "",
+            "os": platform.system().lower(), "arch": _ARCH.get(platform.machine(), platform.machine())}
+
+
+_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
+def hello_version() -> str:
+    v = version_info()
+    return "|".join((v["version"], v["revision"], v["buildDate"], v["os"], v["arch"]))

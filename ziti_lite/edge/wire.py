@@ -1,0 +1,220 @@
+"""The channel wire format that SDKs speak to an edge router (OpenZiti channel "V2").
+
+One message is a 20-byte prefix (magic ``03 06 09 0C``, then little-endian int32 content type,
+int32 sequence, uint32 header-block length, uint32 body length), the header block (repeated
+``int32 id, uint32 length, value``) and the body. ``Decoder`` cuts messages out of a byte
+stream with limits on both lengths, so a peer can never make the router buffer more than one
+bounded message; anything malformed raises ``WireError`` and the channel is closed.
+
+The numbers (content types, header ids, edge error codes) are those of the edge protocol as
+described in ``shared/reference/behaviour/edge-protocol.md``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+MAGIC = b"\x03\x06\x09\x0c"
+UNKNOWN_VERSION = b"\x03\x06\x09\x0a"   # what a Go channel answers to a bad magic before closing
+PREFIX = struct.Struct("<4siiII")
+HEADER = struct.Struct("<iI")
+U32 = struct.Struct("<I")
+I32 = struct.Struct("<i")
+U64 = struct.Struct("<Q")
+
+HELLO_SEQUENCE = -1
+MAX_HELLO = 4192                     # headers and body of a hello, each (as the Go channel)
+MAX_HEADERS = 64 * 1024              # header block of any later message
+MAX_BODY = 16 * 1024 * 1024          # body of any later message (only after a hello)
+
+
+class Content:
+    """Content types: channel level, then edge."""
+    HELLO = 0
+    PING = 1
+    RESULT = 2
+    LATENCY = 3
+    LATENCY_RESPONSE = 4
+    HEARTBEAT = 5
+    CONNECT = 60783
+    STATE_CONNECTED = 60784
+    STATE_CLOSED = 60785
+    DATA = 60786
+    DIAL = 60787
+    DIAL_SUCCESS = 60788
+    DIAL_FAILED = 60789
+    BIND = 60790
+    UNBIND = 60791
+    STATE_SESSION_ENDED = 60792
+    PROBE = 60793
+    UPDATE_BIND = 60794
+    HEALTH_EVENT = 60795
+    TRACE_ROUTE = 60796
+    TRACE_ROUTE_RESPONSE = 60797
+    CONN_INSPECT_REQUEST = 60798
+    CONN_INSPECT_RESPONSE = 60799
+    BIND_SUCCESS = 60800
+    UPDATE_TOKEN_SUCCESS = 60801
+    UPDATE_TOKEN_FAILURE = 60802
+    UPDATE_TOKEN = 60803              # C SDK 1.5+; older SDKs send UpdateToken as 60800
+
+
+class H:
+    """Header ids: channel level (0-8, 128 reflected), then edge (1000+)."""
+    CONNECTION_ID = 0
+    REPLY_FOR = 1
+    RESULT_SUCCESS = 2
+    HELLO_VERSION = 4
+    HEARTBEAT = 5
+    HEARTBEAT_RESPONSE = 6
+    ID = 8
+    REFLECTED_MIN = 128
+    REFLECTED_MAX = 255
+    CONN_ID = 1000
+    SEQ = 1001
+    SESSION_TOKEN = 1002
+    PUBLIC_KEY = 1003
+    COST = 1004
+    PRECEDENCE = 1005
+    TERMINATOR_IDENTITY = 1006
+    TERMINATOR_IDENTITY_SECRET = 1007
+    CALLER_ID = 1008
+    CRYPTO_METHOD = 1009
+    FLAGS = 1010
+    APP_DATA = 1011
+    ROUTER_PROVIDED_CONN_ID = 1012
+    HEALTH_STATUS = 1013
+    ERROR_CODE = 1014
+    TIMESTAMP = 1015
+    LISTENER_ID = 1021
+    CONN_TYPE = 1022
+    SUPPORTS_INSPECT = 1023
+    SUPPORTS_BIND_SUCCESS = 1024
+    CONNECTION_MARKER = 1025
+    CIRCUIT_ID = 1026
+    STICKINESS_TOKEN = 1027
+
+
+FLAG_FIN = 1
+PRECEDENCES = {0: "default", 1: "required", 2: "failed"}
+
+
+class WireError(Exception):
+    """The peer broke the framing; the channel must be closed."""
+
+
+@dataclass(slots=True)
+class Message:
+    content: int
+    seq: int = 0
+    headers: dict[int, bytes] = field(default_factory=dict)
+    body: bytes = b""
+
+    # -- header accessors ------------------------------------------------------------------
+    def u32(self, hid: int, default: int | None = None) -> int | None:
+        """An unsigned integer header, read from up to 4 little-endian bytes (as the C SDK)."""
+        v = self.headers.get(hid)
+        if v is None or not v:
+            return default
+        return int.from_bytes(v[:4], "little")
+
+    def i32(self, hid: int, default: int | None = None) -> int | None:
+        v = self.headers.get(hid)
+        if v is None or not v:
+            return default
+        return int.from_bytes(v[:4], "little", signed=len(v) >= 4)
+
+    def flag(self, hid: int) -> bool:
+        v = self.headers.get(hid)
+        return v is not None and len(v) > 0 and v[0] != 0
+
+    def text(self, hid: int, default: str = "") -> str:
+        v = self.headers.get(hid)
+        return default if v is None else v.decode("utf-8", "replace")
+
+    @property
+    def reply_for(self) -> int | None:
+        return self.i32(H.REPLY_FOR)
+
+    @property
+    def conn_id(self) -> int | None:
+        return self.u32(H.CONN_ID)
+
+    # -- encoding --------------------------------------------------------------------------
+    def encode(self) -> bytes:
+        return encode(self.content, self.seq, self.headers, self.body)
+
+
+def u32(n: int) -> bytes:
+    return U32.pack(n & 0xFFFFFFFF)
+
+
+def i32(n: int) -> bytes:
+    return I32.pack(n)
+
+
+def encode(content: int, seq: int, headers: dict[int, bytes], body: bytes = b"") -> bytes:
+    parts = []
+    for hid, value in headers.items():
+        parts.append(HEADER.pack(hid, len(value)))
+        parts.append(value)
+    block = b"".join(parts)
+    return b"".join((PREFIX.pack(MAGIC, content, seq, len(block), len(body)), block, body))
+
+
+def parse_headers(block: bytes | memoryview) -> dict[int, bytes]:
+    headers: dict[int, bytes] = {}
+    pos, end = 0, len(block)
+    while pos < end:
+        if end - pos < 8:
+            raise WireError("truncated header")
+        hid, length = HEADER.unpack_from(block, pos)
+        pos += 8
+        if length > end - pos:
+            raise WireError("header value runs past the header block")
+        headers[hid] = bytes(block[pos:pos + length])
+        pos += length
+    return headers
+
+
+class Decoder:
+    """Feed bytes in, take whole messages out. The first message (the hello) has the small
+    limits of a hello; every later one the general limits."""
+
+    def __init__(self, max_headers: int = MAX_HEADERS, max_body: int = MAX_BODY):
+        self._buf = bytearray()
+        self._first = True
+        self.max_headers, self.max_body = max_headers, max_body
+
+    def feed(self, data: bytes) -> list[Message]:
+        buf = self._buf
+        buf += data
+        out: list[Message] = []
+        pos, n = 0, len(buf)
+        while n - pos >= 20:
+            magic, content, seq, hlen, blen = PREFIX.unpack_from(buf, pos)
+            if magic != MAGIC:
+                raise WireError("bad magic")
+            hmax, bmax = (MAX_HELLO, MAX_HELLO) if self._first else (self.max_headers, self.max_body)
+            if hlen > hmax or blen > bmax:
+                raise WireError(f"message too large (headers {hlen}, body {blen})")
+            end = pos + 20 + hlen + blen
+            if end > n:
+                break
+            view = memoryview(buf)
+            headers = parse_headers(view[pos + 20:pos + 20 + hlen]) if hlen else {}
+            body = bytes(view[pos + 20 + hlen:end])
+            view.release()
+            out.append(Message(content, seq, headers, body))
+            self._first = False
+            pos = end
+        if pos:
+            del buf[:pos]
+        if n - pos >= 4 and buf[:4] != MAGIC:
+            raise WireError("bad magic")
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
