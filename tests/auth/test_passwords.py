@@ -5,6 +5,7 @@ get a right answer (or 429 RATE_LIMITED from the admission limit), never an erro
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import threading
@@ -73,3 +74,68 @@ def test_concurrent_logins(net, client):
     assert len(results) == 48
     assert all(got in (want, 429) for got, want in results), results
     assert sum(got == want for got, want in results) >= passwords.Limiter.MIN   # admitted at least
+
+
+# ---------------------------------------------------------------------------- turn order
+@pytest.fixture
+def one_worker():
+    lim = passwords.Limiter(workers=1)
+    lim.limit = 100.0
+    yield lim
+    lim.pool.shutdown(wait=True)
+
+
+def test_waiting_work_takes_turns_by_username(one_worker):
+    """One worker: five logins for "a" wait, then one for "b": "b" runs second, not sixth."""
+    order, gate = [], threading.Event()
+
+    def job(name):
+        if name == "a0":
+            gate.wait(10)
+        order.append(name)
+
+    async def main():
+        tasks = [asyncio.create_task(one_worker.run(job, "a0", key="a"))]
+        await asyncio.sleep(0.01)
+        tasks += [asyncio.create_task(one_worker.run(job, f"a{i}", key="a")) for i in range(1, 5)]
+        tasks.append(asyncio.create_task(one_worker.run(job, "b0", key="b")))
+        await asyncio.sleep(0.01)
+        gate.set()
+        await asyncio.gather(*tasks)
+        assert not one_worker.waiting and one_worker.pending == 0
+
+    asyncio.run(main())
+    assert order == ["a0", "a1", "b0", "a2", "a3", "a4"]
+
+
+def test_a_cancelled_waiter_is_skipped(one_worker):
+    gate, ran = threading.Event(), []
+
+    async def main():
+        first = asyncio.create_task(one_worker.run(gate.wait, 10, key="k"))
+        await asyncio.sleep(0.01)
+        waiting = asyncio.create_task(one_worker.run(lambda: ran.append("late"), key="k"))
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert one_worker.pending == 1
+        gate.set()
+        await first
+        assert await one_worker.run(lambda: "again", key="k") == "again"
+        assert one_worker.pending == 0 and not one_worker.waiting
+
+    asyncio.run(main())
+    assert ran == []
+
+
+def test_an_error_in_the_kdf_reaches_the_request(one_worker):
+    def boom():
+        raise ValueError("bad salt")
+
+    async def main():
+        with pytest.raises(ValueError, match="bad salt"):
+            await one_worker.run(boom, key="k")
+        assert one_worker.pending == 0
+
+    asyncio.run(main())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
@@ -200,7 +201,17 @@ class Store:
         dest = apsw.Connection(out)
         try:
             with dest.backup("main", self.conn, "main") as b:
-                b.step(-1)
+                # a step that cannot get its read lock (another connection checkpointing or
+                # writing its schema statistics) answers BUSY at once, without the busy handler:
+                # it is retried, as SQLite documents, for up to the busy timeout
+                for attempt in range(250):
+                    try:
+                        b.step(-1)
+                        break
+                    except apsw.BusyError:
+                        if attempt == 249:
+                            raise
+                        time.sleep(0.02)
                 if not b.done:  # cannot happen with -1 unless SQLite changes: fail loudly, no half copy
                     raise RuntimeError("snapshot: the backup did not complete in one step")
         finally:
