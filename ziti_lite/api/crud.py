@@ -8,7 +8,6 @@ renames. JSON-valued columns are passed through to the wire as ``msgspec.Raw``.
 from __future__ import annotations
 
 import dataclasses
-
 import functools
 from typing import Any, Iterable
 

@@ -12,6 +12,9 @@ Semantics follow upstream ZitiQL: a comparison with a missing (NULL) value is fa
 the operator (``!=`` and ``not contains`` included) and ``not`` is plain two-valued negation of
 that; ``anyOf`` of an empty set is false, ``allOf`` of an empty set is true. ``contains`` is
 case-sensitive; ``icontains`` upper-cases both sides with SQLite's ``upper()`` (ASCII only).
+On a symbol with a substring index (``Symbol.search``), a positive ``contains``/``icontains``
+with a needle of 3+ characters is answered by the FTS5 trigram index with the same result
+(``search.py``), and a predicate that is only that comparison also gets a ``Compiled.count``.
 """
 
 from __future__ import annotations
