@@ -28,6 +28,7 @@ bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP,
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/policy_bench.py
 	$(PY) benchmarks/client_bench.py
+	$(PY) benchmarks/edge_bench.py
 
 fuzz: install  ## schemathesis against the served spec
 	$(VENV)/bin/pip install -q schemathesis
