@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import gc
 import logging
 import traceback
 
@@ -179,10 +178,6 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
         ctl.checkpointer.start()
         task = asyncio.create_task(_janitor(ctl))
         await edge.start(ctl)
-        # what start-up made lives as long as the process: keep it out of the collector's full
-        # passes, which otherwise stalled the loop 60-125 ms (edge router latency, benchmarks/)
-        gc.collect()
-        gc.freeze()
         try:
             yield
         finally:
