@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DB ?= net.db
 
-.PHONY: help install serve test bench fuzz soak chaos lint clean
+.PHONY: help install serve test interop bench fuzz soak chaos lint clean
 
 help:  ## this list
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -18,13 +18,17 @@ install: $(VENV)/.installed  ## create .venv with ziti-lite and test tools
 serve: install  ## start a controller on $(DB)
 	$(VENV)/bin/ziti-lite serve --db $(DB)
 
-test: install  ## run the test suite
-	$(PY) -m pytest
+test: install  ## run the test suite (without the interop tests)
+	$(PY) -m pytest -m "not interop"
+
+interop: install  ## interop with real SDKs built here (Go SDK peer; needs go and the Go module proxy)
+	$(PY) -m pytest -m interop -q
 
 bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP, policy, client API)
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/policy_bench.py
 	$(PY) benchmarks/client_bench.py
+	$(PY) benchmarks/edge_bench.py
 	$(PY) benchmarks/login_bench.py
 	$(PY) benchmarks/scale_bench.py
 	$(PY) benchmarks/vs_openziti.py
