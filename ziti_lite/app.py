@@ -187,6 +187,9 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
 
     app = _App(routes=[Mount("", app=ctl)], lifespan=lifespan)
     app.controller = ctl
+    if settings.zac:
+        from .zac import Console
+        app.console = Console(settings.zac)
     app.state.controller = ctl
     return app
 
@@ -197,10 +200,14 @@ class _App(Starlette):
     middleware layers are skipped (~5 µs of every request)."""
 
     controller: Controller
+    console = None          # zac.Console with --zac
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
             scope["app"] = self
+            if self.console is not None and self.console.handles(scope["path"]):
+                await self.console(scope, receive, send, self.controller)
+                return
             await self.controller(scope, receive, send)
             return
         await super().__call__(scope, receive, send)

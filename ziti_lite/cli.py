@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -27,16 +28,20 @@ def cli() -> None:
 @click.option("--edge-port", default=3022, show_default=True, type=click.IntRange(0, 65535),
               help="TLS port of the embedded edge router (0: no router)")
 @click.option("--router-name", default="ziti-lite", show_default=True, help="name of the embedded edge router")
+@click.option("--zac", default=None, envvar="ZITI_LITE_ZAC", type=click.Path(exists=True, file_okay=False),
+              help="serve this built admin console (ZAC) at /zac/")
 @click.option("--log-level", default="info", show_default=True)
-def serve(db, host, port, advertise, admin_user, admin_password, edge_port, router_name, log_level) -> None:
+def serve(db, host, port, advertise, admin_user, admin_password, edge_port, router_name, zac, log_level) -> None:
     """Create (if new) and serve a controller over HTTPS."""
     from .server import serve as run
+    if zac and not os.path.isfile(os.path.join(zac, "index.html")):
+        raise click.BadParameter(f"{zac} has no index.html (a built console has one)", param_hint="--zac")
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the handler
     # that was installed before it: make that an orderly exit with status 0, not a kill
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _stopped)
     run(Settings(db=db, host=host, port=port, advertise=advertise, admin_user=admin_user,
-                 admin_password=admin_password, edge_port=edge_port, router_name=router_name),
+                 admin_password=admin_password, edge_port=edge_port, router_name=router_name, zac=zac),
         log_level=log_level)
 
 

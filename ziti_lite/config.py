@@ -18,6 +18,7 @@ class Settings:
     extra_hosts: list[str] = field(default_factory=list)
     edge_port: int = 0                      # embedded edge router's TLS port; 0 = no router
     router_name: str = "ziti-lite"          # the embedded router's name in the network
+    zac: str | None = None                  # a built admin console (ZAC) served at /zac/
 
     @property
     def public_host(self) -> str:
