@@ -18,21 +18,33 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--db", "db", required=True, type=click.Path(dir_okay=False), help="SQLite file (created when new)")
-@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
-@click.option("--port", default=1280, show_default=True, type=int)
-@click.option("--advertise", default=None, help="host name clients use (JWT issuer, certificate SAN)")
-@click.option("--admin-user", default="admin", show_default=True, help="default admin username (new file only)")
+@click.option("--db", "db", required=True, type=click.Path(dir_okay=False), envvar="ZITI_LITE_DB",
+              help="SQLite file (created when new)")
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="ZITI_LITE_HOST", help="address to listen on")
+@click.option("--port", default=1280, show_default=True, type=int, envvar="ZITI_LITE_PORT")
+@click.option("--advertise", default=None, envvar="ZITI_LITE_ADVERTISE",
+              help="host name clients use (JWT issuer, certificate SAN)")
+@click.option("--admin-user", default="admin", show_default=True, envvar="ZITI_LITE_ADMIN_USER",
+              help="default admin username (new file only)")
 @click.option("--admin-password", default=None, envvar="ZITI_LITE_ADMIN_PASSWORD",
               help="default admin password (new file only); generated and printed once when absent")
-@click.option("--edge-port", default=3022, show_default=True, type=click.IntRange(0, 65535),
+@click.option("--edge-port", default=3022, show_default=True, type=click.IntRange(0, 65535), envvar="ZITI_LITE_EDGE_PORT",
               help="TLS port of the embedded edge router (0: no router)")
-@click.option("--router-name", default="ziti-lite", show_default=True, help="name of the embedded edge router")
+@click.option("--router-name", default="ziti-lite", show_default=True, envvar="ZITI_LITE_ROUTER_NAME",
+              help="name of the embedded edge router")
 @click.option("--zac", default=None, envvar="ZITI_LITE_ZAC", type=click.Path(exists=True, file_okay=False),
               help="serve this built admin console (ZAC) at /zac/")
-@click.option("--log-level", default="info", show_default=True)
-def serve(db, host, port, advertise, admin_user, admin_password, edge_port, router_name, zac, log_level) -> None:
-    """Create (if new) and serve a controller over HTTPS."""
+@click.option("--log-level", default="info", show_default=True, envvar="ZITI_LITE_LOG_LEVEL",
+              type=click.Choice(["critical", "error", "warning", "info", "debug", "trace"], case_sensitive=False))
+@click.option("--log-format", default="text", show_default=True, envvar="ZITI_LITE_LOG_FORMAT",
+              type=click.Choice(["text", "json"]), help="json: one JSON object a line, access records with request ids")
+def serve(db, host, port, advertise, admin_user, admin_password, edge_port, router_name, zac, log_level,
+          log_format) -> None:
+    """Create (if new) and serve a controller over HTTPS.
+
+    Every option can also come from its environment variable: ZITI_LITE_ and the option's
+    name in capitals with underscores (ZITI_LITE_DB, ZITI_LITE_PORT, ZITI_LITE_LOG_FORMAT, ...).
+    """
     from .server import serve as run
     if zac and not os.path.isfile(os.path.join(zac, "index.html")):
         raise click.BadParameter(f"{zac} has no index.html (a built console has one)", param_hint="--zac")
@@ -41,8 +53,9 @@ def serve(db, host, port, advertise, admin_user, admin_password, edge_port, rout
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _stopped)
     run(Settings(db=db, host=host, port=port, advertise=advertise, admin_user=admin_user,
-                 admin_password=admin_password, edge_port=edge_port, router_name=router_name, zac=zac),
-        log_level=log_level)
+                 admin_password=admin_password, edge_port=edge_port, router_name=router_name, zac=zac,
+                 log_format=log_format),
+        log_level=log_level.lower())
 
 
 def _stopped(signum, frame) -> None:

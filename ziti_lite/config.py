@@ -19,6 +19,7 @@ class Settings:
     edge_port: int = 0                      # embedded edge router's TLS port; 0 = no router
     router_name: str = "ziti-lite"          # the embedded router's name in the network
     zac: str | None = None                  # a built admin console (ZAC) served at /zac/
+    log_format: str = "text"                # "json": JSON lines, access records with request ids
 
     @property
     def public_host(self) -> str:

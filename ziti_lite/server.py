@@ -12,13 +12,15 @@ counting as an anchor even when it is an intermediate.
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
+import sys
 import tempfile
 
 import uvicorn
 
-from . import tls
+from . import logs, tls
 from .app import create_app
 from .config import Settings
 
@@ -62,7 +64,11 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
     # upstream's edge listener offers (SDKs that send none are served as well)
     ctl.edge_ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
     ctl.edge_ssl_context.set_alpn_protocols(["ziti-edge"])
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
+    logging_config = {}
+    if settings.log_format == "json":   # our JSON handler on the root logger, not uvicorn's text ones
+        logs.configure("json", log_level)
+        logging_config["log_config"] = None
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, **logging_config,
                             lifespan="on", server_header=False, date_header=True, access_log=False,
                             http=tls.protocol_class(),
                             ssl_context_factory=lambda _config, _default: ctl.ssl_context)
@@ -74,10 +80,12 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
 
 def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None:
     server = build(settings, log_level)
-    print(f"ziti-lite: serving the OpenZiti edge APIs on {settings.base_url} (db {settings.db})", flush=True)
+    say = print if settings.log_format != "json" else logging.getLogger("ziti_lite").warning
+    say(f"ziti-lite: serving the OpenZiti edge APIs on {settings.base_url} (db {settings.db})")
     if settings.edge_port:
-        print(f"ziti-lite: embedded edge router '{settings.router_name}' on tls://{settings.public_host}:"
-              f"{settings.edge_port}", flush=True)
+        say(f"ziti-lite: embedded edge router '{settings.router_name}' on tls://{settings.public_host}:"
+            f"{settings.edge_port}")
+    sys.stdout.flush()
     server.run()
 
 
