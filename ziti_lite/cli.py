@@ -91,6 +91,51 @@ def check(db, fix) -> None:
     sys.exit(1 if any(not p.fixed for p in problems) else 0)
 
 
+@cli.command("export")
+@click.option("--db", "db", required=True, type=click.Path(exists=True, dir_okay=False), envvar="ZITI_LITE_DB")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+def export_(db, file) -> None:
+    """Write the network to FILE ('-': standard output) in the JSON format of 'ziti ops export'."""
+    from . import exchange
+    api = exchange.LocalApi(db)
+    try:
+        doc = exchange.export(api)
+    except exchange.ExchangeError as e:
+        raise click.ClickException(str(e)) from None
+    finally:
+        api.close()
+    with click.open_file(file, "w") as f:
+        f.write(exchange.dumps(doc))
+    counts = ", ".join(f"{len(v)} {k}" for k, v in doc.items() if v)
+    click.echo(f"exported {counts or 'nothing'}", err=True)
+    click.echo(f"ziti-lite: {exchange.CANNOT_MOVE}", err=True)
+
+
+@cli.command("import")
+@click.option("--db", "db", required=True, type=click.Path(dir_okay=False), envvar="ZITI_LITE_DB")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+def import_(db, file) -> None:
+    """Create the entities of FILE (a 'ziti ops export' JSON document) that the network lacks."""
+    from . import exchange
+    with click.open_file(file) as f:
+        text = f.read()
+    try:
+        doc = exchange.load(text)
+    except exchange.ExchangeError as e:
+        raise click.ClickException(str(e)) from None
+    api = exchange.LocalApi(db)
+    try:
+        counts = exchange.import_(api, doc, say=lambda line: click.echo(line, err=True))
+    except exchange.ExchangeError as e:
+        raise click.ClickException(f"{e} (entities created before this one stay)") from None
+    finally:
+        api.close()
+    for kind, c in counts.items():
+        if c["created"] or c["skipped"]:
+            click.echo(f"{kind}: {c['created']} created, {c['skipped']} already there", err=True)
+    click.echo(f"ziti-lite: {exchange.CANNOT_MOVE}", err=True)
+
+
 @cli.command()
 def version() -> None:
     """Print the ziti-lite version."""
