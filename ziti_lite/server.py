@@ -57,6 +57,10 @@ def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLConte
 
 def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Server:
     """A uvicorn server for ``settings`` (not started); its controller is ``server.controller``."""
+    logging_config = {}
+    if settings.log_format == "json":   # our JSON handler on the root logger, not uvicorn's text ones
+        logs.configure("json", log_level)
+        logging_config["log_config"] = None
     app = app or create_app(settings)
     ctl = app.state.controller
     ctl.ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
@@ -64,10 +68,6 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
     # upstream's edge listener offers (SDKs that send none are served as well)
     ctl.edge_ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
     ctl.edge_ssl_context.set_alpn_protocols(["ziti-edge"])
-    logging_config = {}
-    if settings.log_format == "json":   # our JSON handler on the root logger, not uvicorn's text ones
-        logs.configure("json", log_level)
-        logging_config["log_config"] = None
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, **logging_config,
                             lifespan="on", server_header=False, date_header=True, access_log=False,
                             http=tls.protocol_class(),

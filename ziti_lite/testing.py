@@ -240,18 +240,21 @@ class Controller:
 def start(db: str | os.PathLike, admin_password: str, admin_user: str = ADMIN_USER, edge: bool = True,
           extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> Controller:
     """Start ``ziti-lite serve`` on ``db`` (an existing controller database, e.g. a copy of a
-    template) on free loopback ports and wait until it answers."""
+    template) on free loopback ports and wait until it answers. ``admin_user``/``admin_password``
+    are the credentials the database's admin already has (for ``Controller.client``); ``extra``
+    are more ``serve`` options, ``env`` more environment (inherited ZITI_LITE_* are dropped)."""
     db = str(db)
     ca = ca_bundle(db)
     tmp = tempfile.mkdtemp(prefix="ziti-lite-")
     ca_file = os.path.join(tmp, "ca.pem")
     Path(ca_file).write_text(ca)
-    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    environment = {**{k: v for k, v in os.environ.items() if not k.startswith("ZITI_LITE_")},
+                   "PYTHONUNBUFFERED": "1", **(env or {})}
     for attempt in range(3):   # a free port may be taken before the server binds it: try others
         port, edge_port = free_port(), (free_port() if edge else 0)
         proc = subprocess.Popen(
             [sys.executable, "-m", "ziti_lite", "serve", "--db", db, "--host", "127.0.0.1", "--port", str(port),
-             "--admin-user", admin_user, "--admin-password", admin_password, "--edge-port", str(edge_port),
+             "--edge-port", str(edge_port),   # no admin options: they only apply to a new file
              "--log-level", "warning", *extra],
             env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         ctl = Controller(f"https://127.0.0.1:{port}", port, edge_port, db, admin_user, admin_password, ca, ca_file,
