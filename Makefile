@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DB ?= net.db
 
-.PHONY: help install serve test bench fuzz soak lint clean
+.PHONY: help install serve test interop bench fuzz soak chaos lint clean
 
 help:  ## this list
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -18,13 +18,17 @@ install: $(VENV)/.installed  ## create .venv with ziti-lite and test tools
 serve: install  ## start a controller on $(DB)
 	$(VENV)/bin/ziti-lite serve --db $(DB)
 
-test: install  ## run the test suite
-	$(PY) -m pytest
+test: install  ## run the test suite (without the interop tests)
+	$(PY) -m pytest -m "not interop"
+
+interop: install  ## interop with real SDKs built here (Go SDK peer; needs go and the Go module proxy)
+	$(PY) -m pytest -m interop -q
 
 bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP, policy, client API)
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/policy_bench.py
 	$(PY) benchmarks/client_bench.py
+	$(PY) benchmarks/edge_bench.py
 
 fuzz: install  ## schemathesis against the served spec
 	$(VENV)/bin/pip install -q schemathesis
@@ -32,6 +36,9 @@ fuzz: install  ## schemathesis against the served spec
 
 soak: install  ## long-running mixed load
 	$(PY) benchmarks/soak.py
+
+chaos: install  ## hostile-network figures: idle sockets, login flood, kill -9, snapshot under writes, shutdown
+	$(PY) benchmarks/chaos.py
 
 lint: install  ## byte-compile everything
 	$(PY) -m compileall -q ziti_lite tests

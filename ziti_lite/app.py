@@ -18,9 +18,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
 
-from . import __version__, clock, edge
+from . import UPSTREAM_VERSION, clock, edge
 from .api import envelope as env
-from .api.context import Ctx
+from .api.context import Ctx, not_parsable
 from .api.router import Router
 from .auth import sessions
 from .config import Settings
@@ -63,7 +63,7 @@ class Controller:
         self.router_states: dict[str, dict] = {}   # router id -> live state shown by the API
         from .api import routes
         routes.mount_all(self)
-        self._headers = [(b"server", f"ziti-controller/v{__version__}".encode()),
+        self._headers = [(b"server", f"ziti-controller/v{UPSTREAM_VERSION}".encode()),
                          (b"ziti-instance-id", self.instance_id.encode())]
 
     # ---------------------------------------------------------------- ASGI
@@ -94,6 +94,8 @@ class Controller:
             response = await route.handler(ctx)
         except ApiError as e:
             response = env.error_response(e)
+        except UnicodeDecodeError as e:  # a body that is not UTF-8, decoded by a handler's own code
+            response = env.error_response(not_parsable(e))
         except RecursionError:  # a JSON body nested deeper than any parser will follow
             log.warning("recursion limit on %s %s", method, scope["path"])
             response = env.error_response(ApiError("COULD_NOT_PARSE_BODY", 400, cause={

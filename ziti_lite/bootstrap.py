@@ -15,6 +15,7 @@ runs once, in the start-up transaction, and is recorded in the controller table 
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import sys
 
@@ -55,6 +56,10 @@ def ensure(ctl) -> dict:
     from .pki import ca
     store, settings = ctl.store, ctl.settings
     hosts = hosts_for(settings)
+    if settings.admin_password and _get(store, "instance_id") is not None:
+        logging.getLogger("ziti_lite").warning(
+            "the admin password given (--admin-password or ZITI_LITE_ADMIN_PASSWORD) is ignored: %s already"
+            " has a controller; change passwords through the API", settings.db)
     with store.write():
         if _get(store, "instance_id") is None:
             _put(store, "instance_id", "c" + new_id() + new_id()[:4])

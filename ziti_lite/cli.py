@@ -38,8 +38,14 @@ def cli() -> None:
               type=click.Choice(["critical", "error", "warning", "info", "debug", "trace"], case_sensitive=False))
 @click.option("--log-format", default="text", show_default=True, envvar="ZITI_LITE_LOG_FORMAT",
               type=click.Choice(["text", "json"]), help="json: one JSON object a line, access records with request ids")
+@click.option("--idle-timeout", default=5.0, show_default=True, type=float, envvar="ZITI_LITE_IDLE_TIMEOUT",
+              help="seconds a connection may take to send a request (after connecting or its last response)")
+@click.option("--handshake-timeout", default=5.0, show_default=True, type=float, envvar="ZITI_LITE_HANDSHAKE_TIMEOUT",
+              help="seconds for a TLS handshake")
+@click.option("--max-connections", default=None, type=int, envvar="ZITI_LITE_MAX_CONNECTIONS",
+              help="open connections at most [default: 3/4 of the file descriptor limit]")
 def serve(db, host, port, advertise, admin_user, admin_password, edge_port, router_name, zac, log_level,
-          log_format) -> None:
+          log_format, idle_timeout, handshake_timeout, max_connections) -> None:
     """Create (if new) and serve a controller over HTTPS.
 
     Every option can also come from its environment variable: ZITI_LITE_ and the option's
@@ -54,7 +60,8 @@ def serve(db, host, port, advertise, admin_user, admin_password, edge_port, rout
         signal.signal(sig, _stopped)
     run(Settings(db=db, host=host, port=port, advertise=advertise, admin_user=admin_user,
                  admin_password=admin_password, edge_port=edge_port, router_name=router_name, zac=zac,
-                 log_format=log_format),
+                 log_format=log_format, idle_timeout=idle_timeout, handshake_timeout=handshake_timeout,
+                 max_connections=max_connections),
         log_level=log_level.lower())
 
 

@@ -61,7 +61,28 @@ def generic_cause(message: str) -> dict[str, Any]:
 
 
 def field_cause(field: str, reason: str, value: Any) -> dict[str, Any]:
-    return {"field": field, "reason": reason, "value": go_text(value)}
+    return {"field": field, "reason": reason, "value": go_text(redact(field, value))}
+
+
+REDACTED = "<redacted>"
+
+
+def _secret(name: str) -> bool:
+    name = name.rsplit(".", 1)[-1].lower()
+    return "password" in name or name in ("secret", "clientsecret")
+
+
+def redact(field: str, value: Any) -> Any:
+    """``value`` with every password in it replaced: an error never echoes a submitted secret."""
+    if value is None:
+        return None
+    if _secret(field or ""):
+        return REDACTED
+    if isinstance(value, dict):
+        return {k: redact(str(k), v) if _secret(str(k)) else redact("", v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact("", v) for v in value]
+    return value
 
 
 def go_text(value: Any) -> str:

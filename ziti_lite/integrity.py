@@ -98,14 +98,22 @@ def identity_auth_policy(store) -> Iterator[Problem]:
         yield Problem(f"identity {iid} references a missing auth policy", True, fix)
 
 
+# modules whose checks register themselves on import; loaded by run(), so that ``ziti-lite
+# check`` in a fresh process runs the same checks as a serving controller
+CHECK_MODULES = ("ziti_lite.policy.checks",)
+
+
 def run(store, fix: bool = False) -> list[Problem]:
+    import importlib
+    for name in CHECK_MODULES:
+        importlib.import_module(name)
     problems: list[Problem] = []
     for c in (*CHECKS, foreign_keys):
         problems.extend(c(store))
-    if fix:
+    fixes = [p for p in problems if p.fixable and p.fix is not None]
+    if fix and fixes:  # no write transaction (no wait for busy writers) when there is nothing to fix
         with store.write():
-            for p in problems:
-                if p.fixable and p.fix is not None:
-                    p.fix(store)
-                    p.fixed = True
+            for p in fixes:
+                p.fix(store)
+                p.fixed = True
     return problems

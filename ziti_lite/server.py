@@ -20,10 +20,12 @@ import tempfile
 
 import uvicorn
 
-from . import logs, tls
+from . import connections, logs, tls
+from .db import lock as dblock
 from .app import create_app
 from .config import Settings
 
+GRACEFUL_SHUTDOWN = 10   # seconds in-flight requests get to finish at shutdown
 X509_V_FLAG_PARTIAL_CHAIN = 0x80000
 X509_V_FLAG_NO_CHECK_TIME = 0x200000
 
@@ -68,25 +70,36 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
     # upstream's edge listener offers (SDKs that send none are served as well)
     ctl.edge_ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
     ctl.edge_ssl_context.set_alpn_protocols(["ziti-edge"])
+    limits = connections.Limits(settings.idle_timeout, settings.handshake_timeout, settings.max_connections)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, **logging_config,
                             lifespan="on", server_header=False, date_header=True, access_log=False,
-                            http=tls.protocol_class(),
+                            http=connections.protocol_class(tls.protocol_class(), limits),
+                            timeout_keep_alive=settings.idle_timeout,
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
                             ssl_context_factory=lambda _config, _default: ctl.ssl_context)
     config.load()
-    server = uvicorn.Server(config)
+    server = connections.GuardedServer(config)
+    server.limits = limits
     server.controller = ctl  # type: ignore[attr-defined]
     return server
 
 
 def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None:
-    server = build(settings, log_level)
-    say = print if settings.log_format != "json" else logging.getLogger("ziti_lite").warning
-    say(f"ziti-lite: serving the OpenZiti edge APIs on {settings.base_url} (db {settings.db})")
-    if settings.edge_port:
-        say(f"ziti-lite: embedded edge router '{settings.router_name}' on tls://{settings.public_host}:"
-            f"{settings.edge_port}")
-    sys.stdout.flush()
-    server.run()
+    try:
+        held = dblock.acquire(settings.db)  # one serving process per database file
+    except dblock.DatabaseInUse as e:
+        sys.exit(f"ziti-lite: {e}")
+    try:
+        server = build(settings, log_level)
+        say = print if settings.log_format != "json" else logging.getLogger("ziti_lite").warning
+        say(f"ziti-lite: serving the OpenZiti edge APIs on {settings.base_url} (db {settings.db})")
+        if settings.edge_port:
+            say(f"ziti-lite: embedded edge router '{settings.router_name}' on tls://{settings.public_host}:"
+                f"{settings.edge_port}")
+        sys.stdout.flush()
+        server.run()
+    finally:
+        dblock.release(held)
 
 
 def _registered_cas(ctl) -> list[str]:

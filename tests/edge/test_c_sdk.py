@@ -65,6 +65,7 @@ def test_three_concurrent_dialers_and_ten_mebibytes_each_way(edge, net, peers):
         c.send(op="echo", service="echo-enc", line=f"hello-{i}")
     for i, c in enumerate(clients):
         assert c.next(kind="echo")["reply"] == f"h1:hello-{i}\n"
+        assert c.next(kind="closed")["event"] == "closed"   # not left queued for the loop below
     # 10 MiB from one dialer, echoed back by the host, compared by checksum
     clients[0].send(op="bulk", service="echo-enc", size=10 * 1024 * 1024)
     answered = 0

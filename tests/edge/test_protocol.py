@@ -122,7 +122,7 @@ def test_hello_reply_headers(edge, net):
         who = Who(edge, ids["p-client.id"])
         c = await who.channel(hello=False)
         r = await c.hello(who.token)
-        assert r.seq == -1 or r.seq >= 0
+        assert r.seq == -1   # the Go channel's hello sequence
         assert r.headers[ec.REPLY_FOR] == struct.pack("<i", 0)
         assert r.headers[8] == edge.ctl.edge_router.router_id.encode()
         assert r.headers[4].decode().startswith("v1.3.3|")
@@ -294,11 +294,13 @@ def test_a_host_that_never_answers_is_skipped_in_time(edge, net):
         await good.bind(1, bind, _1004=struct.pack("<i", 9))
         c = await client.channel()
         pending = asyncio.ensure_future(c.dial(1, client.session(ids["svc"], "Dial")["token"]))
-        await asyncio.wait_for(mute.dials.get(), 5)     # ... and never answered
+        unanswered = await asyncio.wait_for(mute.dials.get(), 5)     # ... and not answered in time
         d = await asyncio.wait_for(good.dials.get(), 5)
         await good.accept(d, 77)
         r = await pending
         assert r.content == ec.STATE_CONNECTED
+        late = await asyncio.wait_for(mute.accept(unanswered, 78), 5)   # too late: told it is over
+        assert late.content == ec.STATE_CLOSED and late.body == b"dial timed out"
         # a host that answers DialFailed is skipped too; with no host left the dialer hears why
         await good.close()
         pending = asyncio.ensure_future(c.dial(2, client.session(ids["svc"], "Dial")["token"]))
@@ -515,6 +517,39 @@ def test_route_path_names_the_router_while_a_circuit_runs(edge, net):
         assert r.content == ec.STATE_CONNECTED
         path = admin.get(f"/sessions/{dial['id']}/route-path").json()["data"]["routePath"]
         assert path == [edge.ctl.edge_router.router_id]
+        await h.close()
+        await c.close()
+    run(scenario())
+
+
+def test_posture_that_stops_passing_closes_the_connection(edge, net):
+    admin, ids = net
+
+    async def scenario():
+        sid = admin.create("services", {"name": "p-guarded", "encryptionRequired": False,
+                                        "roleAttributes": ["guarded"]})
+        check = admin.create("posture-checks", {"name": "p-mac", "typeId": "MAC", "roleAttributes": ["p-mac"],
+                                                "macAddresses": ["AA:BB:CC:DD:EE:FF"]})
+        admin.create("service-policies", {"name": "p-guarded-dial", "type": "Dial", "semantic": "AnyOf",
+                                          "identityRoles": ["#p-client"], "serviceRoles": ["@" + sid],
+                                          "postureCheckRoles": ["#p-mac"]})
+        admin.create("service-policies", {"name": "p-guarded-bind", "type": "Bind", "semantic": "AnyOf",
+                                          "identityRoles": ["#p-host"], "serviceRoles": ["@" + sid]})
+        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
+
+        def respond(macs):
+            r = client.http.post(CLIENT + "/posture-response",
+                                 json={"id": check, "typeId": "MAC", "macAddresses": macs},
+                                 headers={"zt-session": client.token})
+            assert r.status_code == 201, r.text
+        respond(["aa:bb:cc:dd:ee:ff"])
+        h, c = await host.channel(), await client.channel()
+        await h.bind(1, host.session(sid, "Bind")["token"])
+        r = await circuit(h, c, 1, 1, client.session(sid, "Dial")["token"], 700)
+        assert r.content == ec.STATE_CONNECTED
+        respond(["11:22:33:44:55:66"])          # the device no longer qualifies
+        assert (await c.next(1, timeout=3)).content == ec.STATE_CLOSED
+        assert (await h.next(700, timeout=3)).content == ec.STATE_CLOSED
         await h.close()
         await c.close()
     run(scenario())

@@ -192,3 +192,22 @@ def test_transit_router_enrollment(certs, cadmin, keys):
                              json={"certCsr": csr(keys[0], rid), "serverCertCsr": csr(keys[1], rid)})
     assert r.status_code == 200, r.text
     assert cadmin.get(f"/transit-routers/{rid}").json()["data"]["isVerified"] is True
+
+
+def test_extend_on_another_identitys_authenticator_is_404_like_an_unknown_id(certs, cadmin, keys):
+    """No existence oracle: someone else's authenticator answers exactly as a missing one."""
+    iid, chain = enrolled(certs, cadmin, keys, "ext-mine")
+    other_iid, _ = enrolled(certs, cadmin, keys, "ext-theirs", key=2)
+    theirs = cadmin.get(f"/identities/{other_iid}").json()["data"]["authenticators"]["cert"]["id"]
+    certs.present(chain)
+    me = Api(certs.client, CLIENT, certs.cert_login(chain).json()["data"]["token"])
+    body = {"clientCertCsr": csr(keys[1], iid)}
+    for op, doc in (("extend", body), ("extend-verify", {"clientCert": chain})):
+        unknown = assert_error(me.post(f"/current-identity/authenticators/missing/{op}", json=doc), 404, "NOT_FOUND")
+        other = assert_error(me.post(f"/current-identity/authenticators/{theirs}/{op}", json=doc), 404, "NOT_FOUND")
+        assert other["message"] == unknown["message"]
+        # the body is validated before any lookup (upstream: 400 first)
+        assert_error(me.post(f"/current-identity/authenticators/missing/{op}", json={}), 400, "COULD_NOT_VALIDATE")
+    # no certificate presented: 401 before any lookup
+    assert_error(certs.present().post(CLIENT + "/current-identity/authenticators/missing/extend", json=body,
+                                      headers={"zt-session": me.token}), 401, "UNAUTHORIZED")

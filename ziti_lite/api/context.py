@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any, TypeVar
 
@@ -12,6 +13,7 @@ from ..errors import ApiError, CouldNotValidate
 
 T = TypeVar("T")
 MAX_BODY = 4 * 1024 * 1024
+BODY_WAIT = 5.0  # seconds between two chunks of a request body (settings.idle_timeout)
 _json = msgspec.json.Decoder()
 _decoders: dict[type, msgspec.json.Decoder] = {}
 
@@ -34,7 +36,9 @@ class Ctx:
         return self.ctl.store
 
     def q(self, name: str, default: str | None = None) -> str | None:
-        return self.request.query_params.get(name, default)
+        """A query parameter; when it is repeated, its first value (as upstream's go-swagger)."""
+        values = self.request.query_params.getlist(name)
+        return values[0] if values else default
 
     def qlist(self, name: str) -> list[str]:
         return self.request.query_params.getlist(name)
@@ -43,11 +47,20 @@ class Ctx:
         if self._body is None:
             size = 0
             chunks = []
-            async for chunk in self.request.stream():
-                size += len(chunk)
-                if size > MAX_BODY:
-                    raise ApiError("REQUEST_TOO_LARGE", 413)
-                chunks.append(chunk)
+            # a client that stops sending its body mid-way holds the request only so long
+            wait = getattr(self.ctl.settings, "idle_timeout", None) or BODY_WAIT
+            loop = asyncio.get_running_loop()
+            try:
+                async with asyncio.timeout(wait) as deadline:
+                    async for chunk in self.request.stream():
+                        size += len(chunk)
+                        if size > MAX_BODY:
+                            raise ApiError("REQUEST_TOO_LARGE", 413)
+                        chunks.append(chunk)
+                        deadline.reschedule(loop.time() + wait)
+            except TimeoutError:
+                raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={
+                    "code": "UNHANDLED", "message": f"request body not received within {wait:g} s"}) from None
             self._body = b"".join(chunks)
         return self._body
 
@@ -60,8 +73,8 @@ class Ctx:
             return {}
         try:
             return _json.decode(body)
-        except msgspec.DecodeError as e:
-            raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(e)})
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:
+            raise not_parsable(e) from None
         except RecursionError:
             raise too_deep() from None
 
@@ -90,15 +103,24 @@ def decode(body: bytes, type_: type[T]) -> T:
     except msgspec.ValidationError as e:
         try:
             _json.decode(body)  # a type error found before the end of a truncated document
-        except msgspec.DecodeError as de:
-            raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(de)}) from None
+        except (msgspec.DecodeError, UnicodeDecodeError) as de:
+            raise not_parsable(de) from None
         except RecursionError:
             raise too_deep() from None
         raise validation_error(str(e), body) from None
-    except msgspec.DecodeError as e:
-        raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise not_parsable(e) from None
     except RecursionError:
         raise too_deep() from None
+
+
+def not_parsable(e: Exception) -> ApiError:
+    """400 for a body that is not JSON (truncated, not UTF-8, ...)."""
+    if isinstance(e, UnicodeDecodeError):
+        message = f"invalid UTF-8 in JSON body at byte {e.start}"
+    else:
+        message = str(e)
+    return ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": message})
 
 
 def too_deep() -> ApiError:
@@ -131,7 +153,7 @@ def validation_error(text: str, body: bytes) -> ApiError:
     reason, field = m.group(1), _path_to_field(m.group(2) or "")
     try:
         doc = _json.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         doc = None
     value = _lookup(doc, field) if field else doc
     if value is not None and not isinstance(value, (str, int, float, bool, list, dict)):

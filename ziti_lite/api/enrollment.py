@@ -18,7 +18,8 @@ from starlette.responses import Response
 from .. import clock, enroll, tls
 from ..auth import certs as certauth
 from ..auth import passwords
-from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
+from .context import not_parsable
+from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, field_cause
 from ..resources.common import Body, Tags
 from . import crud
 from . import envelope as env
@@ -61,8 +62,8 @@ async def _read_body(ctx) -> tuple[bytes, dict | None]:
             return body, {}
         try:
             doc = _json.decode(body)
-        except msgspec.DecodeError as e:
-            raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:
+            raise not_parsable(e) from None
         return body, doc if isinstance(doc, dict) else {}
     if ctype in RAW_TYPES:
         return body, None
@@ -268,22 +269,30 @@ class ExtendVerifyRequest(Body):
     client_cert: str
 
 
+def _own_cert_authenticator(ctx) -> dict:
+    """The caller's authenticator named in the path, once the body is valid and a client
+    certificate was presented: another identity's answers 404 like an unknown id (no oracle)."""
+    if not tls.peer_certs(ctx):
+        raise Unauthorized()
+    row = ctx.store.one("SELECT * FROM authenticators WHERE id = ? AND identity_id = ?",
+                        (ctx.params["id"], ctx.identity_id))
+    if row is None:
+        raise NotFound("authenticator", ctx.params["id"])
+    return row
+
+
 @op("POST", "/current-identity/authenticators/{id}/extend", apis=BOTH, auth="session", body=ExtendRequest,
     op_id="extendCertAuthenticator", tag="current-api-session")
 async def extend_own(ctx):
-    row = ctx.store.one("SELECT * FROM authenticators WHERE id = ?", (ctx.params["id"],))
-    if row is None:
-        raise NotFound("authenticator", ctx.params["id"])
     body = await ctx.json(ExtendRequest)
+    row = _own_cert_authenticator(ctx)
     return env.ok(certauth.extend(ctx, row, tls.peer_certs(ctx), body.client_cert_csr))
 
 
 @op("POST", "/current-identity/authenticators/{id}/extend-verify", apis=BOTH, auth="session",
     body=ExtendVerifyRequest, op_id="extendVerifyCertAuthenticator", tag="current-api-session")
 async def extend_verify_own(ctx):
-    row = ctx.store.one("SELECT * FROM authenticators WHERE id = ?", (ctx.params["id"],))
-    if row is None:
-        raise NotFound("authenticator", ctx.params["id"])
     body = await ctx.json(ExtendVerifyRequest)
+    row = _own_cert_authenticator(ctx)
     certauth.verify_extension(ctx, row, body.client_cert)
     return env.empty()

@@ -4,15 +4,16 @@ the admin summary."""
 from __future__ import annotations
 
 import functools
+import platform
 
-from .. import __version__
+from .. import UPSTREAM_VERSION, __version__
 from ..api import envelope as env
 from ..api.ops import BOTH, op
 from ..errors import NotFound
 from starlette.responses import Response
 
 BUILD_DATE = "2026-11-22T00:00:00Z"
-REVISION = "000000000000"
+REVISION = f"ziti-lite-{__version__}"
 ZERO_TIME = "0001-01-01T00:00:00.000Z"
 
 
@@ -20,10 +21,11 @@ def version_doc(ctl) -> dict:
     base = ctl.settings.base_url
     client = {"v1": {"apiBaseUrls": [base + "/edge/client/v1"], "path": "/edge/client/v1"}}
     return {
-        "version": f"v{__version__}",
+        # the controller version whose API this is; ziti-lite's own where upstream puts build details
+        "version": f"v{UPSTREAM_VERSION}",
         "revision": REVISION,
         "buildDate": BUILD_DATE,
-        "runtimeVersion": "ziti-lite (python)",
+        "runtimeVersion": f"ziti-lite {__version__} (Python {platform.python_version()})",
         "capabilities": [],
         "apiVersions": {
             "edge": client,

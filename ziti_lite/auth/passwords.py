@@ -1,32 +1,55 @@
 """Password hashing: Argon2id with upstream's parameters (t=1, m=3 MiB, p=4, 32-byte key,
 10-byte salt, base64 text), so hashes stay compatible with an upstream database.
 
-Hashing takes milliseconds: callers on the event loop use ``hash_async``/``verify_async``,
-which run it in a worker thread (the KDF releases the GIL).
+The KDF is ``argon2-cffi``'s ``hash_secret_raw``: byte-identical to ``cryptography``'s Argon2id
+with the same parameters (a test checks it), thread-safe, and it releases the GIL, so two
+derivations really run at once. (``cryptography`` 50's Argon2id deadlocks inside OpenSSL when
+two threads derive at once; it is used, behind a process-wide lock, only where argon2-cffi is
+missing.)
+
+Requests never derive on the event loop: ``hash_async``/``verify_async`` run the KDF in a small
+dedicated pool (one thread per CPU, at most 4), behind an adaptive admission limit in the
+manner of upstream's authentication rate limiter: at most ``limit`` derivations may be queued
+or running; one more is refused at once with 429 ``RATE_LIMITED``, so a flood of bad logins
+costs the attacker round trips instead of making every real login wait behind it. The limit
+shrinks while derivations wait longer than ``TARGET_WAIT`` to start and grows back while they
+do not.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import concurrent.futures
 import hmac
 import os
 import threading
+import time
 
-from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
-from starlette.concurrency import run_in_threadpool
+from ..errors import ApiError
 
 SALT_BYTES = 10
 
+try:
+    from argon2.low_level import Type as _Type
+    from argon2.low_level import hash_secret_raw as _hash_secret_raw
+except ImportError:  # pragma: no cover - argon2-cffi is a dependency
+    _hash_secret_raw = None
 
-_kdf_lock = threading.Lock()  # concurrent Argon2id derivations fail with MemoryError in cryptography
+
+_kdf_lock = threading.Lock()  # only for the cryptography fallback
 
 
 def _kdf(password: str, salt: bytes) -> bytes:
+    if _hash_secret_raw is not None:
+        return _hash_secret_raw(password.encode(), salt, time_cost=1, memory_cost=3 * 1024, parallelism=4,
+                                hash_len=32, type=_Type.ID)
     with _kdf_lock:
-        return _argon2(password, salt)
+        return _argon2_cryptography(password, salt)
 
 
-def _argon2(password: str, salt: bytes) -> bytes:
+def _argon2_cryptography(password: str, salt: bytes) -> bytes:
+    from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
     return Argon2id(salt=salt, length=32, iterations=1, lanes=4, memory_cost=3 * 1024).derive(password.encode())
 
 
@@ -44,9 +67,54 @@ def verify_password(password: str, hashed: str | None, salt: str | None) -> bool
     return hmac.compare_digest(_kdf(password, base64.b64decode(salt)), base64.b64decode(hashed))
 
 
+# ------------------------------------------------------------------ off the loop, admitted
+class Limiter:
+    """Adaptive admission for KDF work (see the module docstring)."""
+
+    MIN, MAX, START = 4, 32, 8
+    TARGET_WAIT = 0.1  # seconds a derivation may wait for a worker before the limit shrinks
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or max(1, min(4, os.cpu_count() or 1))
+        self.pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="ziti-lite-kdf")
+        self.limit = float(self.START)
+        self.pending = 0
+        self.rejected = 0
+
+    async def run(self, fn, *args):
+        if self.pending >= int(self.limit):
+            self.rejected += 1
+            raise ApiError("RATE_LIMITED", 429, message="too many authentication requests; try again later")
+        self.pending += 1
+        queued = time.monotonic()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.pool, self._timed, queued, fn, args)
+        finally:
+            self.pending -= 1
+
+    def _timed(self, queued: float, fn, args):
+        waited = time.monotonic() - queued
+        # the limit moves with how long work waits for a worker (float updates: races only blur it)
+        if waited > self.TARGET_WAIT:
+            self.limit = max(self.MIN, self.limit * 0.9)
+        elif waited < self.TARGET_WAIT / 4:
+            self.limit = min(self.MAX, self.limit + 0.5)
+        return fn(*args)
+
+
+_limiter: Limiter | None = None
+
+
+def limiter() -> Limiter:
+    global _limiter
+    if _limiter is None:
+        _limiter = Limiter()
+    return _limiter
+
+
 async def hash_async(password: str) -> tuple[str, str]:
-    return await run_in_threadpool(hash_password, password)
+    return await limiter().run(hash_password, password)
 
 
 async def verify_async(password: str, hashed: str | None, salt: str | None) -> bool:
-    return await run_in_threadpool(verify_password, password, hashed, salt)
+    return await limiter().run(verify_password, password, hashed, salt)

@@ -117,7 +117,7 @@ async def _respond(ctx, items: list[dict]):
     if changed:
         changes.memory_bump(ctx.ctl, ctx.identity_id)
         with ctx.store.write():
-            sessions.revoke_failing(ctx, identity_id=ctx.identity_id)
+            sessions.revoke_failing(ctx.ctl, identity_id=ctx.identity_id)
     sessions.ensure_sweeper(ctx.ctl)
     states = [i for i in items if i["typeId"] == "ENDPOINT_STATE"]
     services = _mfa_prompts(ctx, any(i.get("woken") for i in states), any(i.get("unlocked") for i in states))
@@ -134,9 +134,9 @@ async def posture_response(ctx):
 @op("POST", "/posture-response-bulk", apis=("client",), auth="session", op_id="createPostureResponseBulk",
     tag="posture-checks")
 async def posture_response_bulk(ctx):
+    if not (await ctx.body()).strip():  # upstream: the array is a required body
+        raise CouldNotValidate("body", "body in body is required", None)
     body = await ctx.json_any()
-    if body == {}:
-        body = []
     if not isinstance(body, list):
         raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": "expected an array of posture responses"})
     return await _respond(ctx, [_validate(item, i) for i, item in enumerate(body)])

@@ -33,11 +33,18 @@ def schema_sql() -> str:
 
 def connect(path: str) -> apsw.Connection:
     conn = apsw.Connection(path)
+    conn.setbusytimeout(5000)  # first: the fixes below may need a lock other connections hold
     # apsw's recommended per-connection settings: WAL, foreign keys, busy timeout,
     # no double-quoted string literals, recursive triggers, optimize on close.
     for fix in apsw.bestpractice.recommended:
         if fix.__name__.startswith("connection_"):
-            fix(conn)
+            try:
+                fix(conn)
+            except apsw.BusyError:
+                # "PRAGMA optimize" may want to write statistics: on a database busy with
+                # writers (a snapshot or check beside a live server) it is skipped, not fatal
+                if fix.__name__ != "connection_optimize":
+                    raise
     conn.setbusytimeout(5000)
     conn.execute("PRAGMA synchronous = NORMAL")
     # 64 MiB of page cache (the default is 2 MiB): at 100k identities one list request (count +
@@ -153,12 +160,22 @@ class Store:
                 self._depth = 0
 
     def snapshot(self, out: str) -> None:
-        """A consistent copy of the live database (SQLite online backup API)."""
+        """A consistent copy of the live database (SQLite online backup API), finished whatever
+        other connections write meanwhile.
+
+        The copy is one backup step (``step(-1)``): it reads every page inside one read
+        transaction, so it sees one committed state and never restarts. Copying in small steps
+        instead lets writers in between, and a write by another connection restarts the backup
+        from the first page, forever under continuous writes. In WAL mode writers go on while
+        the step reads; the log only cannot be rewound until it ends."""
         dest = apsw.Connection(out)
-        with dest.backup("main", self.conn, "main") as b:
-            while not b.done:
-                b.step(1000)
-        dest.close()
+        try:
+            with dest.backup("main", self.conn, "main") as b:
+                b.step(-1)
+                if not b.done:  # cannot happen with -1 unless SQLite changes: fail loudly, no half copy
+                    raise RuntimeError("snapshot: the backup did not complete in one step")
+        finally:
+            dest.close()
 
     def close(self) -> None:
         self.conn.close()

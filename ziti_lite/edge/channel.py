@@ -201,13 +201,14 @@ class Channel(asyncio.Protocol):
                      self.peer_name, t.get_write_buffer_size())
             self.close("peer stopped reading")
 
-    def reply(self, to: Message, content: int, headers: dict[int, bytes], body: bytes = b"") -> None:
+    def reply(self, to: Message, content: int, headers: dict[int, bytes], body: bytes = b"",
+              seq: int | None = None) -> None:
         h = {H.REPLY_FOR: wire.i32(to.seq)}
         for hid, value in to.headers.items():   # reflected headers go back unchanged
             if H.REFLECTED_MIN <= hid <= H.REFLECTED_MAX:
                 h[hid] = value
         h.update(headers)
-        self.send(content, h, body)
+        self.send(content, h, body, seq)
 
     def request(self, content: int, headers: dict[int, bytes], body: bytes, timeout: float) -> asyncio.Future:
         """Send a message that expects a reply; the future ends with the reply, or with

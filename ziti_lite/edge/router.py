@@ -79,6 +79,9 @@ class EdgeRouter:
         self.terminators: dict[str, Terminator] = {}
         self.by_service: dict[str, list[Terminator]] = {}
         self.pending: dict[tuple[int, int], PendingDial] = {}   # (id(channel), conn id) -> dial
+        # data a host sent on a router-assigned id right after its DialSuccess (its crypto header),
+        # before the dial's task connected the circuit: (id(host channel), conn id) -> messages
+        self.early: dict[tuple[int, int], list[Message]] = {}
         self.identities: dict[str, int] = {}    # identity id -> channels connected
         self._task: asyncio.Task | None = None
         self._gen: tuple | None = None
@@ -188,6 +191,9 @@ class EdgeRouter:
             self._inspect(ch, m)
         elif c in (Content.BIND_SUCCESS, Content.UPDATE_TOKEN):   # SDK -> router: UpdateToken
             self._update_token(ch, m)
+        elif c == Content.DIAL_SUCCESS and m.conn_id is not None:
+            # an accept that came after the dial was given up: tell the host it is over
+            self._reject_accept(ch, m, m.conn_id, b"dial timed out")
         elif c == Content.HELLO:
             ch.close("second hello")
         # anything else (Ping, Probe, trace, stray replies) needs no answer
@@ -198,7 +204,7 @@ class EdgeRouter:
         ch.reply(m, Content.RESULT, {
             H.RESULT_SUCCESS: b"\x01", H.CONNECTION_ID: uuid.uuid4().hex.encode(),
             H.ID: self.router_id.encode(), H.HELLO_VERSION: hello_version().encode(),
-            H.SUPPORTS_BIND_SUCCESS: b"\x01"})
+            H.SUPPORTS_BIND_SUCCESS: b"\x01"}, seq=wire.HELLO_SEQUENCE)
         token = m.text(H.SESSION_TOKEN)
         api = checks.hello(self.ctl, token, ch.fingerprint)
         if api is None:
@@ -399,40 +405,55 @@ class EdgeRouter:
                 if app_data is not None:
                     headers[H.APP_DATA] = app_data
                 hosted_id = None
+                hosted: Conn | None = None
                 if host.router_conn_ids:
+                    # registered before the Dial goes out (as upstream's router): the host sends
+                    # its crypto header on this id right after its DialSuccess, which is kept in
+                    # self.early until the dialer is connected
                     hosted_id = self._new_conn_id(host)
                     headers[H.ROUTER_PROVIDED_CONN_ID] = wire.u32(hosted_id)
+                    hosted = Conn(host, hosted_id, term.session.id, circuit_id, "hosted")
+                    hosted.grant = (term.session.identity_id, term.session.service_id, "Bind")
+                    host.conns[hosted_id] = hosted
+                    self.early[(id(host), hosted_id)] = []
                 try:
                     reply = await host.request(Content.DIAL, headers, term.session.token.encode(),
                                                min(self.dial_timeout, left))
                 except TimeoutError:
                     term.failures += 50
                     reason = "timeout waiting for the hosting application to accept the dial"
+                    self._forget_accept(hosted)
                     continue
                 except ConnectionError:
+                    self._forget_accept(hosted)
                     continue
                 if reply.content != Content.DIAL_SUCCESS:
                     term.failures += 20
                     reason = reply.body.decode("utf-8", "replace") or "dial failed"
+                    self._forget_accept(hosted)
                     continue
-                if hosted_id is None:
+                if hosted is None:
                     hosted_id = int.from_bytes(reply.body[:4], "little") if len(reply.body) >= 4 else None
-                if hosted_id is None or hosted_id in host.conns:
-                    reason = "hosting application answered with an unusable connection id"
+                    if hosted_id is None or hosted_id in host.conns:
+                        reason = "hosting application answered with an unusable connection id"
+                        continue
+                    hosted = Conn(host, hosted_id, term.session.id, circuit_id, "hosted")
+                    hosted.grant = (term.session.identity_id, term.session.service_id, "Bind")
+                elif hosted.closed:   # the host closed the accepted connection already
+                    self._forget_accept(hosted)
+                    reason = "the hosting application closed the connection"
                     continue
                 if pending.cancelled or ch.closed or term.id not in self.terminators or host.closed:
                     # the dialer gave up (or the host went) meanwhile: close the accepted side
-                    host.reply(reply, Content.STATE_CLOSED, {H.CONN_ID: wire.u32(term.conn_id), H.SEQ: wire.u32(0)},
-                               b"dialer gone")
+                    self._forget_accept(hosted)
+                    self._reject_accept(host, reply, term.conn_id, b"dialer gone")
                     return
                 term.failures = max(0, term.failures - 10)
                 dialer = Conn(ch, cid, sess.id, circuit_id, "dial")
-                hosted = Conn(host, hosted_id, term.session.id, circuit_id, "hosted")
                 dialer.peer, hosted.peer = hosted, dialer
                 dialer.grant = (sess.identity_id, sess.service_id, "Dial")
-                hosted.grant = (term.session.identity_id, term.session.service_id, "Bind")
                 ch.conns[cid] = dialer
-                host.conns[hosted_id] = hosted
+                host.conns[hosted.id] = hosted
                 self.circuits += 1
                 # the host's accepted connection first, then the dialer: both are connected
                 # before either one's first data (its crypto header) can reach the other. An SDK
@@ -444,12 +465,34 @@ class EdgeRouter:
                 if term.public_key:
                     out[H.PUBLIC_KEY] = term.public_key
                 ch.reply(m, Content.STATE_CONNECTED, out)
+                for early in self.early.pop((id(host), hosted.id), ()):   # now the dialer may see them
+                    self._data(host, early)
                 return
             if not ch.closed and not pending.cancelled:
                 self._refuse(ch, m, cid, reason)
         finally:
             if self.pending.get(key) is pending:
                 del self.pending[key]
+
+    def _forget_accept(self, hosted: Conn | None) -> None:
+        """Drop a router-assigned id registered for a Dial that did not connect."""
+        if hosted is None:
+            return
+        self.early.pop((id(hosted.channel), hosted.id), None)
+        if hosted.channel.conns.get(hosted.id) is hosted:
+            del hosted.channel.conns[hosted.id]
+
+    def _reject_accept(self, host: Channel, reply: Message, bind_id: int, reason: bytes) -> None:
+        """StateClosed for a DialSuccess whose dial is over. An SDK with router-assigned ids
+        (Go, C >= 1.6) already runs the accepted connection and takes a StateClosed on the bind
+        id as the end of its listener: it gets one on the accepted connection's id (the
+        DialSuccess body). A legacy SDK waits for the reply to its DialSuccess."""
+        if host.closed:
+            return
+        if host.router_conn_ids and len(reply.body) == 4:
+            host.send(Content.STATE_CLOSED, {H.CONN_ID: reply.body, H.SEQ: wire.u32(0)}, reason)
+        else:
+            host.reply(reply, Content.STATE_CLOSED, {H.CONN_ID: wire.u32(bind_id), H.SEQ: wire.u32(0)}, reason)
 
     def _new_conn_id(self, ch: Channel) -> int:
         """0x80000000 and up, per channel, skipping ids in use (as upstream's router)."""
@@ -465,6 +508,9 @@ class EdgeRouter:
         cid = m.u32(H.CONN_ID)
         conn = ch.conns.get(cid) if cid is not None else None
         if conn is None or conn.peer is None:
+            early = self.early.get((id(ch), conn.id)) if conn is not None and not conn.closed else None
+            if early is not None and len(early) < 64:
+                early.append(m)
             return
         peer = conn.peer
         h = {H.CONN_ID: wire.u32(peer.id), H.SEQ: m.headers.get(H.SEQ, b"\0\0\0\0")}

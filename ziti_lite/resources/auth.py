@@ -201,7 +201,6 @@ AUTH_POLICIES = Resource(
     fields=(NAME, Field("primary", "json", column="primary_", filterable=False),
             Field("secondary", "json", filterable=False)),
     create=AuthPolicyCreate, update=AuthPolicyUpdate, patch=AuthPolicyPatch,
-    auth={"list": "session"},
     extra_symbols={
         "primary.cert.allowed": _json_sym("bool", "primary_", "cert.allowed"),
         "primary.cert.allowExpiredCerts": _json_sym("bool", "primary_", "cert.allowExpiredCerts"),

@@ -257,13 +257,12 @@ async def create_enrollment(ctx):
 @op("POST", "/enrollments/{id}/refresh", op_id="refreshEnrollment", body=EnrollmentRefresh, tag="enrollments")
 async def refresh_enrollment(ctx):
     id = ctx.params["id"]
-    crud.get_row(ctx.store, ENROLLMENTS, id)
-    body = await ctx.json(EnrollmentRefresh)
+    body = await ctx.json(EnrollmentRefresh)  # the body is validated before the id is looked up, as upstream
     expires = _utc(body.expires_at)
+    if expires <= clock.now():
+        raise CouldNotValidate("expiresAt", "must be after the current date and time", clock.fmt(expires))
     with ctx.store.write():
         row = crud.get_row(ctx.store, ENROLLMENTS, id)
-        if expires <= clock.now():
-            raise CouldNotValidate("expiresAt", "must be after the current date and time", clock.fmt(expires))
         token = new_token()  # a new token first, then the JWT that carries it
         subject = row["identity_id"] or row["edge_router_id"] or row["transit_router_id"]
         jwt = tokens.enrollment_jwt(server=server_keypair(ctx.ctl), issuer=ctx.ctl.settings.base_url,

@@ -283,6 +283,7 @@ def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
                 raise CouldNotValidate("username", "username is required", None)
             if not values.get("password"):
                 raise CouldNotValidate("password", "password is required", None)
+            values.pop("cert_pem", None)  # a password authenticator has no certificate
         else:
             from ..enroll import prepare_cert_authenticator  # certificate checks live with the PKI
             prepare_cert_authenticator(ctx, values)

@@ -169,7 +169,9 @@ def decorate(ctx, row: dict, out: dict) -> None:
     perms, config, queries = v.values[row["id"]]
     out["permissions"] = perms
     out["config"] = config
-    out["postureQueries"] = queries
+    # association lists (a policy's, a config's, an identity's services) render no posture
+    # queries, as upstream
+    out["postureQueries"] = queries if ctx.route.path.startswith("/services") else []
 
 
 def _as_identity_condition(ctx):

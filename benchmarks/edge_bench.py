@@ -1,0 +1,670 @@
+"""``make bench`` (data plane): ziti-lite's embedded edge router against a bare asyncio TLS relay,
+side by side, in one run.
+
+A = ``ziti-lite serve --edge-port`` (a real subprocess on loopback). A host process binds an
+unencrypted service and answers every Dial with DialSuccess at once; a dialer process dials it.
+Both speak the edge protocol with the pure-Python client (``tests/edge/client.py``).
+
+B = a bare relay (``--relay``, a subprocess too): a Python asyncio TLS server with the *same* TLS
+context as ziti-lite (``ziti_lite.server.ssl_context`` over the same database: RSA server
+certificate + signer, TLS 1.2+, client certificate requested), written with asyncio protocols
+(the cheapest way asyncio can copy bytes). A host process keeps idle TLS connections open to it
+(first line ``H``); a dialer opens a TLS connection (``D``), the relay hands it to an idle host
+connection (``D`` to the host, ``A`` back: one round trip, as a Dial/DialSuccess) and answers
+``C`` to the dialer, then copies bytes both ways. Its clients use the same identity certificates.
+
+Measured, alternating A B per round, medians over the rounds:
+
+1. one connection's bulk throughput (``--bulk`` MiB in ``--chunk`` KiB writes, dialer to host,
+   timed until the host's 1-byte acknowledgement of the last byte);
+2. dial setup latency (``--dials`` dials, one at a time: ziti-lite Connect -> StateConnected on an
+   open channel; bare: TCP + TLS handshake + the host round trip -> ``C``);
+3. aggregate throughput of ``--conns`` concurrent connections (``--per-conn`` MiB each);
+4. server RSS (``/proc/PID/status`` VmRSS) with ``--idle`` idle connections open vs none.
+
+Loads run in separate processes (multiprocessing, spawn), never in the measuring process. With
+``--json FILE`` the figures are written there too. Loopback only, stops by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import ClassVar
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from common import free_port, median_p99, start_server, stop_server, wait_ready
+
+ADMIN_PASSWORD = "edge-bench-Admin-1"
+MGMT, CLIENT = "/edge/management/v1", "/edge/client/v1"
+HARD_LIMIT_S = 600
+MiB = 1024 * 1024
+
+
+# ====================================================================== shared by the workers
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return -1
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _identity(spec: dict):
+    from tests.edge.client import Identity
+    return Identity(spec["cert"], spec["key"], spec["ca"])
+
+
+async def _within(aw, seconds: float):
+    return await asyncio.wait_for(aw, seconds)
+
+
+# ---------------------------------------------------------------------- A: ziti-lite, edge protocol
+async def _ziti_host(cfg: dict, q, stop) -> None:
+    """Bind the service; accept every Dial at once; sink the data of every accepted connection
+    and answer ``b"k"`` once it got ``expect`` bytes."""
+    from tests.edge.client import STATE_CONNECTED, EdgeClient
+    c = await EdgeClient.open("127.0.0.1", cfg["edge_port"], _identity(cfg["host_id"]), limit=4 * MiB)
+    r = await c.hello(cfg["host_token"])
+    assert r.headers.get(2) == b"\x01", "hello refused"
+    r = await c.bind(0, cfg["bind_token"])
+    assert r.content == STATE_CONNECTED, f"bind refused: {r.body!r}"
+    expect = cfg.get("expect", 0)
+    tasks = set()
+
+    async def sink(conn_id: int, fut) -> None:
+        try:
+            await fut                      # the router's StateConnected for the accepted conn
+        except ConnectionError:
+            return
+        if not expect:
+            return
+        got, qu = 0, c.queue(conn_id)
+        while got < expect:
+            m = await qu.get()
+            got += len(m.body)
+        c.data(conn_id, b"k")
+
+    async def accept_loop() -> None:
+        next_id = 1
+        while True:
+            d = await c.dials.get()
+            t = asyncio.create_task(sink(next_id, c.accept(d, next_id)))
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+            next_id += 1
+
+    acc = asyncio.create_task(accept_loop())
+    q.put(("ready", None))
+    while not stop.is_set():
+        await asyncio.sleep(0.05)
+    acc.cancel()
+    await c.close()
+
+
+async def _ziti_dialer(cfg: dict, test: str, q, stop) -> None:
+    from tests.edge.client import (
+        CONN_ID,
+        SEQ,
+        STATE_CLOSED,
+        STATE_CONNECTED,
+        EdgeClient,
+        u32,
+    )
+    c = await EdgeClient.open("127.0.0.1", cfg["edge_port"], _identity(cfg["dial_id"]), limit=4 * MiB)
+    r = await c.hello(cfg["dial_token"])
+    assert r.headers.get(2) == b"\x01", "hello refused"
+    token = cfg["dial_session"]
+
+    async def dial(conn_id: int) -> None:
+        r = await c.dial(conn_id, token)
+        assert r.content == STATE_CONNECTED, f"dial refused: {r.body!r}"
+
+    async def send(conn_id: int, total: int, chunk: bytes) -> None:
+        sent = 0
+        while sent < total:
+            c.data(conn_id, chunk)
+            sent += len(chunk)
+            await c.drain()
+        m = await c.queue(conn_id).get()
+        assert m.body == b"k", m
+
+    if test in ("bulk", "conc"):
+        n = 1 if test == "bulk" else cfg["conns"]
+        total = cfg["expect"]
+        chunk = os.urandom(cfg["chunk"])
+        await asyncio.gather(*(dial(i) for i in range(n)))
+        t0, p0 = time.perf_counter(), time.process_time()
+        await _within(asyncio.gather(*(send(i, total, chunk) for i in range(n))), 300)
+        took = time.perf_counter() - t0
+        q.put(("result", {"mbps": n * total / took / 1e6, "seconds": took, "dialer_cpu_s": time.process_time() - p0}))
+    elif test == "dials":
+        lat = []
+        for i in range(cfg["warmup"] + cfg["dials"]):
+            t0 = time.perf_counter()
+            await dial(i)
+            dt = time.perf_counter() - t0
+            c.send(STATE_CLOSED, {CONN_ID: u32(i), SEQ: u32(1)})
+            if i >= cfg["warmup"]:
+                lat.append(dt * 1e3)
+        q.put(("result", {"lat_ms": lat}))
+    elif test == "idle":
+        batch = 50
+        for s in range(0, cfg["idle"], batch):
+            await asyncio.gather(*(dial(i) for i in range(s, min(cfg["idle"], s + batch))))
+        q.put(("result", {"open": cfg["idle"]}))
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+    elif test == "idlech":   # one channel per connection, as ``idle`` SDKs with one circuit each
+        others = []
+
+        async def sdk() -> None:
+            o = await EdgeClient.open("127.0.0.1", cfg["edge_port"], _identity(cfg["dial_id"]))
+            others.append(o)
+            r = await o.hello(cfg["dial_token"])
+            assert r.headers.get(2) == b"\x01", "hello refused"
+            r = await o.dial(0, token)
+            assert r.content == STATE_CONNECTED, f"dial refused: {r.body!r}"
+        batch = 25
+        for s in range(0, cfg["idle"], batch):
+            await asyncio.gather(*(sdk() for _ in range(s, min(cfg["idle"], s + batch))))
+        q.put(("result", {"open": cfg["idle"]}))
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+        for o in others:
+            o.writer.close()
+    await c.close()
+
+
+# ---------------------------------------------------------------------- B: bare relay clients
+def _bare_ctx(spec: dict) -> ssl.SSLContext:
+    from tests.edge.client import tls_context
+    return tls_context(_identity(spec), spec["ca"])
+
+
+async def _bare_host(cfg: dict, q, stop) -> None:
+    """Keep ``pool`` idle TLS connections to the relay; answer each pairing and replace it."""
+    ctx = _bare_ctx(cfg["host_id"])
+    expect = cfg.get("expect", 0)
+    tasks = set()
+
+    async def one() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", cfg["relay_port"], ssl=ctx,
+                                                       server_hostname="127.0.0.1", limit=4 * MiB)
+        writer.write(b"H\n")
+        try:
+            line = await reader.readline()
+        except (ConnectionError, ssl.SSLError):
+            line = b""
+        if line != b"D\n":
+            writer.close()
+            return
+        writer.write(b"A\n")
+        if cfg.get("replenish"):
+            spawn()
+        got = 0
+        while got < expect:
+            data = await reader.read(256 * 1024)
+            if not data:
+                break
+            got += len(data)
+        if expect:
+            writer.write(b"k")
+            await writer.drain()
+        try:
+            await reader.read(1)            # until the dialer goes
+        except (ConnectionError, ssl.SSLError):
+            pass
+        writer.close()
+
+    def spawn() -> None:
+        t = asyncio.create_task(one())
+        tasks.add(t)
+        t.add_done_callback(tasks.discard)
+
+    for _ in range(cfg["pool"]):
+        spawn()
+    await asyncio.sleep(0.3)           # connected and registered at the relay
+    q.put(("ready", None))
+    while not stop.is_set():
+        await asyncio.sleep(0.05)
+    for t in list(tasks):
+        t.cancel()
+
+
+async def _bare_dialer(cfg: dict, test: str, q, stop) -> None:
+    ctx = _bare_ctx(cfg["dial_id"])
+    writers = []
+
+    async def dial():
+        reader, writer = await asyncio.open_connection("127.0.0.1", cfg["relay_port"], ssl=ctx,
+                                                       server_hostname="127.0.0.1", limit=4 * MiB)
+        writer.write(b"D\n")
+        line = await reader.readline()
+        assert line == b"C\n", line
+        writers.append(writer)
+        return reader, writer
+
+    async def send(rw, total: int, chunk: bytes) -> None:
+        reader, writer = rw
+        sent = 0
+        while sent < total:
+            writer.write(chunk)
+            sent += len(chunk)
+            await writer.drain()
+        assert await reader.readexactly(1) == b"k"
+
+    if test in ("bulk", "conc"):
+        n = 1 if test == "bulk" else cfg["conns"]
+        total = cfg["expect"]
+        chunk = os.urandom(cfg["chunk"])
+        conns = await asyncio.gather(*(dial() for _ in range(n)))
+        t0, p0 = time.perf_counter(), time.process_time()
+        await _within(asyncio.gather(*(send(rw, total, chunk) for rw in conns)), 300)
+        took = time.perf_counter() - t0
+        q.put(("result", {"mbps": n * total / took / 1e6, "seconds": took, "dialer_cpu_s": time.process_time() - p0}))
+    elif test == "dials":
+        lat = []
+        for i in range(cfg["warmup"] + cfg["dials"]):
+            t0 = time.perf_counter()
+            _, w = await dial()
+            dt = time.perf_counter() - t0
+            w.close()
+            writers.remove(w)
+            if i >= cfg["warmup"]:
+                lat.append(dt * 1e3)
+        q.put(("result", {"lat_ms": lat}))
+    elif test == "idle":
+        batch = 50
+        for s in range(0, cfg["idle"], batch):
+            await asyncio.gather(*(dial() for _ in range(s, min(cfg["idle"], s + batch))))
+        q.put(("result", {"open": cfg["idle"]}))
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+    for w in writers:
+        w.close()
+
+
+# ---------------------------------------------------------------------- worker entry points
+def _worker(side: str, role: str, cfg: dict, test: str, q, stop) -> None:
+    try:
+        if role == "host":
+            coro = _ziti_host(cfg, q, stop) if side == "A" else _bare_host(cfg, q, stop)
+        else:
+            coro = _ziti_dialer(cfg, test, q, stop) if side == "A" else _bare_dialer(cfg, test, q, stop)
+        asyncio.run(coro)
+    except BaseException as e:  # noqa: BLE001 - reported to the orchestrator, which fails the run
+        q.put(("error", f"{side} {role} {test}: {type(e).__name__}: {e}"))
+
+
+# ---------------------------------------------------------------------- B: the relay process
+class _Relay(asyncio.Protocol):
+    """One TLS connection to the bare relay: the first line says what it is, then its bytes go
+    straight to the paired connection's transport, with pause/resume as back-pressure."""
+
+    idle_hosts: ClassVar[list[_Relay]] = []
+
+    def __init__(self):
+        self.t = None
+        self.peer: _Relay | None = None
+        self.buf = b""
+        self.state = "new"        # new | idle-host | asked | dialer-waiting | relay
+
+    def connection_made(self, t) -> None:
+        self.t = t
+        t.set_write_buffer_limits(high=256 * 1024)
+
+    def data_received(self, data: bytes) -> None:
+        if self.state == "relay":
+            self.peer.t.write(data)
+            return
+        self.buf += data
+        if b"\n" not in self.buf:
+            return
+        line, self.buf = self.buf.split(b"\n", 1)
+        if self.state == "new" and line == b"H":
+            self.state = "idle-host"
+            _Relay.idle_hosts.append(self)
+        elif self.state == "new" and line == b"D":
+            if not _Relay.idle_hosts:
+                self.t.close()
+                return
+            host = _Relay.idle_hosts.pop()
+            self.peer, host.peer = host, self
+            self.state, host.state = "dialer-waiting", "asked"
+            host.t.write(b"D\n")
+        elif self.state == "asked" and line == b"A":
+            self.state = self.peer.state = "relay"
+            self.peer.t.write(b"C\n")
+            for side in (self, self.peer):
+                if side.buf:
+                    side.peer.t.write(side.buf)
+                    side.buf = b""
+        else:
+            self.t.close()
+
+    def pause_writing(self) -> None:
+        if self.peer is not None:
+            self.peer.t.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.peer is not None:
+            self.peer.t.resume_reading()
+
+    def connection_lost(self, exc) -> None:
+        if self in _Relay.idle_hosts:
+            _Relay.idle_hosts.remove(self)
+        if self.peer is not None and self.peer.t is not None:
+            self.peer.t.close()
+
+
+def relay_main(db: str, port: int) -> None:
+    import apsw
+
+    from ziti_lite.server import ssl_context
+    conn = apsw.Connection(db, flags=apsw.SQLITE_OPEN_READONLY)
+    state = dict(conn.execute("SELECT key, value FROM controller"))
+    conn.close()
+    ctx = ssl_context(state)   # exactly ziti-lite's: same certificate chain, versions, client-cert callback
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(_Relay, "127.0.0.1", port, ssl=ctx, ssl_handshake_timeout=10.0, backlog=1024)
+        print("ready", flush=True)
+        async with server:
+            await server.serve_forever()
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(0))
+    asyncio.run(run())
+
+
+# ====================================================================== orchestration
+def setup(url: str, tmp: Path) -> dict:
+    """Admin login, an unencrypted service, bind/dial policies, two identities enrolled with a CSR,
+    their cert logins and service sessions."""
+    import httpx
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import pkcs7
+
+    from ziti_lite.pki.csr import build_csr
+
+    admin = httpx.Client(base_url=url + MGMT, verify=False, timeout=30)
+    r = admin.post("/authenticate?method=password", json={"username": "admin", "password": ADMIN_PASSWORD})
+    r.raise_for_status()
+    admin.headers["zt-session"] = r.json()["data"]["token"]
+
+    def create(coll: str, body: dict) -> str:
+        r = admin.post(f"/{coll}", json=body)
+        assert r.status_code == 201, r.text
+        return r.json()["data"]["id"]
+
+    r = httpx.get(url + "/.well-known/est/cacerts", verify=False, timeout=10)
+    ca = "".join(c.public_bytes(serialization.Encoding.PEM).decode()
+                 for c in pkcs7.load_der_pkcs7_certificates(base64.b64decode(r.text)))
+    svc = create("services", {"name": "bench-echo", "encryptionRequired": False, "roleAttributes": ["bench"]})
+    create("service-policies", {"name": "bench-bind", "type": "Bind", "semantic": "AnyOf",
+                                "identityRoles": ["#bench-host"], "serviceRoles": ["#bench"]})
+    create("service-policies", {"name": "bench-dial", "type": "Dial", "semantic": "AnyOf",
+                                "identityRoles": ["#bench-client"], "serviceRoles": ["#bench"]})
+    out = {"service": svc}
+    for role, attr, stype in (("host", "bench-host", "Bind"), ("dial", "bench-client", "Dial")):
+        key = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption()).decode()
+        iid = create("identities", {"name": f"bench-{role}", "type": "Device", "isAdmin": False,
+                                    "roleAttributes": [attr], "enrollment": {"ott": True}})
+        ott = admin.get(f"/identities/{iid}").json()["data"]["enrollment"]["ott"]["token"]
+        r = httpx.post(f"{url}/enroll?method=ott&token={ott}", content=build_csr(iid, key_pem=key)[0],
+                       headers={"content-type": "application/x-pem-file", "accept": "application/x-pem-file"},
+                       verify=False, timeout=10)
+        assert r.status_code == 200, r.text
+        cert = r.text
+        cf, kf = tmp / f"{role}.crt", tmp / f"{role}.key"
+        cf.write_text(cert)
+        kf.write_text(key)
+        sdk = httpx.Client(base_url=url + CLIENT, verify=False, cert=(str(cf), str(kf)), timeout=30)
+        r = sdk.post("/authenticate?method=cert", json={})
+        assert r.status_code == 200, r.text
+        api_token = r.json()["data"]["token"]
+        r = sdk.post("/sessions", json={"serviceId": svc, "type": stype}, headers={"zt-session": api_token})
+        assert r.status_code == 201, r.text
+        out[f"{role}_id"] = {"cert": cert, "key": key, "ca": ca}
+        out[f"{role}_token"] = api_token
+        out["bind_token" if stype == "Bind" else "dial_session"] = r.json()["data"]["token"]
+        sdk.close()
+    admin.close()
+    return out
+
+
+class Runner:
+    def __init__(self, base: dict, server_pid: int, relay_pid: int):
+        self.base = base
+        self.pid = {"A": server_pid, "B": relay_pid}
+        self.mp = mp.get_context("spawn")
+
+    def run(self, side: str, test: str, cfg: dict, during=None) -> dict:
+        """One measurement: a host process, ready, then a dialer process; its result."""
+        cfg = {**self.base, **cfg}
+        q, stop = self.mp.Queue(), self.mp.Event()
+        procs = [self.mp.Process(target=_worker, args=(side, "host", cfg, test, q, stop), daemon=True)]
+        procs[0].start()
+        try:
+            self._get(q, "ready", 60)
+            procs.append(self.mp.Process(target=_worker, args=(side, "dial", cfg, test, q, stop), daemon=True))
+            c0, h0 = cpu_seconds(self.pid[side]), cpu_seconds(procs[0].pid)
+            procs[1].start()
+            res = self._get(q, "result", 400)
+            res["server_cpu_s"] = cpu_seconds(self.pid[side]) - c0
+            res["host_cpu_s"] = cpu_seconds(procs[0].pid) - h0
+            if during is not None:
+                res.update(during(self.pid[side]))
+            return res
+        finally:
+            stop.set()
+            for p in procs:
+                p.join(10)
+                if p.is_alive():
+                    p.kill()
+                    p.join(5)
+
+    @staticmethod
+    def _get(q, kind: str, timeout: float):
+        while True:
+            k, v = q.get(timeout=timeout)
+            if k == "error":
+                raise SystemExit(f"edge bench: {v}")
+            if k == kind:
+                return v
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="ziti-lite's embedded edge router vs a bare asyncio TLS relay")
+    ap.add_argument("--rounds", type=int, default=5, help="A B rounds per measurement")
+    ap.add_argument("--bulk", type=int, default=64, help="MiB through one connection")
+    ap.add_argument("--chunk", type=int, default=32, help="KiB per write")
+    ap.add_argument("--dials", type=int, default=500, help="dials per round for the setup latency")
+    ap.add_argument("--conns", type=int, default=100, help="concurrent connections")
+    ap.add_argument("--per-conn", type=float, default=1.0, help="MiB per concurrent connection")
+    ap.add_argument("--idle", type=int, default=1000, help="idle connections for the RSS figure")
+    ap.add_argument("--only", help="bulk, dials, conc or idle (comma-separated)")
+    ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--relay", type=int, help=argparse.SUPPRESS)     # internal: run the bare relay
+    ap.add_argument("--db", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.relay:
+        relay_main(a.db, a.relay)
+        return
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(SystemExit("edge bench: hard time limit reached")))
+    signal.alarm(HARD_LIMIT_S)
+    only = set(a.only.split(",")) if a.only else {"bulk", "dials", "conc", "idle"}
+
+    tmp = Path(tempfile.mkdtemp(prefix="ziti-lite-edge-bench-"))
+    procs: list[subprocess.Popen] = []
+    try:
+        db = tmp / "edge.db"
+        port, edge_port, relay_port = free_port(), free_port(), free_port()
+        log = open(tmp / "ziti-lite.log", "wb")  # noqa: SIM115 - open while the server runs
+        ziti = start_server(db, port, log, "--host", "127.0.0.1", "--edge-port", str(edge_port),
+                            "--admin-password", ADMIN_PASSWORD)
+        procs.append(ziti)
+        url = f"https://127.0.0.1:{port}"
+        wait_ready(url, ziti)
+        base = setup(url, tmp)
+        relay = subprocess.Popen([sys.executable, __file__, "--relay", str(relay_port), "--db", str(db)],
+                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=open(tmp / "relay.log", "wb"),  # noqa: SIM115
+                                 start_new_session=True)
+        procs.append(relay)
+        if relay.stdout.readline().strip() != b"ready":
+            raise SystemExit("the bare relay did not start")
+        base.update(edge_port=edge_port, relay_port=relay_port)
+        run = Runner(base, ziti.pid, relay.pid)
+        print(f"A = ziti-lite edge router (pid {ziti.pid}, tls://127.0.0.1:{edge_port}), B = bare asyncio TLS relay"
+              f" (pid {relay.pid}); same TLS context; {os.cpu_count()} CPUs; loads in separate processes;"
+              f" {a.rounds} rounds, alternating A B; load average {os.getloadavg()[0]:.1f}\n", flush=True)
+
+        figures: dict[str, dict] = {}
+        load0 = os.getloadavg()[0]
+
+        def rounds(name: str, test: str, cfg: dict, show, n: int | None = None, during=None) -> list[tuple]:
+            out = []
+            run.run("A", test, cfg)   # warm-up, not counted
+            run.run("B", test, cfg)
+            for i in range(n or a.rounds):
+                ra = run.run("A", test, cfg, during)
+                rb = run.run("B", test, cfg, during)
+                out.append((ra, rb))
+                print(f"  {name:<34} round {i + 1}: A {show(ra)}   B {show(rb)}", flush=True)
+            return out
+
+        if "idle" in only:   # first, on fresh server processes: later rounds would measure reused heap
+            def during(pid: int) -> dict:
+                time.sleep(1.0)
+                return {"rss_kib": rss_kib(pid)}
+
+            def idle_once(side: str, test: str) -> dict:
+                before = rss_kib(run.pid[side])
+                r = run.run(side, test, {"test": test, "idle": a.idle, "pool": a.idle}, during)
+                return {"before_mib": before / 1024, "with_mib": r["rss_kib"] / 1024,
+                        "kib_per_conn": (r["rss_kib"] - before) / a.idle}
+            figures["idle"] = {"A": idle_once("A", "idle"), "A_channels": idle_once("A", "idlech"), "B": idle_once("B", "idle")}
+            for k, what in (("A", f"{a.idle} circuits on 2 channels"), ("A_channels", f"{a.idle} channels, 1 circuit each"),
+                            ("B", f"{a.idle} relayed connections")):
+                v = figures["idle"][k]
+                print(f"  RSS, {what:<34}: {'A' if k != 'B' else 'B'} {v['before_mib']:.1f} -> {v['with_mib']:.1f} MiB"
+                      f" ({v['kib_per_conn']:.1f} KiB each)", flush=True)
+        chunk = a.chunk * 1024
+
+        def per_mb(r: dict, who: str) -> str:
+            return f"{r[who + '_cpu_s'] / (r['mbps'] * r['seconds']) * 1e3:4.2f}"
+        if "bulk" in only:
+            cfg = {"test": "bulk", "expect": a.bulk * MiB, "chunk": chunk, "pool": 1, "conns": 1}
+            rs = rounds(f"1 connection, {a.bulk} MiB", "bulk", cfg,
+                        lambda r: f"{r['mbps']:7.1f} MB/s, CPU ms/MB server {per_mb(r, 'server')} dialer {per_mb(r, 'dialer')}"
+                        f" host {per_mb(r, 'host')}")
+            figures["bulk"] = {k: {"mbps": statistics.median(r[i]["mbps"] for r in rs),
+                                   "cpu_ms_per_mb": statistics.median(r[i]["server_cpu_s"] for r in rs) / (a.bulk * MiB / 1e6) * 1e3}
+                               for i, k in ((0, "A"), (1, "B"))}
+        if "dials" in only:
+            cfg = {"test": "dials", "dials": a.dials, "warmup": 20, "pool": 8, "replenish": True}
+
+            def show(r):
+                p50, p99 = median_p99(r["lat_ms"])
+                return f"p50 {p50:5.2f} ms p99 {p99:5.2f} ms"
+            rs = rounds(f"dial setup x {a.dials}", "dials", cfg, show)
+            figures["dials"] = {}
+            for i, k in ((0, "A"), (1, "B")):
+                pairs = [median_p99(r[i]["lat_ms"]) for r in rs]
+                figures["dials"][k] = {"p50_ms": statistics.median(p[0] for p in pairs),
+                                       "p99_ms": statistics.median(p[1] for p in pairs),
+                                       "cpu_ms_per_dial": statistics.median(r[i]["server_cpu_s"] for r in rs) / (a.dials + 20) * 1e3}
+        if "conc" in only:
+            per = int(a.per_conn * MiB)
+            cfg = {"test": "conc", "expect": per, "chunk": chunk, "conns": a.conns, "pool": a.conns}
+            rs = rounds(f"{a.conns} connections x {a.per_conn:g} MiB", "conc", cfg,
+                        lambda r: f"{r['mbps']:7.1f} MB/s, CPU ms/MB server {per_mb(r, 'server')} dialer"
+                                  f" {per_mb(r, 'dialer')} host {per_mb(r, 'host')}")
+            figures["conc"] = {k: {"mbps": statistics.median(r[i]["mbps"] for r in rs)} for i, k in ((0, "A"), (1, "B"))}
+        figures["loadavg"] = {"start": load0, "end": os.getloadavg()[0]}
+        report(figures, a)
+        print(f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} CPUs):"
+              " latency percentiles and MB/s move with it; the ratios much less")
+        if a.json:
+            Path(a.json).write_text(json.dumps({"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                                "cpus": os.cpu_count(), "args": vars(a), "figures": figures}, indent=2))
+            print(f"\nfigures written to {a.json}")
+    finally:
+        for p in procs:
+            stop_server(p)
+        if os.environ.get("BENCH_KEEP") is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"kept {tmp}")
+        signal.alarm(0)
+
+
+def report(f: dict, a) -> None:
+    rows = []
+    if "bulk" in f:
+        A, B = f["bulk"]["A"], f["bulk"]["B"]
+        r = A["mbps"] / B["mbps"]
+        rows.append((f"1 connection, {a.bulk} MiB in {a.chunk} KiB writes", f"{A['mbps']:.1f} MB/s", f"{B['mbps']:.1f} MB/s",
+                     f"{r:.2f}", "≥ 0.50 × bare", r >= 0.5))
+        rows.append(("  server CPU per MB relayed", f"{A['cpu_ms_per_mb']:.2f} ms", f"{B['cpu_ms_per_mb']:.2f} ms",
+                     f"{A['cpu_ms_per_mb'] / B['cpu_ms_per_mb']:.2f}", "—", None))
+    if "dials" in f:
+        A, B = f["dials"]["A"], f["dials"]["B"]
+        rows.append((f"dial setup p50 ({a.dials} dials)", f"{A['p50_ms']:.2f} ms", f"{B['p50_ms']:.2f} ms",
+                     f"{A['p50_ms'] / B['p50_ms']:.2f}", "—", None))
+        rows.append((f"dial setup p99 ({a.dials} dials)", f"{A['p99_ms']:.2f} ms", f"{B['p99_ms']:.2f} ms",
+                     f"{A['p99_ms'] / B['p99_ms']:.2f}", "< 10 ms", A["p99_ms"] < 10))
+        rows.append(("  server CPU per dial", f"{A['cpu_ms_per_dial']:.2f} ms", f"{B['cpu_ms_per_dial']:.2f} ms",
+                     f"{A['cpu_ms_per_dial'] / B['cpu_ms_per_dial']:.2f}", "—", None))
+    if "conc" in f:
+        A, B = f["conc"]["A"], f["conc"]["B"]
+        r = A["mbps"] / B["mbps"]
+        rows.append((f"{a.conns} concurrent connections, aggregate", f"{A['mbps']:.1f} MB/s", f"{B['mbps']:.1f} MB/s",
+                     f"{r:.2f}", "—", None))
+    if "idle" in f:
+        A, C, B = f["idle"]["A"], f["idle"]["A_channels"], f["idle"]["B"]
+        rows.append(("server RSS, nothing open (fresh process)", f"{A['before_mib']:.1f} MiB", f"{B['before_mib']:.1f} MiB",
+                     "—", "—", None))
+        rows.append((f"RSS per idle connection: {a.idle} circuits over 2 channels (dialer, host)", f"{A['kib_per_conn']:.1f} KiB",
+                     f"{B['kib_per_conn']:.1f} KiB", f"{A['kib_per_conn'] / B['kib_per_conn']:.2f}" if B["kib_per_conn"] > 0 else "—",
+                     "—", None))
+        rows.append((f"RSS per idle connection: {a.idle} SDK channels, 1 circuit each", f"{C['kib_per_conn']:.1f} KiB",
+                     f"{B['kib_per_conn']:.1f} KiB", f"{C['kib_per_conn'] / B['kib_per_conn']:.2f}" if B["kib_per_conn"] > 0 else "—",
+                     "—", None))
+        rows.append((f"server RSS with {a.idle} idle (circuits / channels)", f"{A['with_mib']:.1f} / {C['with_mib']:.1f} MiB",
+                     f"{B['with_mib']:.1f} MiB", "—", "—", None))
+    print("\nmedians over the rounds (A = ziti-lite, B = bare relay):\n")
+    print("| endpoint | ziti-lite | bare | ratio | goal | met? |")
+    print("|---|---|---|---|---|---|")
+    for name, va, vb, ratio, goal, ok in rows:
+        print(f"| {name} | {va} | {vb} | {ratio} | {goal} | {'' if ok is None else ('yes' if ok else '**no**')} |")
+    goals = [ok for *_, ok in rows if ok is not None]
+    print("\nall goals met" if all(goals) else "\nsome goals NOT met")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,318 @@
+"""What a connection may cost the server: deadlines, a cap, a quiet log, a fast goodbye.
+
+The API port is open to whoever reaches the network, so every connection is bounded:
+
+* **TLS handshake deadline** (``handshake_timeout``, upstream-like 5 s): a client that connects
+  and never finishes the handshake is dropped (asyncio's ``ssl_handshake_timeout``; uvicorn
+  does not expose it, so :class:`GuardedServer` passes it to ``create_server``).
+* **Request deadline** (``idle_timeout``, 5 s as upstream's listener): a connection that has not
+  sent a complete request head within that time of connecting, or of its last response, is
+  aborted, whether it sends nothing or trickles bytes (slowloris). uvicorn's own keep-alive
+  timer only starts after a first response and stops at the first byte received.
+* **A cap on open connections** (``max_connections``, by default three quarters of the file
+  descriptor limit, minus a reserve for the database and logs): when it is reached, the
+  connection that has waited longest for a request is closed to make room; if every
+  connection is busy with a request, the new one is closed. Either way one log line per minute,
+  never a traceback per accept. Should ``accept()`` still run out of descriptors, asyncio's
+  traceback per failed accept is replaced by one line per minute too.
+* **TLS handshakes off the loop**: each handshake step runs in a small thread pool
+  (:class:`_OffloopHandshake`), so 200 clients connecting at once do not stall the requests
+  of the connected ones behind ~1 ms of RSA signature each.
+* **Shutdown**: idle keep-alive connections are aborted at once instead of waiting up to 30 s
+  for the client's TLS close_notify (asyncio's ``ssl_shutdown_timeout``, shortened too); the
+  lifespan shutdown (final WAL checkpoint) follows within a second or two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import asyncio.selector_events
+import concurrent.futures
+import logging
+import os
+import resource
+import ssl
+import time
+from asyncio import sslproto
+
+import uvicorn
+
+log = logging.getLogger("ziti_lite.connections")
+
+RESERVED_FDS = 64          # the database, its WAL, logs, worker threads' files
+SSL_SHUTDOWN_TIMEOUT = 1.0  # seconds to wait for a peer's close_notify
+LOG_EVERY = 60.0            # seconds between two lines about the same overload
+
+
+def default_max_connections() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 65536
+    return max(8, min(10000, (soft - RESERVED_FDS) * 3 // 4))
+
+
+class _Quiet:
+    """Log a line about one kind of overload at most once per ``LOG_EVERY`` seconds."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, float] = {}
+        self.suppressed: dict[str, int] = {}
+
+    def warn(self, key: str, message: str, *args) -> None:
+        now = time.monotonic()
+        if now - self.last.get(key, -LOG_EVERY) < LOG_EVERY:
+            self.suppressed[key] = self.suppressed.get(key, 0) + 1
+            return
+        skipped = self.suppressed.pop(key, 0)
+        self.last[key] = now
+        log.warning(message + (f" ({skipped} more since the last report)" if skipped else ""), *args)
+
+
+class Limits:
+    def __init__(self, idle_timeout: float = 5.0, handshake_timeout: float = 5.0,
+                 max_connections: int | None = None):
+        self.idle_timeout = float(idle_timeout)
+        self.handshake_timeout = float(handshake_timeout)
+        self.max_connections = int(max_connections or default_max_connections())
+        self.quiet = _Quiet()
+
+
+class GuardMixin:
+    """Mixed into uvicorn's HTTP protocol class (see :func:`protocol_class`)."""
+
+    limits: Limits
+    _zl_timer = None
+    _zl_armed = None
+    _zl_waiting_since = 0.0
+
+    # -- the request deadline ---------------------------------------------------------------
+    def _zl_arm(self) -> None:
+        if self._zl_timer is not None:
+            self._zl_timer.cancel()
+        self._zl_armed = self.cycle
+        self._zl_waiting_since = self.loop.time()
+        self._zl_timer = self.loop.call_later(self.limits.idle_timeout, self._zl_expire)
+
+    def _zl_expire(self) -> None:
+        self._zl_timer = None
+        # a new request head arrived since arming: its own response re-arms the deadline
+        if self.cycle is self._zl_armed and self.transport is not None and not self.transport.is_closing():
+            self.transport.abort()
+
+    def _zl_waiting(self) -> bool:
+        """True while the connection waits for (the rest of) a request head."""
+        return self._zl_timer is not None and self.cycle is self._zl_armed
+
+    # -- uvicorn's protocol interface ------------------------------------------------------
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)  # type: ignore[misc]
+        self._zl_arm()
+        limits = self.limits
+        if len(self.connections) > limits.max_connections:
+            waiting = [c for c in self.connections if c is not self and isinstance(c, GuardMixin) and c._zl_waiting()]
+            if waiting:
+                victim = min(waiting, key=lambda c: c._zl_waiting_since)
+                limits.quiet.warn("cap", "connection limit %d reached: closing connections that send no request",
+                                  limits.max_connections)
+            else:
+                victim = self
+                limits.quiet.warn("cap", "connection limit %d reached and every connection is busy: refusing new ones",
+                                  limits.max_connections)
+            victim.transport.abort()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]
+        if not self.transport.is_closing():
+            self._zl_arm()
+
+    def connection_lost(self, exc) -> None:
+        if self._zl_timer is not None:
+            self._zl_timer.cancel()
+            self._zl_timer = None
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def shutdown(self) -> None:
+        idle = self.cycle is None or self.cycle.response_complete
+        super().shutdown()  # type: ignore[misc]
+        if idle and self.transport is not None:
+            self.transport.abort()  # nothing to flush: do not wait for the client's close_notify
+
+
+def protocol_class(base: type, limits: Limits) -> type:
+    """``base`` (a uvicorn HTTP protocol class) with the deadlines and the cap of ``limits``."""
+    return type("Guarded" + base.__name__, (GuardMixin, base), {"limits": limits})
+
+
+class GuardedServer(uvicorn.Server):
+    """uvicorn's server with the TLS handshake and shutdown deadlines asyncio offers but uvicorn
+    does not pass, and accept() failures logged as one line a minute."""
+
+    limits: Limits
+
+    async def startup(self, sockets=None) -> None:
+        loop = asyncio.get_running_loop()
+        self._zl_install_exception_handler(loop)
+        if not offload_handshakes(loop):
+            log.warning("TLS handshakes run on the event loop (%s)", type(loop).__name__)
+        original = loop.create_server
+        limits = self.limits
+
+        async def create_server(*args, **kw):
+            if kw.get("ssl") is not None:
+                kw.setdefault("ssl_handshake_timeout", limits.handshake_timeout)
+                kw.setdefault("ssl_shutdown_timeout", SSL_SHUTDOWN_TIMEOUT)
+            return await original(*args, **kw)
+
+        try:
+            loop.create_server = create_server  # type: ignore[method-assign]
+        except AttributeError:  # a loop implementation that does not allow it: asyncio's defaults
+            log.warning("TLS handshake deadline not installed on %s", type(loop).__name__)
+            return await super().startup(sockets)
+        try:
+            await super().startup(sockets)
+        finally:
+            del loop.create_server
+
+    def _zl_install_exception_handler(self, loop) -> None:
+        quiet = self.limits.quiet
+        previous = loop.get_exception_handler()
+
+        def handler(loop, context):
+            message = str(context.get("message", ""))
+            if message.startswith("socket.accept() out of system resource"):
+                exc = context.get("exception")
+                quiet.warn("accept", "accept() failed (%s): new connections wait until descriptors are free", exc)
+                return
+            if previous is not None:
+                previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+
+        loop.set_exception_handler(handler)
+
+
+# ------------------------------------------------------------------ TLS handshakes off the loop
+class _OffloopHandshake(sslproto.SSLProtocol):
+    """asyncio's TLS protocol with each handshake step (``SSL_do_handshake``: the server's RSA
+    signature, key exchange, the client chain check) run in a worker thread; CPython releases
+    the GIL while OpenSSL works, so a burst of new connections no longer stalls requests on the
+    loop. While a step runs the thread owns the memory BIOs: bytes, EOF and connection loss that
+    arrive meanwhile are held back and applied, in order, once it is done."""
+
+    _zl_busy = False
+    _zl_pending: bytearray | None = None
+    _zl_eof = False
+    _zl_lost: tuple | None = None
+
+    def _do_handshake(self):
+        if self._zl_busy:
+            return
+        self._zl_busy = True
+        self._zl_pending = bytearray()
+        sslobj = self._sslobj
+        future = self._loop.run_in_executor(_handshake_pool(), _handshake_step, sslobj)
+        future.add_done_callback(self._zl_step_done)
+
+    def _zl_step_done(self, future) -> None:
+        self._zl_busy = False
+        pending, self._zl_pending = self._zl_pending, None
+        if self._zl_lost is not None:
+            super().connection_lost(*self._zl_lost)
+            return
+        if self._state != sslproto.SSLProtocolState.DO_HANDSHAKE or self._transport is None:
+            return
+        try:
+            outcome = future.result()
+        except BaseException as exc:  # noqa: BLE001 - reported like any handshake failure
+            outcome = exc
+        if outcome is _AGAIN:
+            self._process_outgoing()
+        elif isinstance(outcome, BaseException):
+            self._on_handshake_complete(outcome)
+        else:
+            self._on_handshake_complete(None)
+        if pending and self._transport is not None:
+            self._incoming.write(pending)
+            self._zl_dispatch()
+        if self._zl_eof and not self._zl_busy and self._transport is not None:
+            self._zl_eof = False
+            if not super().eof_received() and self._transport is not None:
+                self._transport.close()
+
+    def _zl_dispatch(self) -> None:
+        state = self._state
+        if state == sslproto.SSLProtocolState.DO_HANDSHAKE:
+            self._do_handshake()
+        elif state == sslproto.SSLProtocolState.WRAPPED:
+            self._do_read()
+        elif state == sslproto.SSLProtocolState.FLUSHING:
+            self._do_flush()
+        elif state == sslproto.SSLProtocolState.SHUTDOWN:
+            self._do_shutdown()
+
+    def buffer_updated(self, nbytes):
+        if self._zl_busy:
+            self._zl_pending.extend(self._ssl_buffer_view[:nbytes])
+            return
+        super().buffer_updated(nbytes)
+
+    def eof_received(self):
+        if self._zl_busy:
+            self._zl_eof = True
+            return True  # the transport stays open until the step is done
+        return super().eof_received()
+
+    def connection_lost(self, exc):
+        if self._zl_busy:
+            self._zl_lost = (exc,)
+            return
+        super().connection_lost(exc)
+
+
+_AGAIN = object()
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _handshake_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = concurrent.futures.ThreadPoolExecutor(max(2, min(4, os.cpu_count() or 1)),
+                                                      thread_name_prefix="ziti-lite-tls")
+    return _pool
+
+
+def _handshake_step(sslobj):
+    try:
+        sslobj.do_handshake()
+    except (ssl.SSLWantReadError, ssl.SSLSyscallError):
+        return _AGAIN
+    except ssl.SSLError as exc:
+        return exc
+    return None
+
+
+def offload_handshakes(loop) -> bool:
+    """Make ``loop`` run the TLS handshakes of the connections it accepts in worker threads.
+    Only on asyncio's selector loop of a CPython whose protocol is known; False elsewhere."""
+    if not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop) or not hasattr(sslproto, "SSLProtocolState"):
+        return False
+    transport_class = asyncio.selector_events._SelectorSocketTransport
+
+    def make_ssl_transport(rawsock, protocol, sslcontext, waiter=None, *, server_side=False, server_hostname=None,
+                           extra=None, server=None, ssl_handshake_timeout=None, ssl_shutdown_timeout=None):
+        if not server_side:  # our own outgoing TLS (none today): asyncio's protocol
+            return type(loop)._make_ssl_transport(
+                loop, rawsock, protocol, sslcontext, waiter, server_side=server_side,
+                server_hostname=server_hostname, extra=extra, server=server,
+                ssl_handshake_timeout=ssl_handshake_timeout, ssl_shutdown_timeout=ssl_shutdown_timeout)
+        ssl_protocol = _OffloopHandshake(loop, protocol, sslcontext, waiter, server_side, server_hostname,
+                                         ssl_handshake_timeout=ssl_handshake_timeout,
+                                         ssl_shutdown_timeout=ssl_shutdown_timeout)
+        transport_class(loop, rawsock, ssl_protocol, extra=extra, server=server)
+        return ssl_protocol._app_transport
+
+    try:
+        loop._make_ssl_transport = make_ssl_transport
+    except AttributeError:
+        return False
+    return True
