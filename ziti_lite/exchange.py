@@ -147,7 +147,6 @@ class LocalApi:
         return rows[0] if rows else None
 
     def close(self) -> None:
-        from .auth import sessions  # noqa: F401 - the session row goes with its id
         with self.ctl.store.write():
             self.ctl.store.execute("DELETE FROM api_sessions WHERE id = ?", (self.session["id"],))
         self.loop.close()

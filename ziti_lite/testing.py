@@ -39,7 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
+try:
+    import pytest
+except ImportError:      # start(), Management and the rest work without pytest
+    pytest = None        # type: ignore[assignment]
 
 START_TIMEOUT = 30.0   # seconds a controller may take to answer /version (a slow CI machine)
 ADMIN_USER = "admin"
@@ -293,12 +296,6 @@ class Template:
         return str(dest)
 
 
-@pytest.fixture(scope="session")
-def ziti_lite_template(tmp_path_factory) -> Template:
-    path = tmp_path_factory.mktemp("ziti-lite-template") / "template.db"
-    return Template(str(path), ADMIN_USER, make_template(path, ADMIN_USER))
-
-
 class Spares:
     """Fresh controllers on demand, one always starting in the background: a test that takes
     one gets the controller started while the previous test ran, so a clean network per test
@@ -344,31 +341,38 @@ class Spares:
                 shutil.rmtree(self._result[0].tmp, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def ziti_lite(ziti_lite_template, tmp_path_factory):
-    """One controller for the whole session."""
-    directory = tmp_path_factory.mktemp("ziti-lite")
-    ctl = start(ziti_lite_template.copy(directory / "net.db"), ziti_lite_template.admin_password,
-                ziti_lite_template.admin_user)
-    try:
-        yield ctl
-    finally:
-        ctl.stop()
-        shutil.rmtree(ctl.tmp, ignore_errors=True)
+if pytest is not None:
+    @pytest.fixture(scope="session")
+    def ziti_lite_template(tmp_path_factory) -> Template:
+        path = tmp_path_factory.mktemp("ziti-lite-template") / "template.db"
+        return Template(str(path), ADMIN_USER, make_template(path, ADMIN_USER))
 
 
-@pytest.fixture(scope="session")
-def _ziti_lite_spares(ziti_lite_template, tmp_path_factory):
-    spares = Spares(ziti_lite_template, tmp_path_factory.mktemp("ziti-lite-clean"))
-    yield spares
-    spares.close()
+    @pytest.fixture(scope="session")
+    def ziti_lite(ziti_lite_template, tmp_path_factory):
+        """One controller for the whole session."""
+        directory = tmp_path_factory.mktemp("ziti-lite")
+        ctl = start(ziti_lite_template.copy(directory / "net.db"), ziti_lite_template.admin_password,
+                    ziti_lite_template.admin_user)
+        try:
+            yield ctl
+        finally:
+            ctl.stop()
+            shutil.rmtree(ctl.tmp, ignore_errors=True)
 
 
-@pytest.fixture
-def ziti_lite_clean(_ziti_lite_spares):
-    """A controller with a fresh network, for this test only (stopped after it)."""
-    ctl = _ziti_lite_spares.take()
-    try:
-        yield ctl
-    finally:
-        ctl.stop(wait=False)   # a throwaway: its database is not looked at again
+    @pytest.fixture(scope="session")
+    def _ziti_lite_spares(ziti_lite_template, tmp_path_factory):
+        spares = Spares(ziti_lite_template, tmp_path_factory.mktemp("ziti-lite-clean"))
+        yield spares
+        spares.close()
+
+
+    @pytest.fixture
+    def ziti_lite_clean(_ziti_lite_spares):
+        """A controller with a fresh network, for this test only (stopped after it)."""
+        ctl = _ziti_lite_spares.take()
+        try:
+            yield ctl
+        finally:
+            ctl.stop(wait=False)   # a throwaway: its database is not looked at again
