@@ -592,10 +592,7 @@ class EdgeRouter:
         stamp = clock.stamp()
         for ch in live_channels:
             self.ctl.activity[ch.session.token] = stamp
-        conn = self.ctl.store.conn
-        gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes(),
-               len(self.terminators), self.circuits, len(live_channels))
-        if gen == self._gen:
+        if self._generation() == self._gen:   # nothing written and nothing new since the last pass
             return
         grants: dict[str, tuple[str, str, str]] = {}
         for term in self.terminators.values():
@@ -617,8 +614,13 @@ class EdgeRouter:
                 if c.session_id in revoked.sessions:
                     self._close_conn(c, "session removed")
         # measured after the closes above, whose own writes must not hide later changes
-        self._gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes(),
-                     len(self.terminators), self.circuits, len(self.channels))
+        self._gen = self._generation()
+
+    def _generation(self) -> tuple:
+        conn = self.ctl.store.conn
+        live = sum(1 for ch in self.channels if ch.api_session is not None and not ch.closed)
+        return (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes(),
+                len(self.terminators), self.circuits, live)
 
     # ------------------------------------------------------------------ figures
     def stats(self) -> dict:
