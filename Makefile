@@ -21,7 +21,7 @@ serve: install  ## start a controller on $(DB)
 test: install  ## run the test suite (without the interop tests)
 	$(PY) -m pytest -m "not interop"
 
-interop: install  ## interop with real SDKs built here (Go SDK peer; needs go and the Go module proxy)
+interop: install  ## interop with real SDKs and the ziti CLI built here (needs go and the Go module proxy)
 	$(PY) -m pytest -m interop -q
 
 bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP, policy, client API)

@@ -88,6 +88,7 @@ class Controller:
                 allowed = ",".join(sorted(methods))
                 raise ApiError("METHOD_NOT_ALLOWED", 405, cause={
                     "code": "UNHANDLED", "message": f"method {method} is not allowed, but [{allowed}] are"})
+            scope["zl.route"] = route   # for metrics and access records (observe.py)
             ctx = Ctx(self, request, api, params, route)
             await self.authorize(ctx, route.auth)
             response = await route.handler(ctx)
@@ -128,6 +129,7 @@ class Controller:
         return [(b"expiration-seconds", str(timeout).encode()), (b"expires-at", text.encode())]
 
     async def _send(self, response, scope, receive, send):
+        scope["zl.status"] = response.status_code   # for metrics and access records (observe.py)
         response.raw_headers.extend(self._headers)
         response.raw_headers.extend(CORS)
         await response(scope, receive, send)
@@ -189,6 +191,12 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
 
     app = _App(routes=[Mount("", app=ctl)], lifespan=lifespan)
     app.controller = ctl
+    if settings.zac:
+        from .zac import Console
+        app.console = Console(settings.zac)
+    from .observe import PATHS, Observer
+    app.observer = Observer(ctl, access_log=settings.log_format == "json")
+    app.specials = dict.fromkeys(PATHS, app.observer.special)
     app.state.controller = ctl
     return app
 
@@ -199,10 +207,24 @@ class _App(Starlette):
     middleware layers are skipped (~5 µs of every request)."""
 
     controller: Controller
+    console = None          # zac.Console with --zac
+    observer = None         # observe.Observer: metrics, access records
+    specials: dict = {}     # /health-checks, /metrics
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
             scope["app"] = self
+            path = scope["path"]
+            special = self.specials.get(path)
+            if special is not None:
+                await special(scope, receive, send)
+                return
+            if self.console is not None and self.console.handles(path):
+                await self.console(scope, receive, send, self.controller)
+                return
+            if self.observer is not None:
+                await self.observer(scope, receive, send, self.controller)
+                return
             await self.controller(scope, receive, send)
             return
         await super().__call__(scope, receive, send)

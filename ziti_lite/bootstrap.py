@@ -5,6 +5,11 @@ intermediate signing CA, RSA TLS server certificate), the identity types, the ``
 policy, the built-in config types and posture check types, the quickstart's two router
 policies (``edge/entity.py``), and the default admin with a password authenticator. On an existing file it only loads the stored state (and re-issues the
 server certificate when the advertised host changed).
+
+``UPGRADES`` are named upgrades of those seeded rows for files made by an older ziti-lite: each
+runs once, in the start-up transaction, and is recorded in the controller table as
+``upgrade:<name>`` (a new file records them all as done). Changes to the tables themselves are
+``Store.migrate``'s, numbered by ``user_version``.
 """
 
 from __future__ import annotations
@@ -67,13 +72,44 @@ def ensure(ctl) -> dict:
             _seed_rows(store)
             _seed_admin(store, settings)
             seed_policies(store)  # after the admin, whom #all selects
-        elif json.loads(_get(store, "server_hosts") or "[]") != hosts:
+            for name, _ in UPGRADES:
+                _put(store, f"upgrade:{name}", clock.stamp())
+        else:
+            _upgrade(store)
+        if json.loads(_get(store, "server_hosts") or "[]") != hosts:
             signer = ca.KeyPair(_get(store, "signer_cert"), _get(store, "signer_key"))
             server = ca.issue_server_cert(signer, hosts, key_pem=_get(store, "server_key"))  # same key: issued JWTs stay valid
             _put(store, "server_cert", server.cert_pem)
             _put(store, "server_key", server.key_pem)
             _put(store, "server_hosts", json.dumps(hosts))
     return {k: v for k, v in store.conn.execute("SELECT key, value FROM controller")}
+
+
+def upstream_config_type_schemas(store) -> None:
+    """The built-in config types get upstream's schemas (``$id``, ``definitions``, ``allOf``
+    forms, health checks, listen options, proxy), which schema-driven clients such as the admin
+    console render; before, ziti-lite stored simpler schemas of its own."""
+    from .resources.builtins import CONFIG_TYPES
+    now = clock.stamp()
+    for id, name, schema in CONFIG_TYPES:
+        if store.value("SELECT 1 FROM config_types WHERE id = ?", (id,)):
+            store.execute("UPDATE config_types SET schema = ?, updated_at = ? WHERE id = ?",
+                          (json.dumps(schema), now, id))
+        elif not store.value("SELECT 1 FROM config_types WHERE name = ?", (name,)):
+            _insert(store, "config_types", {"id": id, "name": name, "schema": json.dumps(schema)})
+
+
+UPGRADES = (
+    ("builtin-config-types-as-upstream", upstream_config_type_schemas),
+)
+
+
+def _upgrade(store) -> None:
+    for name, step in UPGRADES:
+        if _get(store, f"upgrade:{name}") is None:
+            with store.write():   # a savepoint: a failing step leaves no half of itself behind
+                step(store)
+                _put(store, f"upgrade:{name}", clock.stamp())
 
 
 def _insert(store, table: str, row: dict) -> None:

@@ -18,6 +18,8 @@ class Settings:
     extra_hosts: list[str] = field(default_factory=list)
     edge_port: int = 0                      # embedded edge router's TLS port; 0 = no router
     router_name: str = "ziti-lite"          # the embedded router's name in the network
+    zac: str | None = None                  # a built admin console (ZAC) served at /zac/
+    log_format: str = "text"                # "json": JSON lines, access records with request ids
     # connection hardening (connections.py)
     idle_timeout: float = 5.0               # seconds a connection may take to send a request head
     handshake_timeout: float = 5.0          # seconds a client may take to finish the TLS handshake

@@ -13,6 +13,7 @@ counting as an anchor even when it is an intermediate.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import ssl
 import sys
@@ -20,7 +21,7 @@ import tempfile
 
 import uvicorn
 
-from . import connections, tls
+from . import connections, logs, tls
 from .db import lock as dblock
 from .app import create_app
 from .config import Settings
@@ -59,6 +60,10 @@ def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLConte
 
 def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Server:
     """A uvicorn server for ``settings`` (not started); its controller is ``server.controller``."""
+    logging_config = {}
+    if settings.log_format == "json":   # our JSON handler on the root logger, not uvicorn's text ones
+        logs.configure("json", log_level)
+        logging_config["log_config"] = None
     app = app or create_app(settings)
     ctl = app.state.controller
     ctl.ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
@@ -67,7 +72,7 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
     ctl.edge_ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
     ctl.edge_ssl_context.set_alpn_protocols(["ziti-edge"])
     limits = connections.Limits(settings.idle_timeout, settings.handshake_timeout, settings.max_connections)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, **logging_config,
                             lifespan="on", server_header=False, date_header=True, access_log=False,
                             http=connections.protocol_class(tls.protocol_class(), limits),
                             timeout_keep_alive=settings.idle_timeout,
@@ -87,10 +92,12 @@ def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None
         sys.exit(f"ziti-lite: {e}")
     try:
         server = build(settings, log_level)
-        print(f"ziti-lite: serving the OpenZiti edge APIs on {settings.base_url} (db {settings.db})", flush=True)
+        say = print if settings.log_format != "json" else logging.getLogger("ziti_lite").warning
+        say(f"ziti-lite: serving the OpenZiti edge APIs on {settings.base_url} (db {settings.db})")
         if settings.edge_port:
-            print(f"ziti-lite: embedded edge router '{settings.router_name}' on tls://{settings.public_host}:"
-                  f"{settings.edge_port}", flush=True)
+            say(f"ziti-lite: embedded edge router '{settings.router_name}' on tls://{settings.public_host}:"
+                f"{settings.edge_port}")
+        sys.stdout.flush()
         # what start-up made (imports, schema, PKI) lives as long as the process: keep it out of
         # the collector's full passes, which otherwise stalled the loop 60-125 ms (benchmarks/)
         gc.collect()

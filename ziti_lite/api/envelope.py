@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from ..errors import ApiError
 from ..ids import new_id
+from ..logs import REQUEST_ID
 
 _enc = msgspec.json.Encoder()
 encode = _enc.encode
@@ -43,7 +44,7 @@ def listing(rows: list, limit: int, offset: int, total: int, filterable: list[st
 
 
 def error_body(err: ApiError) -> dict:
-    e: dict[str, Any] = {"code": err.code, "message": err.message, "requestId": new_id()}
+    e: dict[str, Any] = {"code": err.code, "message": err.message, "requestId": REQUEST_ID.get() or new_id()}
     if err.cause:
         e["cause"] = err.cause
     return {"error": e, "meta": ERROR_META}

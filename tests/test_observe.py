@@ -1,0 +1,189 @@
+"""Health checks (/health-checks as upstream answers them), Prometheus metrics (/metrics), JSON
+logs with request ids, and every ``serve`` option from a ZITI_LITE_* environment variable."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import ssl
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import CLIENT, MGMT, assert_error
+from ziti_lite import testing
+from ziti_lite.observe import go_duration
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?[0-9.e+]+|\+Inf)$')
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Check the text exposition format line by line; return {sample with labels: value}."""
+    assert text.endswith("\n")
+    typed: set[str] = set()
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            continue
+        if line.startswith("# TYPE "):
+            name, kind = line.split()[2:4]
+            assert kind in ("counter", "gauge", "histogram") and name not in typed, line
+            typed.add(name)
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"not a sample line: {line!r}"
+        family = re.sub(r"_(bucket|sum|count)$", "", m.group(1))
+        assert m.group(1) in typed or family in typed, f"sample before its TYPE: {line}"
+        key = line.rsplit(" ", 1)[0]
+        assert key not in samples, f"duplicate sample {key}"
+        samples[key] = float(m.group(4))
+    return samples
+
+
+# ------------------------------------------------------------------ health checks
+def test_health_checks_as_upstream(anon):
+    r = anon.client.get("/health-checks")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    body = r.json()
+    assert body["meta"] == {} and body["data"]["healthy"] is True
+    (check,) = body["data"]["checks"]           # no edge router configured in-process
+    assert check["id"] == "sqlite.read" and check["healthy"] is True
+    assert re.fullmatch(r"[0-9.]+(ns|µs|ms|s)", check["lastCheckDuration"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", check["lastCheckTime"])
+    short = anon.client.get("/health-checks?type=short").json()["data"]
+    assert short == {"healthy": True, "checks": [{"id": "sqlite.read", "healthy": True}]}
+    raft = anon.client.get("/health-checks/controller/raft")
+    assert raft.status_code == 200 and raft.json()["raft"] == {"isLeader": False, "isRaftEnabled": False}
+    assert_error(anon.client.post("/health-checks"), 405, "METHOD_NOT_ALLOWED")
+    assert_error(anon.client.get("/health-checks/other"), 404, "NOT_FOUND")
+
+
+def test_an_absent_edge_router_is_unhealthy(anon, ctl):
+    ctl.settings.edge_port = 3022          # configured, but this in-process controller runs none
+    first = anon.client.get("/health-checks").json()["data"]
+    assert first["healthy"] is False
+    router = {c["id"]: c for c in first["checks"]}["edge-router"]
+    assert router["healthy"] is False and "not listening" in router["err"] and router["consecutiveFailures"] == 1
+    again = {c["id"]: c for c in anon.client.get("/health-checks").json()["data"]["checks"]}["edge-router"]
+    assert again["consecutiveFailures"] == 2 and again["failingSince"] == router["failingSince"]
+
+
+@pytest.mark.parametrize("seconds,text", [(0, "0s"), (812e-9, "812ns"), (41.2e-6, "41.2µs"), (0.0035, "3.5ms"),
+                                          (1.25, "1.25s")])
+def test_go_duration(seconds, text):
+    assert go_duration(seconds) == text
+
+
+# ------------------------------------------------------------------ metrics
+def test_metrics_count_requests_logins_and_sessions(anon, admin):
+    assert admin.get("/identities").status_code == 200
+    assert admin.get("/identities").status_code == 200
+    assert admin.get("/services/nope").status_code == 404
+    anon.client.post(MGMT + "/authenticate?method=password", json={"username": "admin", "password": "wrong"})
+    anon.client.post(CLIENT + "/authenticate?method=bogus", json={})
+    r = anon.client.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    m = parse_metrics(r.text)
+    assert m['ziti_lite_http_requests_total{api="management",operation="listIdentities",method="GET",status="200"}'] == 2
+    assert m['ziti_lite_http_requests_total{api="management",operation="detailService",method="GET",status="404"}'] == 1
+    assert m['ziti_lite_logins_total{method="password",result="success"}'] == 1
+    assert m['ziti_lite_logins_total{method="password",result="failure"}'] == 1
+    assert m['ziti_lite_logins_total{method="other",result="failure"}'] == 1
+    assert m["ziti_lite_api_sessions"] >= 1
+    assert m["ziti_lite_edge_router_up"] == 0
+    labels = 'api="management",operation="listIdentities"'
+    buckets = [v for k, v in m.items() if k.startswith(f"ziti_lite_http_request_duration_seconds_bucket{{{labels},")]
+    assert buckets == sorted(buckets) and buckets[-1] == 2
+    assert m[f"ziti_lite_http_request_duration_seconds_count{{{labels}}}"] == 2
+    # /metrics and /health-checks are not counted as API operations, nor do they need a session
+    assert not any("metrics" in k or "health" in k for k in m if k.startswith("ziti_lite_http_requests_total"))
+
+
+# ------------------------------------------------------------------ a real server: edge router, JSON logs
+@pytest.fixture(scope="module")
+def json_server(ziti_lite_template, tmp_path_factory):
+    db = ziti_lite_template.copy(tmp_path_factory.mktemp("observe") / "net.db")
+    ctl = testing.start(db, ziti_lite_template.admin_password, extra=("--log-format", "json", "--log-level", "info"))
+    yield ctl
+    ctl.stop()
+
+
+def test_edge_router_in_health_and_metrics(json_server):
+    tls = ssl.create_default_context(cafile=json_server.ca_file)
+    checks = {c["id"]: c for c in httpx.get(json_server.url + "/health-checks", verify=tls).json()["data"]["checks"]}
+    assert checks["edge-router"]["healthy"] is True
+    assert f":{json_server.edge_port}" in checks["edge-router"]["details"]
+    m = parse_metrics(httpx.get(json_server.url + "/metrics", verify=tls).text)
+    assert m["ziti_lite_edge_router_up"] == 1 and m["ziti_lite_edge_router_channels"] == 0
+    assert m['ziti_lite_edge_router_open_channel_bytes{direction="in"}'] == 0
+
+
+def test_json_logs_with_request_ids_and_no_secrets(json_server):
+    tls = ssl.create_default_context(cafile=json_server.ca_file)
+    client = json_server.client
+    token = client.login()
+    error = httpx.get(json_server.url + MGMT + "/identities/nope", headers={"zt-session": token}, verify=tls).json()
+    rid = error["error"]["requestId"]
+    iid = client.create_identity("logged")
+    ott = client.get(f"/identities/{iid}").data["enrollment"]["ott"]["token"]
+    httpx.post(json_server.url + f"/edge/client/v1/enroll?method=ott&token={ott}", content=b"junk", verify=tls)
+    json_server.stop()                     # flushes its output
+    lines = [line for line in json_server.output.splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]     # every line is one JSON object
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    (record,) = [r for r in records if r.get("requestId") == rid]
+    assert record["logger"] == "ziti_lite.access" and record["status"] == 404
+    assert record["path"] == MGMT + "/identities/nope" and record["operation"] == "detailIdentity"
+    assert record["method"] == "GET" and record["durationMs"] >= 0
+    assert len({r["requestId"] for r in records if r["logger"] == "ziti_lite.access"}) == \
+        len([r for r in records if r["logger"] == "ziti_lite.access"])        # one id per request
+    text = json_server.output
+    assert token not in text and ott not in text and json_server.admin_password not in text
+
+
+# ------------------------------------------------------------------ environment variables
+def test_every_serve_option_from_the_environment(tmp_path, spa_dir):
+    port, edge_port = testing.free_port(), testing.free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ZITI_LITE_")},
+           "ZITI_LITE_DB": str(tmp_path / "env.db"), "ZITI_LITE_HOST": "127.0.0.1", "ZITI_LITE_PORT": str(port),
+           "ZITI_LITE_ADVERTISE": "localhost", "ZITI_LITE_ADMIN_USER": "boss",
+           "ZITI_LITE_ADMIN_PASSWORD": "Env-Passw0rd", "ZITI_LITE_EDGE_PORT": str(edge_port),
+           "ZITI_LITE_ROUTER_NAME": "env-router", "ZITI_LITE_ZAC": str(spa_dir),
+           "ZITI_LITE_LOG_LEVEL": "INFO", "ZITI_LITE_LOG_FORMAT": "json"}
+    proc = subprocess.Popen([sys.executable, "-m", "ziti_lite", "serve"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"https://127.0.0.1:{port}"
+        deadline = time.monotonic() + testing.START_TIMEOUT
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/version", verify=False, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        assert proc.poll() is None, proc.stdout.read()
+        v = httpx.get(url + "/version", verify=False).json()["data"]
+        assert v["apiVersions"]["edge-management"]["v1"]["apiBaseUrls"] == [f"https://localhost:{port}/edge/management/v1"]
+        r = httpx.post(url + MGMT + "/authenticate?method=password", json={"username": "boss", "password": "Env-Passw0rd"},
+                       verify=False)
+        assert r.status_code == 200
+        routers = httpx.get(url + MGMT + "/edge-routers", headers={"zt-session": r.json()["data"]["token"]},
+                            verify=False).json()["data"]
+        assert [(x["name"], x["isOnline"]) for x in routers] == [("env-router", True)]
+        assert httpx.get(url + "/zac/x", verify=False).text == "<html>spa</html>"
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=30)[0]
+    assert all(json.loads(line) for line in out.splitlines() if line.strip())   # the JSON format too
+
+
+@pytest.fixture
+def spa_dir(tmp_path):
+    d = tmp_path / "spa"
+    d.mkdir()
+    (d / "index.html").write_text("<html>spa</html>")
+    return d

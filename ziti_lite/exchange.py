@@ -1,0 +1,319 @@
+"""Moving a network in and out: ``ziti-lite export`` / ``ziti-lite import`` in the format of
+``ziti ops export`` / ``ziti ops import`` (OpenZiti 1.3.x, ``ziti/cmd/ascode``).
+
+The document has one list per entity type (``certificateAuthorities``, ``identities``,
+``edgeRouters``, ``services``, ``configs``, ``configTypes``, ``servicePolicies``,
+``edgeRouterPolicies``, ``serviceEdgeRouterPolicies``, ``externalJwtSigners``, ``authPolicies``,
+``postureChecks``); each entity is its management-API detail without ids, links and times, and
+every reference is by name: ``"@<name>"`` in roles, ``configs``, ``configType``, ``authPolicy``,
+``allowedSigners`` and ``requireExtJwtSigner``. As upstream, the export leaves out what every
+network already has (the default admin, router identities, the ``Default`` auth policy, the
+five built-in config types) and the import creates what is missing by name and skips what
+exists, in upstream's order.
+
+Both run in-process on a database file (through the same API handlers a client calls, as the
+default admin), so they work on a stopped controller as well as beside a running one.
+
+What cannot move is named in the output: private keys and issued certificates (identities
+arrive without authenticators or enrollments: enroll them again; routers must re-enroll), CA
+verification (imported CAs must be verified again), API sessions, sessions and terminators.
+One difference from upstream's exporter: posture-check roles of service policies are exported
+(upstream 1.3.3 writes an empty list there).
+
+JSON only: YAML would need a YAML library, which ziti-lite does not depend on (upstream's
+``--yaml`` files can be converted with any YAML tool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.parse
+from typing import Any, Callable
+
+# the order of upstream's importer: what a later type refers to exists first
+IMPORT_ORDER = ("certificateAuthorities", "externalJwtSigners", "authPolicies", "identities", "configTypes",
+                "configs", "services", "postureChecks", "edgeRouters", "serviceEdgeRouterPolicies",
+                "servicePolicies", "edgeRouterPolicies")
+COLLECTION = {"certificateAuthorities": "cas", "externalJwtSigners": "external-jwt-signers",
+              "authPolicies": "auth-policies", "identities": "identities", "configTypes": "config-types",
+              "configs": "configs", "services": "services", "postureChecks": "posture-checks",
+              "edgeRouters": "edge-routers", "serviceEdgeRouterPolicies": "service-edge-router-policies",
+              "servicePolicies": "service-policies", "edgeRouterPolicies": "edge-router-policies"}
+BUILTIN_CONFIG_TYPES = ("intercept.v1", "host.v1", "host.v2", "ziti-tunneler-server.v1", "ziti-tunneler-client.v1")
+BASE = ("id", "_links", "createdAt", "updatedAt")
+DROP = {
+    "certificateAuthorities": BASE,
+    "identities": BASE + ("defaultHostingCost", "defaultHostingPrecedence", "hasApiSession",
+                          "serviceHostingPrecedences", "enrollment", "appData", "sdkInfo", "disabledAt",
+                          "disabledUntil", "serviceHostingCosts", "envInfo", "authenticators", "type",
+                          "authPolicyId", "hasRouterConnection", "hasEdgeRouterConnection"),
+    # + enrollmentToken, which upstream's exporter writes out: a credential, and it cannot move
+    "edgeRouters": BASE + ("cost", "fingerprint", "isVerified", "isOnline", "enrollmentJwt", "enrollmentCreatedAt",
+                           "enrollmentExpiresAt", "syncStatus", "versionInfo", "certPem", "supportedProtocols",
+                           "enrollmentToken"),
+    "services": BASE + ("configs", "config", "data", "postureQueries", "permissions", "maxIdleTimeMillis"),
+    "configs": BASE + ("configType", "configTypeId"),
+    "configTypes": BASE,
+    "servicePolicies": BASE + ("serviceRolesDisplay", "identityRolesDisplay", "postureCheckRolesDisplay", "isSystem"),
+    "edgeRouterPolicies": BASE + ("edgeRouterRolesDisplay", "identityRolesDisplay", "isSystem"),
+    "serviceEdgeRouterPolicies": BASE + ("edgeRouterRolesDisplay", "serviceRolesDisplay", "isSystem"),
+    "externalJwtSigners": BASE + ("notBefore", "notAfter", "commonName"),
+    "authPolicies": BASE,
+    "postureChecks": BASE + ("version",),
+}
+# policy role fields -> the collection their @-references name
+ROLES = {
+    "servicePolicies": {"identityRoles": "identities", "serviceRoles": "services",
+                        "postureCheckRoles": "posture-checks"},
+    "edgeRouterPolicies": {"identityRoles": "identities", "edgeRouterRoles": "edge-routers"},
+    "serviceEdgeRouterPolicies": {"serviceRoles": "services", "edgeRouterRoles": "edge-routers"},
+}
+CANNOT_MOVE = ("not moved (they cannot be): private keys and issued certificates - identities arrive without "
+               "authenticators or enrollments and must be enrolled again, edge routers must re-enroll; "
+               "CA verification - imported CAs must be verified again; API sessions, sessions and terminators; "
+               "the default admin, router identities, the Default auth policy and the built-in config types, "
+               "which every network has")
+
+
+class ExchangeError(Exception):
+    pass
+
+
+class LocalApi:
+    """The management API of a database file, called in-process as its default admin."""
+
+    def __init__(self, db: str):
+        from .app import create_app
+        from .auth import sessions
+        from .config import Settings
+        self.app = create_app(Settings(db=db, edge_port=0))
+        self.ctl = self.app.state.controller
+        store = self.ctl.store
+        admin = store.one("SELECT i.id AS identity_id, a.id AS authenticator_id FROM identities i"
+                          " JOIN authenticators a ON a.identity_id = i.id WHERE i.is_admin = 1"
+                          " ORDER BY i.is_default_admin DESC LIMIT 1")
+        if admin is None:
+            raise ExchangeError("the database has no admin identity with an authenticator")
+        self.session = sessions.create(self.ctl, admin["identity_id"], admin["authenticator_id"], "127.0.0.1", [])
+        self.loop = asyncio.new_event_loop()
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        payload = json.dumps(body).encode() if body is not None else b""
+        path, _, query = path.partition("?")
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+                 "scheme": "https", "path": "/edge/management/v1" + path, "raw_path": b"", "root_path": "",
+                 "query_string": query.encode(), "server": ("127.0.0.1", 1280), "client": ("127.0.0.1", 0),
+                 "headers": [(b"zt-session", self.session["token"].encode()), (b"content-type", b"application/json"),
+                             (b"content-length", str(len(payload)).encode())]}
+        sent = False
+        status, chunks = 0, []
+
+        async def receive():
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": payload, "more_body": False}
+
+        async def send(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
+        self.loop.run_until_complete(self.app(scope, receive, send))
+        raw = b"".join(chunks)
+        return status, (json.loads(raw) if raw else None)
+
+    def list(self, collection: str, filter: str | None = None) -> list[dict]:
+        out: list[dict] = []
+        offset = 0
+        while True:
+            q = f"/{collection}?limit=500&offset={offset}"
+            if filter:
+                q += "&filter=" + urllib.parse.quote(filter)
+            status, body = self.call("GET", q)
+            if status != 200:
+                raise ExchangeError(f"listing {collection} failed: {status} {body}")
+            out.extend(body["data"])
+            offset += 500
+            if offset >= body["meta"]["pagination"]["totalCount"]:
+                return out
+
+    def by_name(self, collection: str, name: str) -> dict | None:
+        rows = self.list(collection, f"name = {json.dumps(name)}")
+        return rows[0] if rows else None
+
+    def close(self) -> None:
+        with self.ctl.store.write():
+            self.ctl.store.execute("DELETE FROM api_sessions WHERE id = ?", (self.session["id"],))
+        self.loop.close()
+        self.ctl.store.close()
+
+
+# ---------------------------------------------------------------- export
+def export(api: LocalApi) -> dict[str, list[dict]]:
+    names: dict[tuple[str, str], str] = {}
+
+    def name_of(collection: str, id: str) -> str:
+        key = (collection, id)
+        if key not in names:
+            status, body = api.call("GET", f"/{collection}/{id}")
+            if status != 200:
+                raise ExchangeError(f"{collection}/{id} is referenced but cannot be read ({status})")
+            names[key] = body["data"]["name"]
+        return names[key]
+
+    def strip(kind: str, m: dict) -> dict:
+        return {k: v for k, v in m.items() if k not in DROP[kind]}
+
+    def role_attributes(m: dict) -> dict:
+        if m.get("roleAttributes") is None:
+            m["roleAttributes"] = []
+        return m
+
+    out: dict[str, list[dict]] = {}
+    out["certificateAuthorities"] = [strip("certificateAuthorities", m) for m in api.list("cas")]
+
+    identities = []
+    for m in api.list("identities"):
+        if m.get("typeId") == "Router" or m.get("isDefaultAdmin"):
+            continue
+        e = strip("identities", role_attributes(dict(m)))
+        if m.get("disabledUntil") is not None:
+            e["disabledUntil"] = m["disabledUntil"]
+        e["authPolicy"] = "@" + name_of("auth-policies", m["authPolicyId"])
+        identities.append(e)
+    out["identities"] = identities
+
+    out["edgeRouters"] = [strip("edgeRouters", role_attributes(dict(m))) for m in api.list("edge-routers")]
+
+    services = []
+    for m in api.list("services"):
+        e = strip("services", role_attributes(dict(m)))
+        e["configs"] = ["@" + name_of("configs", c) for c in m.get("configs") or []] or None
+        services.append(e)
+    out["services"] = services
+
+    configs = []
+    for m in api.list("configs"):
+        e = strip("configs", m)
+        e["configType"] = "@" + name_of("config-types", m["configTypeId"])
+        configs.append(e)
+    out["configs"] = configs
+
+    out["configTypes"] = [strip("configTypes", m) for m in api.list("config-types")
+                          if m["name"] not in BUILTIN_CONFIG_TYPES]
+
+    for kind, collection in (("servicePolicies", "service-policies"), ("edgeRouterPolicies", "edge-router-policies"),
+                             ("serviceEdgeRouterPolicies", "service-edge-router-policies")):
+        rows = []
+        for m in api.list(collection):
+            e = dict(m)
+            for field in ROLES[kind]:
+                e[field] = [r["name"] for r in m.get(field + "Display") or []]
+            rows.append(strip(kind, e))
+        out[kind] = rows
+
+    out["externalJwtSigners"] = [strip("externalJwtSigners", m) for m in api.list("external-jwt-signers")]
+
+    policies = []
+    for m in api.list("auth-policies"):
+        if m["name"] == "Default":
+            continue
+        e = strip("authPolicies", json.loads(json.dumps(m)))
+        ext = e.get("primary", {}).get("extJwt", {})
+        ext["allowedSigners"] = ["@" + name_of("external-jwt-signers", s) for s in ext.get("allowedSigners") or []]
+        secondary = e.get("secondary") or {}
+        if secondary.get("requireExtJwtSigner"):
+            secondary["requireExtJwtSigner"] = "@" + name_of("external-jwt-signers", secondary["requireExtJwtSigner"])
+        policies.append(e)
+    out["authPolicies"] = policies
+
+    out["postureChecks"] = [strip("postureChecks", m) for m in api.list("posture-checks")]
+    return out
+
+
+def dumps(document: dict) -> str:
+    """As upstream writes it: two-space indent, keys sorted (Go marshals maps so)."""
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# ---------------------------------------------------------------- import
+def load(text: str) -> dict[str, list[dict]]:
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise ExchangeError(f"not a JSON export ({e}); YAML exports are not read (no YAML library): "
+                            "convert them to JSON first") from None
+    if not isinstance(doc, dict) or not all(isinstance(v, list) for v in doc.values()):
+        raise ExchangeError("not an export: expected an object of entity lists")
+    unknown = set(doc) - set(COLLECTION)
+    if unknown:
+        raise ExchangeError(f"unknown entity types in the export: {', '.join(sorted(unknown))}")
+    return doc
+
+
+def import_(api: LocalApi, doc: dict[str, list[dict]], say: Callable[[str], None] = lambda s: None) -> dict:
+    """Create what the document has and the network lacks (by name); returns
+    ``{entity type: {"created": n, "skipped": n}}``."""
+    ids: dict[tuple[str, str], str] = {}
+
+    def ref(collection: str, value: Any, what: str) -> str:
+        if not isinstance(value, str) or not value.startswith("@"):
+            raise ExchangeError(f"{what}: expected an @name reference, got {value!r}")
+        name = value[1:]
+        key = (collection, name)
+        if key not in ids:
+            row = api.by_name(collection, name)
+            if row is None:
+                raise ExchangeError(f"{what}: no {collection} named {name!r}")
+            ids[key] = row["id"]
+        return ids[key]
+
+    def roles(collection: str, values: list | None, what: str) -> list[str]:
+        return [("@" + ref(collection, r, what)) if isinstance(r, str) and r.startswith("@") else r
+                for r in values or []]
+
+    counts: dict[str, dict[str, int]] = {}
+    for kind in IMPORT_ORDER:
+        collection = COLLECTION[kind]
+        done = counts[kind] = {"created": 0, "skipped": 0}
+        for entity in doc.get(kind) or []:
+            if not isinstance(entity, dict) or not isinstance(entity.get("name"), str):
+                raise ExchangeError(f"{kind}: every entity needs a name")
+            name = entity["name"]
+            if api.by_name(collection, name) is not None:
+                done["skipped"] += 1
+                continue
+            body = json.loads(json.dumps(entity))
+            what = f"{kind} {name!r}"
+            if kind == "identities":
+                body["type"] = "Default"
+                policy = body.pop("authPolicy", "@Default")
+                if policy != "@Default":
+                    body["authPolicyId"] = ref("auth-policies", policy, what)
+            elif kind == "configs":
+                body["configTypeId"] = ref("config-types", body.pop("configType", None), what)
+            elif kind == "services":
+                body["configs"] = [ref("configs", c, what) for c in body.get("configs") or []]
+            elif kind == "authPolicies":
+                ext = body.get("primary", {}).get("extJwt", {})
+                ext["allowedSigners"] = [ref("external-jwt-signers", s, what) for s in ext.get("allowedSigners") or []]
+                secondary = body.get("secondary") or {}
+                if secondary.get("requireExtJwtSigner"):
+                    secondary["requireExtJwtSigner"] = ref("external-jwt-signers", secondary["requireExtJwtSigner"], what)
+            elif kind in ROLES:
+                for field, target in ROLES[kind].items():
+                    body[field] = roles(target, body.get(field), what)
+            status, reply = api.call("POST", f"/{collection}", body)
+            if status != 201:
+                cause = (reply or {}).get("error", {})
+                raise ExchangeError(f"creating {what} failed: {status} {cause.get('code')}: "
+                                    f"{cause.get('cause') or cause.get('message')}")
+            ids[(collection, name)] = reply["data"]["id"]
+            done["created"] += 1
+            say(f"created {kind}: {name}")
+    return counts

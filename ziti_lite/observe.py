@@ -1,0 +1,230 @@
+"""Health checks, Prometheus metrics and access records of a serving controller.
+
+``GET /health-checks`` answers as upstream's ``health-checks`` API binding does:
+``{"data": {"healthy": ..., "checks": [{"id", "healthy", "lastCheckDuration", "lastCheckTime",
+"details"?, "err"?, "consecutiveFailures"?, "failingSince"?}]}, "meta": {}}`` (``?type=short``:
+ids and verdicts only; ``/health-checks/controller/raft`` adds ``raft``, never enabled here).
+The checks run when asked: ``sqlite.read`` (a read of the database) and, when the embedded
+router is configured, ``edge-router`` (it listens).
+
+``GET /metrics`` is the Prometheus text exposition format (0.0.4), rendered here (a handful of
+series do not need the ``prometheus_client`` dependency): requests by API, operation, method and
+status; request latency histograms by API and operation; logins by method and result; API
+sessions and sessions in the database; the edge router's channels, connections, terminators,
+connected identities, circuits since start and bytes of its open channels.
+
+Both are public, as upstream's health checks are; neither says anything about a particular
+identity.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import json
+import time
+import urllib.parse
+from collections import defaultdict
+
+from . import __version__
+from .ids import new_id
+from .logs import REQUEST_ID, access
+
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+PATHS = ("/health-checks", "/health-checks/controller/raft", "/metrics")
+LOGIN_METHODS = ("password", "cert", "ext-jwt")
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, str, str, int], int] = defaultdict(int)
+        self.latency: dict[tuple[str, str], list] = {}     # (api, op) -> [bucket counts..., sum, count]
+        self.logins: dict[tuple[str, str], int] = defaultdict(int)
+        self.started = time.time()
+
+    def observe(self, api: str, op: str, method: str, status: int, seconds: float) -> None:
+        self.requests[(api, op, method, status)] += 1
+        h = self.latency.get((api, op))
+        if h is None:
+            h = self.latency[(api, op)] = [0] * (len(BUCKETS) + 1) + [0.0, 0]   # the last bucket: > 5 s
+        h[bisect.bisect_left(BUCKETS, seconds)] += 1
+        h[-2] += seconds
+        h[-1] += 1
+
+    def render(self, ctl) -> str:
+        out: list[str] = []
+
+        def family(name: str, kind: str, help: str) -> None:
+            out.append(f"# HELP {name} {help}")
+            out.append(f"# TYPE {name} {kind}")
+
+        family("ziti_lite_info", "gauge", "ziti-lite version and controller instance")
+        out.append(f'ziti_lite_info{{version="{_esc(__version__)}",instance="{_esc(ctl.instance_id)}"}} 1')
+        family("ziti_lite_start_time_seconds", "gauge", "when this process started serving (unix time)")
+        out.append(f"ziti_lite_start_time_seconds {self.started:.3f}")
+
+        family("ziti_lite_http_requests_total", "counter", "HTTP requests answered, by API, operation, method and status")
+        for (api, op, method, status), n in sorted(self.requests.items()):
+            out.append(f'ziti_lite_http_requests_total{{api="{_esc(api)}",operation="{_esc(op)}",'
+                       f'method="{_esc(method)}",status="{status}"}} {n}')
+
+        family("ziti_lite_http_request_duration_seconds", "histogram", "time to answer a request, by API and operation")
+        for (api, op), h in sorted(self.latency.items()):
+            labels = f'api="{_esc(api)}",operation="{_esc(op)}"'
+            running = 0
+            for b, n in zip(BUCKETS, h):
+                running += n
+                out.append(f'ziti_lite_http_request_duration_seconds_bucket{{{labels},le="{b}"}} {running}')
+            out.append(f'ziti_lite_http_request_duration_seconds_bucket{{{labels},le="+Inf"}} {h[-1]}')
+            out.append(f"ziti_lite_http_request_duration_seconds_sum{{{labels}}} {h[-2]:.6f}")
+            out.append(f"ziti_lite_http_request_duration_seconds_count{{{labels}}} {h[-1]}")
+
+        family("ziti_lite_logins_total", "counter", "authentication requests, by method and result")
+        for (method, result), n in sorted(self.logins.items()):
+            out.append(f'ziti_lite_logins_total{{method="{_esc(method)}",result="{result}"}} {n}')
+
+        store = ctl.store
+        family("ziti_lite_api_sessions", "gauge", "API sessions in the database")
+        out.append(f"ziti_lite_api_sessions {store.value('SELECT count(*) FROM api_sessions')}")
+        family("ziti_lite_sessions", "gauge", "service (Dial/Bind) sessions in the database, by type")
+        for kind, n in store.conn.execute("SELECT type, count(*) FROM sessions GROUP BY type ORDER BY type"):
+            out.append(f'ziti_lite_sessions{{type="{_esc(kind)}"}} {n}')
+
+        router = ctl.edge_router
+        family("ziti_lite_edge_router_up", "gauge", "1 while the embedded edge router listens")
+        out.append(f"ziti_lite_edge_router_up {int(router is not None)}")
+        if router is not None:
+            stats = router.stats()
+            for key, help in (("channels", "open SDK channels"), ("connections", "open edge connections"),
+                              ("terminators", "terminators hosted through this router")):
+                family(f"ziti_lite_edge_router_{key}", "gauge", help)
+                out.append(f"ziti_lite_edge_router_{key} {stats[key]}")
+            family("ziti_lite_edge_router_identities", "gauge", "identities with an open channel")
+            out.append(f"ziti_lite_edge_router_identities {len(router.identities)}")
+            family("ziti_lite_edge_router_circuits_total", "counter", "circuits created since the router started")
+            out.append(f"ziti_lite_edge_router_circuits_total {stats['circuits']}")
+            family("ziti_lite_edge_router_open_channel_bytes", "gauge",
+                   "bytes received and sent by the channels open now, since each opened")
+            channels = list(router.channels)
+            out.append(f'ziti_lite_edge_router_open_channel_bytes{{direction="in"}} {sum(c.bytes_in for c in channels)}')
+            out.append(f'ziti_lite_edge_router_open_channel_bytes{{direction="out"}} {sum(c.bytes_out for c in channels)}')
+        return "\n".join(out) + "\n"
+
+
+def _esc(value: str) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+# ---------------------------------------------------------------- health checks
+def go_duration(seconds: float) -> str:
+    """A duration as Go's ``time.Duration`` prints it (``0s``, ``812ns``, ``41.2µs``, ``3.5ms``, ``1.25s``)."""
+    ns = int(round(seconds * 1e9))
+    if ns == 0:
+        return "0s"
+    for unit, size in (("ns", 1), ("µs", 1_000), ("ms", 1_000_000)):
+        if ns < size * 1000:
+            return f"{ns / size:.6f}".rstrip("0").rstrip(".") + unit
+    return f"{ns / 1e9:.9f}".rstrip("0").rstrip(".") + "s"
+
+
+def _stamp(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Health:
+    def __init__(self) -> None:
+        self.failures: dict[str, tuple[int, float]] = {}   # check id -> (consecutive failures, since)
+
+    def _db(self, ctl) -> str:
+        ctl.store.value("SELECT count(*) FROM controller")
+        return "database read"
+
+    def _router(self, ctl) -> str:
+        router = ctl.edge_router
+        if router is None or router.server is None or not router.server.is_serving():
+            raise RuntimeError("the embedded edge router is not listening")
+        return f"listening on {router.url}, {len(router.channels)} channel(s)"
+
+    def run(self, ctl, short: bool) -> dict:
+        checks = [("sqlite.read", self._db)]
+        if ctl.settings.edge_port or ctl.edge_sock is not None:
+            checks.append(("edge-router", self._router))
+        results = []
+        for id, fn in checks:
+            start = time.time()
+            t0 = time.perf_counter()
+            try:
+                details, err = fn(ctl), None
+            except Exception as e:   # a failing check is a verdict, not a 500
+                details, err = None, str(e) or type(e).__name__
+            took = time.perf_counter() - t0
+            r: dict = {"id": id, "healthy": err is None}
+            if err is None:
+                self.failures.pop(id, None)
+            else:
+                count, since = self.failures.get(id, (0, start))
+                self.failures[id] = (count + 1, since)
+            if not short:
+                r["lastCheckDuration"] = go_duration(took)
+                r["lastCheckTime"] = _stamp(start)
+                if err is not None:
+                    r["err"] = err
+                    r["consecutiveFailures"] = self.failures[id][0]
+                    r["failingSince"] = _stamp(self.failures[id][1])
+                else:
+                    r["details"] = details
+            results.append(r)
+        return {"healthy": all(r["healthy"] for r in results), "checks": results}
+
+
+# ---------------------------------------------------------------- the ASGI side
+class Observer:
+    """Wraps the controller: answers /health-checks and /metrics, counts and times every other
+    request, and (with JSON logs) gives each one a request id and an access record."""
+
+    def __init__(self, ctl, access_log: bool):
+        self.ctl = ctl
+        self.metrics = Metrics()
+        self.health = Health()
+        self.access_log = access_log
+
+    async def special(self, scope, receive, send) -> None:
+        from starlette.responses import Response
+        path, method = scope["path"], scope["method"]
+        if method not in ("GET", "HEAD"):
+            from .api import envelope as env
+            from .errors import ApiError
+            response = env.error_response(ApiError("METHOD_NOT_ALLOWED", 405))
+        elif path == "/metrics":
+            response = Response(self.metrics.render(self.ctl), media_type="text/plain; version=0.0.4; charset=utf-8")
+        else:
+            query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            body: dict = {"data": self.health.run(self.ctl, query.get("type") == ["short"]), "meta": {}}
+            if path.endswith("/controller/raft"):
+                body["raft"] = {"isLeader": False, "isRaftEnabled": False}
+            response = Response(json.dumps(body, indent=4) + "\n", media_type="application/json")
+        await response(scope, receive, send)
+
+    async def __call__(self, scope, receive, send, app) -> None:
+        token = REQUEST_ID.set(new_id()) if self.access_log else None
+        t0 = time.perf_counter()
+        try:
+            await app(scope, receive, send)
+        finally:
+            took = time.perf_counter() - t0
+            status = scope.get("zl.status", 500)    # set as the controller answers; 500 if it never did
+            route = scope.get("zl.route")
+            api, op = (route.api, route.op_id) if route is not None else ("none", "")
+            self.metrics.observe(api, op, scope["method"], status, took)
+            if op == "authenticate":
+                query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
+                method = (query.get("method") or [""])[0]
+                method = method if method in LOGIN_METHODS else "other"   # bounded label values
+                self.metrics.logins[(method, "success" if status == 200 else "failure")] += 1
+            if token is not None:
+                client = scope.get("client")
+                access.info("%s %s %s", scope["method"], scope["path"], status, extra={
+                    "method": scope["method"], "path": scope["path"], "status": status,
+                    "durationMs": round(took * 1000, 3), "operation": op or None,
+                    "client": f"{client[0]}:{client[1]}" if client else None})
+                REQUEST_ID.reset(token)
