@@ -1,7 +1,8 @@
 """ziti-lite beside the OpenZiti controller on the same machine, same requests, alternating rounds.
 
-Needs an OpenZiti ``ziti`` binary (v1.3.3 for the comparison in the README): ``$ZITI_BIN`` or
-``ziti`` on PATH; without one it says so and exits 0. It starts ``ziti edge quickstart
+Needs an OpenZiti ``ziti`` binary (v1.3.3 for the comparison in the README): ``$ZITI_BIN``,
+``$ZITI_CLI``, the interop tests' cached build or ``ziti`` on PATH; without one it says so and
+exits 0. It starts ``ziti edge quickstart
 --no-router`` (the controller alone, its own PKI and bbolt database in a temporary directory) and
 ``ziti-lite serve`` on a fresh file, both on loopback, and seeds both through their management
 APIs with the same network: identities (default 10,000), services (1,000) with a Dial policy
@@ -57,7 +58,13 @@ def low_free_port() -> int:
 
 
 def ziti_binary() -> str | None:
-    return os.environ.get("ZITI_BIN") or shutil.which("ziti")
+    """$ZITI_BIN, $ZITI_CLI or the interop tests' cached build (tests/interop/test_ziti_cli.py),
+    else ``ziti`` on PATH: the ``ziti`` binary holds the controller too."""
+    cached = Path.home() / ".cache" / "ziti-lite" / "ziti-cli-v1.3.3" / "ziti"
+    for candidate in (os.environ.get("ZITI_BIN"), os.environ.get("ZITI_CLI"), str(cached) if cached.exists() else None):
+        if candidate:
+            return candidate
+    return shutil.which("ziti")
 
 
 class Target:
@@ -240,7 +247,8 @@ def main() -> None:
     a = ap.parse_args()
     binary = ziti_binary()
     if not binary:
-        print("vs_openziti: no OpenZiti `ziti` binary ($ZITI_BIN or PATH): side-by-side skipped")
+        print("vs_openziti: no OpenZiti `ziti` binary ($ZITI_BIN, $ZITI_CLI, the interop cache or PATH):"
+              " side-by-side skipped")
         return
     tmp = Path(tempfile.mkdtemp(prefix="ziti-lite-vs-openziti-"))
     lite_port, oz_port = free_port(), low_free_port()
