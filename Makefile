@@ -29,6 +29,9 @@ bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP,
 	$(PY) benchmarks/policy_bench.py
 	$(PY) benchmarks/client_bench.py
 	$(PY) benchmarks/edge_bench.py
+	$(PY) benchmarks/login_bench.py
+	$(PY) benchmarks/scale_bench.py
+	$(PY) benchmarks/vs_openziti.py
 
 fuzz: install  ## schemathesis against the served spec
 	$(VENV)/bin/pip install -q schemathesis

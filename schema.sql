@@ -430,6 +430,108 @@ CREATE TABLE api_session_certificates (
 CREATE INDEX api_session_certificates_session ON api_session_certificates(api_session_id, id);
 CREATE INDEX api_session_certificates_fingerprint ON api_session_certificates(fingerprint);
 
+-- substring search (contains/icontains filters): FTS5 trigram indexes over the names, their upper()
+-- and a NUL flag, external content (postings only), kept in step by triggers; see ziti_lite/db/search.py.
+-- Schema version 2 added this section: the migration from version 1 runs it as written here.
+-- @section search-indexes
+CREATE VIEW identities_search_source (rid, name, name_upper, nul) AS SELECT t.rowid, t.name, upper(t.name), CASE WHEN instr(CAST(t.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END FROM identities t;
+CREATE VIRTUAL TABLE identities_search USING fts5(name, name_upper, nul, content='identities_search_source', content_rowid='rid', tokenize='trigram case_sensitive 1');
+CREATE TRIGGER identities_search_ai AFTER INSERT ON identities BEGIN
+    INSERT INTO identities_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER identities_search_ad AFTER DELETE ON identities BEGIN
+    INSERT INTO identities_search(identities_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER identities_search_au AFTER UPDATE OF name ON identities BEGIN
+    INSERT INTO identities_search(identities_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+    INSERT INTO identities_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE VIEW services_search_source (rid, name, name_upper, nul) AS SELECT t.rowid, t.name, upper(t.name), CASE WHEN instr(CAST(t.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END FROM services t;
+CREATE VIRTUAL TABLE services_search USING fts5(name, name_upper, nul, content='services_search_source', content_rowid='rid', tokenize='trigram case_sensitive 1');
+CREATE TRIGGER services_search_ai AFTER INSERT ON services BEGIN
+    INSERT INTO services_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER services_search_ad AFTER DELETE ON services BEGIN
+    INSERT INTO services_search(services_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER services_search_au AFTER UPDATE OF name ON services BEGIN
+    INSERT INTO services_search(services_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+    INSERT INTO services_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE VIEW configs_search_source (rid, name, name_upper, nul) AS SELECT t.rowid, t.name, upper(t.name), CASE WHEN instr(CAST(t.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END FROM configs t;
+CREATE VIRTUAL TABLE configs_search USING fts5(name, name_upper, nul, content='configs_search_source', content_rowid='rid', tokenize='trigram case_sensitive 1');
+CREATE TRIGGER configs_search_ai AFTER INSERT ON configs BEGIN
+    INSERT INTO configs_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER configs_search_ad AFTER DELETE ON configs BEGIN
+    INSERT INTO configs_search(configs_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER configs_search_au AFTER UPDATE OF name ON configs BEGIN
+    INSERT INTO configs_search(configs_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+    INSERT INTO configs_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE VIEW service_policies_search_source (rid, name, name_upper, nul) AS SELECT t.rowid, t.name, upper(t.name), CASE WHEN instr(CAST(t.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END FROM service_policies t;
+CREATE VIRTUAL TABLE service_policies_search USING fts5(name, name_upper, nul, content='service_policies_search_source', content_rowid='rid', tokenize='trigram case_sensitive 1');
+CREATE TRIGGER service_policies_search_ai AFTER INSERT ON service_policies BEGIN
+    INSERT INTO service_policies_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER service_policies_search_ad AFTER DELETE ON service_policies BEGIN
+    INSERT INTO service_policies_search(service_policies_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER service_policies_search_au AFTER UPDATE OF name ON service_policies BEGIN
+    INSERT INTO service_policies_search(service_policies_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+    INSERT INTO service_policies_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE VIEW edge_router_policies_search_source (rid, name, name_upper, nul) AS SELECT t.rowid, t.name, upper(t.name), CASE WHEN instr(CAST(t.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END FROM edge_router_policies t;
+CREATE VIRTUAL TABLE edge_router_policies_search USING fts5(name, name_upper, nul, content='edge_router_policies_search_source', content_rowid='rid', tokenize='trigram case_sensitive 1');
+CREATE TRIGGER edge_router_policies_search_ai AFTER INSERT ON edge_router_policies BEGIN
+    INSERT INTO edge_router_policies_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER edge_router_policies_search_ad AFTER DELETE ON edge_router_policies BEGIN
+    INSERT INTO edge_router_policies_search(edge_router_policies_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER edge_router_policies_search_au AFTER UPDATE OF name ON edge_router_policies BEGIN
+    INSERT INTO edge_router_policies_search(edge_router_policies_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+    INSERT INTO edge_router_policies_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE VIEW service_edge_router_policies_search_source (rid, name, name_upper, nul) AS SELECT t.rowid, t.name, upper(t.name), CASE WHEN instr(CAST(t.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END FROM service_edge_router_policies t;
+CREATE VIRTUAL TABLE service_edge_router_policies_search USING fts5(name, name_upper, nul, content='service_edge_router_policies_search_source', content_rowid='rid', tokenize='trigram case_sensitive 1');
+CREATE TRIGGER service_edge_router_policies_search_ai AFTER INSERT ON service_edge_router_policies BEGIN
+    INSERT INTO service_edge_router_policies_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER service_edge_router_policies_search_ad AFTER DELETE ON service_edge_router_policies BEGIN
+    INSERT INTO service_edge_router_policies_search(service_edge_router_policies_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER service_edge_router_policies_search_au AFTER UPDATE OF name ON service_edge_router_policies BEGIN
+    INSERT INTO service_edge_router_policies_search(service_edge_router_policies_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+    INSERT INTO service_edge_router_policies_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE VIEW routers_search_source (rid, name, name_upper, nul) AS SELECT t.rowid, t.name, upper(t.name), CASE WHEN instr(CAST(t.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END FROM routers t;
+CREATE VIRTUAL TABLE routers_search USING fts5(name, name_upper, nul, content='routers_search_source', content_rowid='rid', tokenize='trigram case_sensitive 1');
+CREATE TRIGGER routers_search_ai AFTER INSERT ON routers BEGIN
+    INSERT INTO routers_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER routers_search_ad AFTER DELETE ON routers BEGIN
+    INSERT INTO routers_search(routers_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER routers_search_au AFTER UPDATE OF name ON routers BEGIN
+    INSERT INTO routers_search(routers_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+    INSERT INTO routers_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE VIEW posture_checks_search_source (rid, name, name_upper, nul) AS SELECT t.rowid, t.name, upper(t.name), CASE WHEN instr(CAST(t.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END FROM posture_checks t;
+CREATE VIRTUAL TABLE posture_checks_search USING fts5(name, name_upper, nul, content='posture_checks_search_source', content_rowid='rid', tokenize='trigram case_sensitive 1');
+CREATE TRIGGER posture_checks_search_ai AFTER INSERT ON posture_checks BEGIN
+    INSERT INTO posture_checks_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER posture_checks_search_ad AFTER DELETE ON posture_checks BEGIN
+    INSERT INTO posture_checks_search(posture_checks_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+CREATE TRIGGER posture_checks_search_au AFTER UPDATE OF name ON posture_checks BEGIN
+    INSERT INTO posture_checks_search(posture_checks_search, rowid, name, name_upper, nul) VALUES ('delete', old.rowid, old.name, upper(old.name), CASE WHEN instr(CAST(old.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+    INSERT INTO posture_checks_search(rowid, name, name_upper, nul) VALUES (new.rowid, new.name, upper(new.name), CASE WHEN instr(CAST(new.name AS BLOB), X'00') > 0 THEN 'nul' ELSE '' END);
+END;
+-- @end search-indexes
+
 -- when something that changes an identity's service list last changed ('' = everyone), for
 -- /current-api-session/service-updates; written in the transaction of the change
 CREATE TABLE service_change_stamps (

@@ -98,6 +98,27 @@ def identity_auth_policy(store) -> Iterator[Problem]:
         yield Problem(f"identity {iid} references a missing auth policy", True, fix)
 
 
+@check
+def search_indexes(store) -> Iterator[Problem]:
+    """Each FTS5 search index (``db/search.py``) holds exactly its table's rows (compared by rowid
+    through the index's docsize table, read-only: no write lock while a server runs); the fix
+    rebuilds it from the rows."""
+    from .db import search
+    for table in search.SEARCH_INDEXES:
+        fts = search.index_name(table)
+        if not store.value("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{fts}_docsize",)):
+            continue    # no such index (not this schema)
+        stray = store.value(f"SELECT count(*) FROM {fts}_docsize d WHERE NOT EXISTS"
+                            f" (SELECT 1 FROM {table} t WHERE t.rowid = d.id)")
+        missing = store.value(f"SELECT count(*) FROM {table} t WHERE NOT EXISTS"
+                              f" (SELECT 1 FROM {fts}_docsize d WHERE d.id = t.rowid)")
+        if stray or missing:
+            def fix(s, table=table):
+                search.rebuild(s.conn, table)
+            yield Problem(f"search index {fts} differs from the rows of {table}"
+                          f" ({missing} rows missing, {stray} stray)", True, fix)
+
+
 # modules whose checks register themselves on import; loaded by run(), so that ``ziti-lite
 # check`` in a fresh process runs the same checks as a serving controller
 CHECK_MODULES = ("ziti_lite.policy.checks",)

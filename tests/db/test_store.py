@@ -6,6 +6,7 @@ import apsw
 import pytest
 
 from ziti_lite import clock
+from ziti_lite.db.search import SEARCH_INDEXES
 from ziti_lite.db.store import SCHEMA_VERSION, Store
 
 
@@ -24,7 +25,12 @@ def test_new_file_gets_schema_and_version(store):
 
 
 def test_tables_are_strict(store):
-    for name, sql in store.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"):
+    rows = store.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+    virtual = {name for name, sql in rows if sql.upper().startswith("CREATE VIRTUAL TABLE")}
+    assert virtual == {f"{t}_search" for t in SEARCH_INDEXES}
+    for name, sql in rows:
+        if name in virtual or any(name.startswith(v + "_") for v in virtual):  # FTS5 and its shadow tables
+            continue
         assert "STRICT" in sql.upper(), name
 
 

@@ -128,7 +128,7 @@ async def password_login(ctx, body: Authenticate) -> Login:
     auth = store.one("SELECT id, identity_id, password_hash, salt FROM authenticators WHERE method = 'updb' AND username = ?",
                      (body.username,))
     if auth is None:
-        await passwords.verify_async(body.password, None, None)  # same cost as a wrong password
+        await passwords.verify_async(body.password, None, None, key=body.username)  # same cost as a wrong password
         raise InvalidAuth()
     found = identity_policy(store, auth["identity_id"])
     if found is None:
@@ -136,9 +136,9 @@ async def password_login(ctx, body: Authenticate) -> Login:
     ident, policy = found
     updb = primary_rules(policy, "updb")
     if is_disabled(ident) or not updb["allowed"]:
-        await passwords.verify_async(body.password, None, None)
+        await passwords.verify_async(body.password, None, None, key=body.username)
         raise InvalidAuth()
-    ok = await passwords.verify_async(body.password, auth["password_hash"], auth["salt"])
+    ok = await passwords.verify_async(body.password, auth["password_hash"], auth["salt"], key=body.username)
     max_attempts = max(0, updb.get("maxAttempts") or 0)
     with store.write():
         # re-read: a concurrent login may have counted or locked meanwhile

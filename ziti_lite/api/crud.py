@@ -7,6 +7,7 @@ renames. JSON-valued columns are passed through to the wire as ``msgspec.Raw``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Iterable
 
@@ -16,6 +17,7 @@ from msgspec import UNSET
 
 from .. import clock
 from ..db import filters as fq
+from ..db import search
 from ..errors import ApiError, CouldNotValidate, InvalidFilter, NotFound
 from ..ids import new_id
 from .. import zitiql
@@ -210,6 +212,11 @@ def _run_unique(store, res: Resource, sql: str, params: list, values: dict) -> N
 
 
 # ------------------------------------------------------------------ listing
+# above this many matches, a page of an indexed search walks the sort order and tests membership
+# in the index answer (stops after the page) instead of sorting every match
+SEARCH_PROBE_ABOVE = 2000
+
+
 def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbols=None,
          filter_text: str | None = None, table: str | None = None) -> tuple[list[dict], int, int, int]:
     """Rows of one page of ``res`` under the request's filter/sort/limit/offset, and the meta numbers."""
@@ -221,7 +228,10 @@ def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbo
                 query = _with_sort(query, ctx.q("sort") or "")
             except zitiql.ParseError as e:
                 raise ApiError("INVALID_SORT_IDENTIFIER", 400, cause={"code": "UNHANDLED", "message": str(e)})
-        compiled = fq.compile_query(query, symbols or res.symbols, res.default_sort)
+        syms = symbols or res.symbols
+        if table and table != res.table:   # the search indexes follow the rows of res.table only
+            syms = {k: dataclasses.replace(v, search="") if v.search else v for k, v in syms.items()}
+        compiled = fq.compile_query(query, syms, res.default_sort)
         limit, offset = fq.paging(compiled.skip, compiled.limit, ctx.q("limit"), ctx.q("offset"))
     except (zitiql.ParseError, fq.FilterError) as e:
         raise InvalidFilter(str(e)) from None
@@ -238,7 +248,12 @@ def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbo
     cond = " AND ".join(parts) or "1"
     all_params = [*params, *compiled.params]
     tbl = table or res.table
-    total = ctx.store.value(f"SELECT count(*) FROM {tbl} t" + (f" WHERE {cond}" if parts else ""), all_params)
+    if compiled.count is not None and cond == f"({compiled.where})" and tbl == res.table:
+        total = ctx.store.value(*compiled.count)    # one indexed search and nothing else: count in the index
+    else:
+        total = ctx.store.value(f"SELECT count(*) FROM {tbl} t" + (f" WHERE {cond}" if parts else ""), all_params)
+    if total > SEARCH_PROBE_ABOVE and compiled.count is not None:
+        cond = search.probe_variant(cond)           # many matches: walk the sort order instead
     order = compiled.order_by
     if offset > 0:
         # deep pages: skip through the ids alone (a covering index for the default and indexed

@@ -16,6 +16,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..db.filters import Symbol
+from ..db.search import SEARCH_INDEXES
 
 # storage kinds: how a value is kept in its column and rendered on the wire
 KINDS = ("string", "int", "float", "bool", "datetime", "json", "set", "map")
@@ -99,6 +100,8 @@ class Resource:
         for f in self.fields:
             if f.filterable:
                 self.symbols[f.name] = f.symbol()
+                if SEARCH_INDEXES.get(self.table) == f.column and f.kind == "string":
+                    self.symbols[f.name] = Symbol("string", f"t.{f.column}", search=self.table)
         self.symbols.update(self.extra_symbols)
         self.filterable = list(self.symbols)
         self.json_columns = {f.column for f in self.fields if f.kind in ("json", "set", "map")}

@@ -74,11 +74,31 @@ def claim_of(ca_row: dict) -> dict | None:
     return json.loads(text) if text else None
 
 
+# verdicts of time-independent chain checks (check_time=False: cert logins), keyed by the
+# presented certificates and the anchors themselves, so a changed CA set never hits a stale one
+_VERDICTS: dict[tuple, bool] = {}
+_VERDICTS_MAX = 4096
+
+
 def chains_to(certs: list[x509.Certificate], anchors, *, check_time: bool, eku: str | None) -> bool:
+    key = None
+    if not check_time:
+        try:
+            key = (tuple(certs), tuple(anchors), eku)
+            hit = _VERDICTS.get(key)
+        except TypeError:   # an unhashable anchor: no caching
+            key = hit = None
+        if hit is not None:
+            return hit
     try:
-        return pki.verify_chain(certs[0], certs[1:], anchors, allow_expired=not check_time, eku=eku)
+        verdict = pki.verify_chain(certs[0], certs[1:], anchors, allow_expired=not check_time, eku=eku)
     except pki.ChainError:
-        return False
+        verdict = False
+    if key is not None:
+        if len(_VERDICTS) >= _VERDICTS_MAX:
+            _VERDICTS.clear()
+        _VERDICTS[key] = verdict
+    return verdict
 
 
 def first_ca(store, certs, where: str, params=(), *, check_time: bool, eku: str | None) -> dict | None:

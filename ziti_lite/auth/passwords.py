@@ -13,13 +13,15 @@ manner of upstream's authentication rate limiter: at most ``limit`` derivations 
 or running; one more is refused at once with 429 ``RATE_LIMITED``, so a flood of bad logins
 costs the attacker round trips instead of making every real login wait behind it. The limit
 shrinks while derivations wait longer than ``TARGET_WAIT`` to start and grows back while they
-do not.
+do not. Admitted work takes the workers in turn by username (round-robin): a burst of wrong
+passwords against one account queues behind itself, not in front of other users' logins.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import concurrent.futures
 import hmac
 import os
@@ -80,17 +82,50 @@ class Limiter:
         self.limit = float(self.START)
         self.pending = 0
         self.rejected = 0
+        # admitted work waits in one FIFO per key (the username); each pool thread, when free,
+        # takes the next key's oldest job in turn (round-robin), in the thread itself (no trip
+        # through the event loop), so a burst against one account waits behind itself while
+        # other users' logins are served
+        self.waiting: collections.OrderedDict[str, collections.deque] = collections.OrderedDict()
+        self._lock = threading.Lock()
 
-    async def run(self, fn, *args):
+    async def run(self, fn, *args, key: str = ""):
         if self.pending >= int(self.limit):
             self.rejected += 1
             raise ApiError("RATE_LIMITED", 429, message="too many authentication requests; try again later")
         self.pending += 1
         queued = time.monotonic()
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.pool, self._timed, queued, fn, args)
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
+            with self._lock:
+                self.waiting.setdefault(key, collections.deque()).append((done, loop, queued, fn, args))
+            self.pool.submit(self._work)    # one turn per job: the thread takes whichever job is next
+            return await done
         finally:
             self.pending -= 1
+
+    def _next(self):
+        with self._lock:
+            while self.waiting:
+                key, queue = self.waiting.popitem(last=False)
+                job = queue.popleft()
+                if queue:
+                    self.waiting[key] = queue   # the key goes to the back of the ring
+                if not job[0].done():           # its request was cancelled meanwhile: skip it
+                    return job
+        return None
+
+    def _work(self) -> None:
+        job = self._next()
+        if job is None:
+            return
+        done, loop, queued, fn, args = job
+        try:
+            result, error = self._timed(queued, fn, args), None
+        except BaseException as e:  # handed to the waiting request
+            result, error = None, e
+        loop.call_soon_threadsafe(_settle, done, result, error)
 
     def _timed(self, queued: float, fn, args):
         waited = time.monotonic() - queued
@@ -100,6 +135,14 @@ class Limiter:
         elif waited < self.TARGET_WAIT / 4:
             self.limit = min(self.MAX, self.limit + 0.5)
         return fn(*args)
+
+
+def _settle(done: asyncio.Future, result, error) -> None:
+    if not done.done():
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
 
 
 _limiter: Limiter | None = None
@@ -112,9 +155,10 @@ def limiter() -> Limiter:
     return _limiter
 
 
-async def hash_async(password: str) -> tuple[str, str]:
-    return await limiter().run(hash_password, password)
+async def hash_async(password: str, key: str = "") -> tuple[str, str]:
+    return await limiter().run(hash_password, password, key=key)
 
 
-async def verify_async(password: str, hashed: str | None, salt: str | None) -> bool:
-    return await limiter().run(verify_password, password, hashed, salt)
+async def verify_async(password: str, hashed: str | None, salt: str | None, key: str = "") -> bool:
+    """``key``: whose login this is (the username), for the turn order among waiting work."""
+    return await limiter().run(verify_password, password, hashed, salt, key=key)

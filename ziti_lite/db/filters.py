@@ -12,6 +12,9 @@ Semantics follow upstream ZitiQL: a comparison with a missing (NULL) value is fa
 the operator (``!=`` and ``not contains`` included) and ``not`` is plain two-valued negation of
 that; ``anyOf`` of an empty set is false, ``allOf`` of an empty set is true. ``contains`` is
 case-sensitive; ``icontains`` upper-cases both sides with SQLite's ``upper()`` (ASCII only).
+On a symbol with a substring index (``Symbol.search``), a positive ``contains``/``icontains``
+with a needle of 3+ characters is answered by the FTS5 trigram index with the same result
+(``search.py``), and a predicate that is only that comparison also gets a ``Compiled.count``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from .. import zitiql as zq
+from . import search as _search
 
 __all__ = [
     "FilterError", "SortError", "PagingError", "Symbol", "Symbols", "Compiled", "Page",
@@ -61,9 +65,11 @@ class Symbol:
     kind: ``string`` ``int`` ``float`` ``bool`` ``datetime`` (scalars: ``sql`` is an expression
     over ``t``), ``set`` (``sql`` is a statement ``SELECT value FROM ...`` yielding the set's
     strings) or ``tags`` (``sql`` is the JSON object text; ``<name>.<key>`` symbols resolve into it).
+    search: the entity table whose substring index (``search.py``) covers ``sql``, or "".
     """
     kind: str
     sql: str
+    search: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -80,6 +86,9 @@ class Compiled:
     order_by: str               # e.g. "t.name ASC, t.id ASC"
     skip: int | None            # the filter's own skip/limit clauses (None when absent; -1 = none)
     limit: int | None
+    # when the whole predicate is one indexed contains/icontains: (SQL, params) counting its rows
+    # in the search index alone (no row reads)
+    count: tuple[str, list] | None = None
 
 
 class Page(NamedTuple):
@@ -162,16 +171,19 @@ def _type_error(op: str, left: str, right: str) -> FilterError:
 
 
 class _Val(NamedTuple):
-    """A typed value expression: SQL text and the parameters its `?`s need, in order."""
+    """A typed value expression: SQL text and the parameters its `?`s need, in order; search:
+    the table whose substring index covers it ("" for none)."""
     kind: str
     sql: str
     params: list
+    search: str = ""
 
 
 # ====================================================================== compiler
 class _Compiler:
     def __init__(self, symbols: Symbols):
         self.symbols = symbols
+        self.search_count: tuple[str, list] | None = None    # the last indexed search's count query
 
     # -- symbols ------------------------------------------------------------------------
     def lookup(self, name: str) -> Symbol | tuple[str, str]:
@@ -246,7 +258,7 @@ class _Compiler:
             raise FilterError(f"symbol '{lhs.name}' is a set symbol but is used in non-set function context")
         if sym.kind == "tags":
             raise FilterError(f"symbol '{lhs.name}' is a map; filter on '{lhs.name}.<key>' instead")
-        return self.typed(_Val(sym.kind, _expr(sym.sql), []), n, allow_null=True)
+        return self.typed(_Val(sym.kind, _expr(sym.sql), [], sym.search), n, allow_null=True)
 
     def set_operation(self, fn: zq.SetFunction, n) -> tuple[str, list]:
         if fn.func == zq.COUNT:
@@ -327,7 +339,13 @@ class _Compiler:
                 test = f"instr({x}, ?)"
             else:
                 test = f"instr(upper({x}), upper(?))"
-            return f"({test} {'> 0' if op in (zq.CONTAINS, zq.ICONTAINS) else '= 0'})", [*xp, p]
+            positive = op in (zq.CONTAINS, zq.ICONTAINS)
+            if positive and val.search and _search.usable(p) and not xp:
+                # the trigram index holds exactly the rows the plain test would pass
+                folded, plain = op == zq.ICONTAINS, f"{test} > 0"
+                self.search_count = (_search.count_sql(val.search, folded, plain), [p, p])
+                return _search.condition(val.search, folded, plain), [p, p]
+            return f"({test} {'> 0' if positive else '= 0'})", [*xp, p]
         if val.kind == "bool" and op not in (zq.EQ, zq.NE):
             raise _type_error(op, "bool", "bool")
         if val.kind == "datetime":
@@ -389,11 +407,15 @@ def compile_query(q: zq.Query, symbols: Symbols, default_sort: str = "t.id") -> 
     Raises FilterError for predicate problems and SortError for sort problems. Only the first
     MAX_SORT_FIELDS sort fields count; ``default_sort`` (the id) is always the last tiebreaker.
     """
+    count = None
     if q.predicate is None:
         where, params = "1", []
     else:
-        where, params = _Compiler(symbols).node(q.predicate)
-    return Compiled(where, params, _order_by(q.sort, symbols, default_sort), q.skip, q.limit)
+        compiler = _Compiler(symbols)
+        where, params = compiler.node(q.predicate)
+        if isinstance(q.predicate, zq.Compare) and compiler.search_count is not None:
+            count = compiler.search_count
+    return Compiled(where, params, _order_by(q.sort, symbols, default_sort), q.skip, q.limit, count)
 
 
 # ====================================================================== paging

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
@@ -20,8 +21,28 @@ import apsw
 import apsw.bestpractice
 
 from .. import clock
+from . import search
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+
+def schema_section(name: str) -> str:
+    """The statements between ``-- @section NAME`` and ``-- @end NAME`` in schema.sql."""
+    text = schema_sql()
+    start, end = f"-- @section {name}\n", f"-- @end {name}\n"
+    return text[text.index(start) + len(start):text.index(end)]
+
+
+def _v1_to_v2_search_indexes(conn) -> None:
+    """Version 2 adds the FTS5 trigram indexes behind contains/icontains filters (``search.py``):
+    run schema.sql's search-indexes section, then index the rows already there."""
+    conn.execute(schema_section("search-indexes"))
+    for table in search.SEARCH_INDEXES:
+        search.rebuild(conn, table)
+
+
+# version n -> the step that brings a version-n database to version n + 1 (in one transaction)
+MIGRATIONS = {1: _v1_to_v2_search_indexes}
 
 
 def schema_sql() -> str:
@@ -71,7 +92,8 @@ class Store:
 
     # -- schema ---------------------------------------------------------------------------
     def migrate(self) -> bool:
-        """Create the schema on a new file. Returns True when the file was new."""
+        """Create the schema on a new file, or bring an older file up to SCHEMA_VERSION one
+        ``MIGRATIONS`` step at a time. Returns True when the file was new."""
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version == 0:
             with self.write():
@@ -80,6 +102,14 @@ class Store:
             return True
         if version > SCHEMA_VERSION:
             raise RuntimeError(f"database schema version {version} is newer than this ziti-lite ({SCHEMA_VERSION})")
+        while version < SCHEMA_VERSION:
+            with self.write():
+                # read again inside the write lock: another process may have migrated meanwhile
+                version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+                if version < SCHEMA_VERSION:
+                    MIGRATIONS[version](self.conn)
+                    version += 1
+                    self.conn.execute(f"PRAGMA user_version = {version}")
         return False
 
     # -- reads ----------------------------------------------------------------------------
@@ -171,7 +201,17 @@ class Store:
         dest = apsw.Connection(out)
         try:
             with dest.backup("main", self.conn, "main") as b:
-                b.step(-1)
+                # a step that cannot get its read lock (another connection checkpointing or
+                # writing its schema statistics) answers BUSY at once, without the busy handler:
+                # it is retried, as SQLite documents, for up to the busy timeout
+                for attempt in range(250):
+                    try:
+                        b.step(-1)
+                        break
+                    except apsw.BusyError:
+                        if attempt == 249:
+                            raise
+                        time.sleep(0.02)
                 if not b.done:  # cannot happen with -1 unless SQLite changes: fail loudly, no half copy
                     raise RuntimeError("snapshot: the backup did not complete in one step")
         finally:
