@@ -31,7 +31,9 @@ class Settings:
 
     @property
     def base_url(self) -> str:
-        host = self.public_host
-        if ":" in host and not host.startswith("["):
-            host = f"[{host}]"
-        return f"https://{host}:{self.port}"
+        return f"https://{url_host(self.public_host)}:{self.port}"
+
+
+def url_host(host: str) -> str:
+    """A host as it stands in a URL: IPv6 literals in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

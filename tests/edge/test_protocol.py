@@ -351,31 +351,38 @@ def test_a_thousand_connections_on_one_channel(edge, net):
     run(scenario())
 
 
+async def mute_host(edge, ids, circuits: int) -> tuple[ec.EdgeClient, ec.EdgeClient]:
+    """A host with a small socket buffer and ``circuits`` circuits (dialer conn ids 0..n-1) from
+    one dialer channel, which then stops reading. Returns (host, dialer)."""
+    host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
+    h = await ec.EdgeClient.open("127.0.0.1", edge.ctl.edge_router.port, ids["p-host.id"], limit=2 ** 16)
+    await h.hello(host.token)
+    await h.bind(1, host.session(ids["svc"], "Bind")["token"])
+    c = await client.channel()
+    token = client.session(ids["svc"], "Dial")["token"]
+    for i in range(circuits):
+        assert (await circuit(h, c, 1, i, token, 600 + i)).content == ec.STATE_CONNECTED
+    h._task.cancel()   # the host stops reading
+    return h, c
+
+
 def test_a_receiver_that_stops_reading_costs_only_its_own_connection(edge, net):
     admin, ids = net
     router = edge.ctl.edge_router
 
     async def scenario():
-        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
-        # the host's socket buffer is small and it never reads: its conn queue fills up
-        h = await ec.EdgeClient.open("127.0.0.1", router.port, ids["p-host.id"], limit=2 ** 16)
-        await h.hello(host.token)
-        await h.bind(1, host.session(ids["svc"], "Bind")["token"])
-        c = await client.channel()
-        r = await circuit(h, c, 1, 1, client.session(ids["svc"], "Dial")["token"], 500)
-        assert r.content == ec.STATE_CONNECTED
-        h._task.cancel()   # stop reading
+        h, c = await mute_host(edge, ids, 1)
         chunk = b"x" * 65536
         for _ in range(400):    # 25 MiB towards a receiver that takes nothing
-            c.data(1, chunk)
+            c.data(0, chunk)
         await c.drain()
         # the router holds at most about one queue's worth for it, then stops the feeding
         # channel and, once stalled for seconds, closes that connection only
         queued = [x.queued for ch in router.channels for x in ch.conns.values()]
         assert max(queued, default=0) <= CONN_QUEUE + len(chunk) + 1024
-        m = await c.next(1, timeout=20)
+        m = await c.next(0, timeout=20)
         while m.content == ec.DATA:
-            m = await c.next(1, timeout=20)
+            m = await c.next(0, timeout=20)
         assert m.content == ec.STATE_CLOSED
         assert await alive(c)    # the dialer's channel itself is fine
         await c.close()
@@ -388,15 +395,7 @@ def test_a_receiving_channel_holds_a_bounded_total_across_its_connections(edge, 
     router = edge.ctl.edge_router
 
     async def scenario():
-        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
-        h = await ec.EdgeClient.open("127.0.0.1", router.port, ids["p-host.id"], limit=2 ** 16)
-        await h.hello(host.token)
-        await h.bind(1, host.session(ids["svc"], "Bind")["token"])
-        c = await client.channel()
-        token = client.session(ids["svc"], "Dial")["token"]
-        for i in range(24):
-            assert (await circuit(h, c, 1, i, token, 600 + i)).content == ec.STATE_CONNECTED
-        h._task.cancel()   # the host stops reading
+        h, c = await mute_host(edge, ids, 24)
         chunk = b"y" * 65536
         for _ in range(12):          # 24 connections x 768 KiB: each under its own limit
             for i in range(24):

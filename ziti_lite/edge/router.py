@@ -31,6 +31,7 @@ import uuid
 from dataclasses import dataclass
 
 from .. import __version__, clock
+from ..config import url_host
 from . import checks, wire
 from .channel import STALL_SECONDS, Channel, Conn
 from .wire import Content, H, Message
@@ -88,15 +89,20 @@ class EdgeRouter:
         self.circuits = 0                        # circuits created since start
         self.dial_timeout = DIAL_TIMEOUT
         self.dial_budget = DIAL_BUDGET
+        # what an SDK may send once its hello passed, by content type
+        self._handlers = {
+            Content.CONNECT: self._start_dial, Content.STATE_CLOSED: self._state_closed, Content.BIND: self._bind,
+            Content.UNBIND: self._unbind, Content.UPDATE_BIND: self._update_bind,
+            Content.HEALTH_EVENT: self._health_event, Content.CONN_INSPECT_REQUEST: self._inspect,
+            # SDK -> router, 60800 is UpdateToken (router -> SDK it is BindSuccess); C SDK 1.5+ sends 60803
+            Content.BIND_SUCCESS: self._update_token, Content.UPDATE_TOKEN: self._update_token,
+        }
         self.started_at = 0.0
 
     # ------------------------------------------------------------------ lifecycle
     @property
     def url(self) -> str:
-        host = self.advertise
-        if ":" in host and not host.startswith("["):
-            host = f"[{host}]"
-        return f"tls://{host}:{self.port}"
+        return f"tls://{url_host(self.advertise)}:{self.port}"
 
     async def start(self, sock=None) -> None:
         loop = asyncio.get_running_loop()
@@ -175,22 +181,9 @@ class EdgeRouter:
             else:
                 ch.close("message before hello")
             return
-        if c == Content.CONNECT:
-            self._start_dial(ch, m)
-        elif c == Content.STATE_CLOSED:
-            self._state_closed(ch, m)
-        elif c == Content.BIND:
-            self._bind(ch, m)
-        elif c == Content.UNBIND:
-            self._unbind(ch, m)
-        elif c == Content.UPDATE_BIND:
-            self._update_bind(ch, m)
-        elif c == Content.HEALTH_EVENT:
-            self._health_event(ch, m)
-        elif c == Content.CONN_INSPECT_REQUEST:
-            self._inspect(ch, m)
-        elif c in (Content.BIND_SUCCESS, Content.UPDATE_TOKEN):   # SDK -> router: UpdateToken
-            self._update_token(ch, m)
+        handler = self._handlers.get(c)
+        if handler is not None:
+            handler(ch, m)
         elif c == Content.DIAL_SUCCESS and m.conn_id is not None:
             # an accept that came after the dial was given up: tell the host it is over
             self._reject_accept(ch, m, m.conn_id, b"dial timed out")
