@@ -11,7 +11,7 @@ router is configured, ``edge-router`` (it listens).
 series do not need the ``prometheus_client`` dependency): requests by API, operation, method and
 status; request latency histograms by API and operation; logins by method and result; API
 sessions and sessions in the database; the edge router's channels, connections, terminators,
-connected identities, circuits since start and bytes of its open channels.
+connected identities, circuits since start, bytes since start and bytes of its open channels.
 
 Both are public, as upstream's health checks are; neither says anything about a particular
 identity.
@@ -108,6 +108,10 @@ class Metrics:
             channels = list(router.channels)
             out.append(f'ziti_lite_edge_router_open_channel_bytes{{direction="in"}} {sum(c.bytes_in for c in channels)}')
             out.append(f'ziti_lite_edge_router_open_channel_bytes{{direction="out"}} {sum(c.bytes_out for c in channels)}')
+            family("ziti_lite_edge_router_bytes_total", "counter",
+                   "bytes received and sent by SDK channels since start")
+            out.append(f'ziti_lite_edge_router_bytes_total{{direction="in"}} {stats["bytes_in"]}')
+            out.append(f'ziti_lite_edge_router_bytes_total{{direction="out"}} {stats["bytes_out"]}')
         return "\n".join(out) + "\n"
 
 

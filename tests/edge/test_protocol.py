@@ -552,3 +552,22 @@ def test_posture_that_stops_passing_closes_the_connection(edge, net):
         await h.close()
         await c.close()
     run(scenario())
+
+
+def test_metrics_count_edge_bytes_across_closed_channels(edge, net):
+    admin, ids = net
+
+    def metric(name: str) -> float:
+        text = admin.client.get(edge.url + "/metrics").text
+        return float(next(line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")
+                          or line.startswith(name + "{")))
+
+    async def scenario():
+        before = metric('ziti_lite_edge_router_bytes_total{direction="in"}')
+        c = await Who(edge, ids["p-client.id"]).channel()
+        c.send(999, {}, b"z" * 5000)     # ignored, but counted
+        assert await alive(c)
+        await c.close()
+        await asyncio.sleep(0.3)
+        assert metric('ziti_lite_edge_router_bytes_total{direction="in"}') >= before + 5000
+    run(scenario())

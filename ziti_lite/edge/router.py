@@ -87,6 +87,7 @@ class EdgeRouter:
         self._task: asyncio.Task | None = None
         self._gen: tuple | None = None
         self.circuits = 0                        # circuits created since start
+        self.closed_bytes = [0, 0]               # bytes in, out of the channels closed since start
         self.dial_timeout = DIAL_TIMEOUT
         self.dial_budget = DIAL_BUDGET
         # what an SDK may send once its hello passed, by content type
@@ -155,6 +156,8 @@ class EdgeRouter:
 
     def channel_lost(self, ch: Channel) -> None:
         self.channels.discard(ch)
+        self.closed_bytes[0] += ch.bytes_in
+        self.closed_bytes[1] += ch.bytes_out
         if ch.api_session is not None:
             n = self.identities.get(ch.session.identity_id, 0) - 1
             if n > 0:
@@ -618,7 +621,9 @@ class EdgeRouter:
     # ------------------------------------------------------------------ figures
     def stats(self) -> dict:
         return {"channels": len(self.channels), "terminators": len(self.terminators),
-                "connections": sum(len(ch.conns) for ch in self.channels), "circuits": self.circuits}
+                "connections": sum(len(ch.conns) for ch in self.channels), "circuits": self.circuits,
+                "bytes_in": self.closed_bytes[0] + sum(ch.bytes_in for ch in self.channels),
+                "bytes_out": self.closed_bytes[1] + sum(ch.bytes_out for ch in self.channels)}
 
 
 def version_info() -> dict:
