@@ -81,6 +81,15 @@ async def _within(aw, seconds: float):
 
 
 # ---------------------------------------------------------------------- A: ziti-lite, edge protocol
+async def _open_and_hold(open_one, n: int, batch: int, q, stop) -> None:
+    """Open ``n`` idle connections, ``batch`` at a time; report, then hold them until told to stop."""
+    for s in range(0, n, batch):
+        await asyncio.gather(*(open_one() for _ in range(s, min(n, s + batch))))
+    q.put(("result", {"open": n}))
+    while not stop.is_set():
+        await asyncio.sleep(0.05)
+
+
 async def _ziti_host(cfg: dict, q, stop) -> None:
     """Bind the service; accept every Dial at once; sink the data of every accepted connection
     and answer ``b"k"`` once it got ``expect`` bytes."""
@@ -186,12 +195,7 @@ async def _ziti_dialer(cfg: dict, test: str, q, stop) -> None:
             assert r.headers.get(2) == b"\x01", "hello refused"
             r = await o.dial(0, token)
             assert r.content == STATE_CONNECTED, f"dial refused: {r.body!r}"
-        batch = 25
-        for s in range(0, cfg["idle"], batch):
-            await asyncio.gather(*(sdk() for _ in range(s, min(cfg["idle"], s + batch))))
-        q.put(("result", {"open": cfg["idle"]}))
-        while not stop.is_set():
-            await asyncio.sleep(0.05)
+        await _open_and_hold(sdk, cfg["idle"], 25, q, stop)
         for o in others:
             o.writer.close()
     await c.close()
@@ -296,12 +300,7 @@ async def _bare_dialer(cfg: dict, test: str, q, stop) -> None:
                 lat.append(dt * 1e3)
         q.put(("result", {"lat_ms": lat}))
     elif test == "idle":
-        batch = 50
-        for s in range(0, cfg["idle"], batch):
-            await asyncio.gather(*(dial() for _ in range(s, min(cfg["idle"], s + batch))))
-        q.put(("result", {"open": cfg["idle"]}))
-        while not stop.is_set():
-            await asyncio.sleep(0.05)
+        await _open_and_hold(dial, cfg["idle"], 50, q, stop)
     for w in writers:
         w.close()
 

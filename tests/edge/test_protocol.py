@@ -281,10 +281,10 @@ def test_bind_success_and_router_assigned_connection_ids(edge, net):
 
 
 # ------------------------------------------------------------------ dial failures
-def test_a_host_that_never_answers_is_skipped_in_time(edge, net):
+def test_a_host_that_never_answers_is_skipped_in_time(edge, net, monkeypatch):
     admin, ids = net
     router = edge.ctl.edge_router
-    router.dial_timeout = 1.0
+    monkeypatch.setattr(router, "dial_timeout", 1.0)
 
     async def scenario():
         host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
@@ -310,10 +310,7 @@ def test_a_host_that_never_answers_is_skipped_in_time(edge, net):
         assert r.content == ec.STATE_CLOSED and r.body == b"not listening"
         await mute.close()
         await c.close()
-    try:
-        run(scenario())
-    finally:
-        router.dial_timeout = 5.0
+    run(scenario())
 
 
 # ------------------------------------------------------------------ many connections, slow peers

@@ -47,10 +47,10 @@ def test_data_right_behind_the_dial_success_reaches_the_dialer(edge, net):
     run(scenario())
 
 
-def test_a_late_dial_success_closes_the_accepted_id_not_the_listener(edge, net):
+def test_a_late_dial_success_closes_the_accepted_id_not_the_listener(edge, net, monkeypatch):
     _, ids = net
     router = edge.ctl.edge_router
-    router.dial_timeout = 0.5
+    monkeypatch.setattr(router, "dial_timeout", 0.5)
 
     async def scenario():
         host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
@@ -72,7 +72,4 @@ def test_a_late_dial_success_closes_the_accepted_id_not_the_listener(edge, net):
         assert (await pending).content == ec.STATE_CONNECTED
         await h.close()
         await c.close()
-    try:
-        run(scenario())
-    finally:
-        router.dial_timeout = 5.0
+    run(scenario())

@@ -86,9 +86,7 @@ class Channel(asyncio.Protocol):
         self.hello_timer: asyncio.TimerHandle | None = None
         self.router_conn_ids = False       # the SDK asked for router-assigned ids (1012 on Bind)
         self.supports_bind_success = False
-        self.supports_inspect = False
         self.next_router_id = 0            # last router-assigned connection id (newer SDKs)
-        self.created = time.monotonic()
         self.bytes_in = 0
         self.bytes_out = 0
 

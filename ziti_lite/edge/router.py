@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import platform
 import random
@@ -94,11 +93,10 @@ class EdgeRouter:
         self._handlers = {
             Content.CONNECT: self._start_dial, Content.STATE_CLOSED: self._state_closed, Content.BIND: self._bind,
             Content.UNBIND: self._unbind, Content.UPDATE_BIND: self._update_bind,
-            Content.HEALTH_EVENT: self._health_event, Content.CONN_INSPECT_REQUEST: self._inspect,
+            Content.HEALTH_EVENT: self._health_event,
             # SDK -> router, 60800 is UpdateToken (router -> SDK it is BindSuccess); C SDK 1.5+ sends 60803
             Content.BIND_SUCCESS: self._update_token, Content.UPDATE_TOKEN: self._update_token,
         }
-        self.started_at = 0.0
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -113,7 +111,6 @@ class EdgeRouter:
         if not self.port:
             self.port = self.server.sockets[0].getsockname()[1]
         self._cleanup_stale()
-        self.started_at = time.time()
         self._task = asyncio.create_task(self._reconcile_loop())
         log.info("edge router %s listening on %s", self.name, self.url)
 
@@ -218,20 +215,14 @@ class EdgeRouter:
         cid = m.conn_id
         if cid is None:
             return
-        token = m.body.decode("utf-8", "replace")
-        sess, err = checks.session(self.ctl, token, "Bind", ch.session.id, self.router_id)
-        pk = m.headers.get(H.PUBLIC_KEY)
-        if sess is not None and sess.encryption_required and not pk:
-            sess, err = None, checks.ENCRYPTION_MISSING
+        sess = self._session_of(ch, m, cid, "Bind")
         if sess is None:
-            self._refuse(ch, m, cid, err)
             return
+        pk = m.headers.get(H.PUBLIC_KEY)
         if m.flag(H.ROUTER_PROVIDED_CONN_ID):
             ch.router_conn_ids = True
         if m.flag(H.SUPPORTS_BIND_SUCCESS):
             ch.supports_bind_success = True
-        if m.flag(H.SUPPORTS_INSPECT):
-            ch.supports_inspect = True
         old = ch.binds.get(cid)
         if old is not None:
             self._remove_terminator(old, notify=False)
@@ -316,6 +307,16 @@ class EdgeRouter:
             ch.send(Content.STATE_CLOSED, {H.CONN_ID: wire.u32(term.conn_id), H.SEQ: wire.u32(0)},
                     reason.encode())
 
+    def _session_of(self, ch: Channel, m: Message, cid: int, kind: str) -> checks.Session | None:
+        """The Dial or Bind session in the body of a Connect or Bind, with the public key the
+        service needs; otherwise the SDK is refused (None)."""
+        sess, err = checks.session(self.ctl, m.body.decode("utf-8", "replace"), kind, ch.session.id, self.router_id)
+        if sess is not None and sess.encryption_required and not m.headers.get(H.PUBLIC_KEY):
+            sess, err = None, checks.ENCRYPTION_MISSING
+        if sess is None:
+            self._refuse(ch, m, cid, err)
+        return sess
+
     def _refuse(self, ch: Channel, m: Message, cid: int, reason: str) -> None:
         ch.reply(m, Content.STATE_CLOSED, {H.CONN_ID: wire.u32(cid), H.SEQ: wire.u32(0)}, reason.encode())
 
@@ -331,13 +332,8 @@ class EdgeRouter:
         if len(ch.conns) >= MAX_CONNS_PER_CHANNEL:
             self._refuse(ch, m, cid, "too many connections on this channel")
             return
-        sess, err = checks.session(self.ctl, m.body.decode("utf-8", "replace"), "Dial",
-                                   ch.session.id, self.router_id)
-        pk = m.headers.get(H.PUBLIC_KEY)
-        if sess is not None and sess.encryption_required and not pk:
-            sess, err = None, checks.ENCRYPTION_MISSING
+        sess = self._session_of(ch, m, cid, "Dial")
         if sess is None:
-            self._refuse(ch, m, cid, err)
             return
         candidates = self.pick(sess.service_id, m.headers.get(H.TERMINATOR_IDENTITY))
         if not candidates:
@@ -345,7 +341,8 @@ class EdgeRouter:
             return
         pending = PendingDial()
         self.pending[key] = pending
-        pending.task = asyncio.create_task(self._dial(ch, m, cid, sess, candidates, pending))
+        pending.task = asyncio.create_task(  # held: the loop keeps only weak references
+            self._dial(ch, m, cid, sess, candidates, pending))
 
     def pick(self, service_id: str, instance: bytes | None) -> list[Terminator]:
         """Terminators to try, best first: matching instance id, then precedence, then the
@@ -547,14 +544,6 @@ class EdgeRouter:
             elif not ch.closed:
                 ch.send_last(end, wire.encode(Content.STATE_CLOSED, ch.next_seq(),
                                               {H.CONN_ID: wire.u32(end.id), H.SEQ: wire.u32(0)}, reason.encode()))
-
-    def _inspect(self, ch: Channel, m: Message) -> None:
-        conn = ch.conns.get(m.conn_id) if m.conn_id is not None else None
-        info = {"connId": m.conn_id, "state": "connected" if conn is not None else "unknown"}
-        if conn is not None:
-            info.update(circuitId=conn.circuit_id, type=conn.kind, queued=conn.queued)
-        ch.reply(m, Content.CONN_INSPECT_RESPONSE, {H.CONN_ID: wire.u32(m.conn_id or 0)},
-                 json.dumps(info).encode())
 
     # ------------------------------------------------------------------ revocation
     async def _reconcile_loop(self) -> None:
