@@ -34,9 +34,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, free_port, wait_ready  # noqa: E402
-
 import httpx  # noqa: E402
+from common import ROOT, free_port, wait_ready  # noqa: E402
 
 PASSWORD = "Chaos-Passw0rd"
 MGMT = "/edge/management/v1"
@@ -122,7 +121,7 @@ def idle(tmp: Path, out: dict) -> None:
                 closed += 1
         except (ConnectionError, ssl.SSLError):
             closed += 1
-        except (socket.timeout, TimeoutError, OSError):
+        except (TimeoutError, OSError):
             pass
         s.close()
     growth = log.stat().st_size - size0

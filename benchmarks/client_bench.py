@@ -197,7 +197,7 @@ async def run(args) -> dict:
     login = json.dumps({"username": "bench-device", "password": ADMIN_PASSWORD, "configTypes": ["all"]}).encode()
     status, body = await call(ctl, "POST", CLIENT + "/authenticate?method=password", body=login)
     token = json.loads(body)["data"]["token"]
-    api_session_id = json.loads(body)["data"]["id"]
+    json.loads(body)["data"]["id"]
 
     status, body = await call(ctl, "GET", CLIENT + "/services?limit=-1", token)
     page = json.loads(body)

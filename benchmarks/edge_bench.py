@@ -50,7 +50,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from common import free_port, median_p99, start_server, stop_server, wait_ready
+from common import free_port, median_p99, start_server, stop_server, wait_ready  # noqa: E402
 
 ADMIN_PASSWORD = "edge-bench-Admin-1"
 MGMT, CLIENT = "/edge/management/v1", "/edge/client/v1"

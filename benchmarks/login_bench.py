@@ -51,7 +51,7 @@ class Conn:
         self.reader, self.writer = reader, writer
 
     @classmethod
-    async def open(cls, port: int, ctx: ssl.SSLContext) -> "Conn":
+    async def open(cls, port: int, ctx: ssl.SSLContext) -> Conn:
         r, w = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
         return cls(r, w)
 

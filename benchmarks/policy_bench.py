@@ -144,7 +144,6 @@ def run(db: str) -> None:
 
     from ziti_lite.app import create_app
     from ziti_lite.config import Settings
-
     from ziti_lite.db.store import Store
 
     app = create_app(Settings(db=db, admin_user=identity_seed.ADMIN_USER, admin_password=identity_seed.ADMIN_PASSWORD))
@@ -222,7 +221,8 @@ def run(db: str) -> None:
         members = store.value("SELECT avg(c) FROM (SELECT count(*) c FROM service_policy_identities"
                               " WHERE policy_id IN (SELECT value FROM json_each(?)) GROUP BY policy_id)",
                               (json.dumps(created),))
-        print(f"{'create typical SP (~%d identities x ~5 services)' % members:48s} {fmt(times)}")
+        label = f"create typical SP (~{members} identities x ~5 services)"
+        print(f"{label:48s} {fmt(times)}")
         times = []
         for pid in created:
             body = {"identityRoles": ["#" + a for a in rnd.sample(attrs, 2)]}

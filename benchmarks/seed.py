@@ -61,7 +61,7 @@ def authenticators(rows, seed: int = 2):
     for r in rows:
         x = _state(r)
         if x < 0.75:
-            fp = "%040x" % rnd.getrandbits(160)
+            fp = f"{rnd.getrandbits(160):040x}"
             yield (new_id(), r[1], r[1], r[0], "cert", None, None, None, fp, CERT_PLACEHOLDER, 1)
         elif x < 0.80:
             yield (new_id(), r[1], r[1], r[0], "updb", r[4].split("-")[0] + f"-{r[0]}", "x" * 44, "y" * 44,

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import seed as seeding  # noqa: E402
+
 from benchmarks import common  # noqa: E402
 
 MGMT = "/edge/management/v1"
@@ -63,7 +64,7 @@ class Stats:
         self.status: Counter = Counter()
         self.errors = 0
 
-    def reset(self) -> "Stats":
+    def reset(self) -> Stats:
         old = Stats()
         old.lat, old.version_max, old.status, old.errors = self.lat, self.version_max, self.status, self.errors
         self.__init__()

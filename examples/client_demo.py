@@ -15,9 +15,12 @@ ctx.verify_mode = ssl.CERT_NONE  # a demo: fetch /.well-known/est/cacerts to ver
 
 
 def call(method, path, body=None, token=None):
-    req = urllib.request.Request(base + "/edge/management/v1" + path, method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"content-type": "application/json", **({"zt-session": token} if token else {})})
+    req = urllib.request.Request(
+        base + "/edge/management/v1" + path,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"content-type": "application/json", **({"zt-session": token} if token else {})},
+    )
     with urllib.request.urlopen(req, context=ctx) as r:
         return json.load(r)
 

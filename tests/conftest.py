@@ -14,7 +14,6 @@ from starlette.testclient import TestClient  # noqa: E402
 from ziti_lite import clock  # noqa: E402
 from ziti_lite.app import create_app  # noqa: E402
 from ziti_lite.config import Settings  # noqa: E402
-from ziti_lite.db.store import Store  # noqa: E402
 
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "admin-Passw0rd"
@@ -81,12 +80,14 @@ class Api:
     def delete(self, path, **kw):
         return self.request("DELETE", path, **kw)
 
-    def login(self, username=ADMIN_USER, password=ADMIN_PASSWORD) -> "Api":
-        r = self.client.post(self.prefix + "/authenticate?method=password", json={"username": username, "password": password})
+    def login(self, username=ADMIN_USER, password=ADMIN_PASSWORD) -> Api:
+        r = self.client.post(
+            self.prefix + "/authenticate?method=password", json={"username": username, "password": password}
+        )
         assert r.status_code == 200, r.text
         return Api(self.client, self.prefix, r.json()["data"]["token"])
 
-    def as_prefix(self, prefix: str) -> "Api":
+    def as_prefix(self, prefix: str) -> Api:
         return Api(self.client, prefix, self.token)
 
     def create(self, collection: str, body: dict) -> str:
@@ -111,8 +112,10 @@ def admin(client):
     return Api(client).login()
 
 
-DEFAULT_POLICIES = (("edge-router-policies", "all-endpoints-public-routers"),
-                    ("service-edge-router-policies", "all-routers-all-services"))
+DEFAULT_POLICIES = (
+    ("edge-router-policies", "all-endpoints-public-routers"),
+    ("service-edge-router-policies", "all-routers-all-services"),
+)
 
 
 def delete_default_policies(api) -> None:

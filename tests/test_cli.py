@@ -66,8 +66,14 @@ def test_check_clean_database(runner, ctl, db_path):
 def test_check_and_fix_a_dangling_service_config(runner, admin, ctl, db_path):
     cid = admin.create("configs", {"name": "gone", "configTypeId": HOST,
                                    "data": {"protocol": "tcp", "address": "x", "port": 1}})
-    keep = admin.create("configs", {"name": "kept", "configTypeId": "g7cIWbcGg",
-                                    "data": {"protocols": ["tcp"], "addresses": ["a"], "portRanges": [{"low": 1, "high": 2}]}})
+    keep = admin.create(
+        "configs",
+        {
+            "name": "kept",
+            "configTypeId": "g7cIWbcGg",
+            "data": {"protocols": ["tcp"], "addresses": ["a"], "portRanges": [{"low": 1, "high": 2}]},
+        },
+    )
     sid = admin.create("services", {"name": "svc", "encryptionRequired": True, "configs": [cid, keep]})
     conn = apsw.Connection(str(db_path))
     conn.setbusytimeout(5000)

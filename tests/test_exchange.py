@@ -134,9 +134,13 @@ def test_round_trip_into_a_fresh_network(exported, template_db, tmp_path):
 def test_bad_import_files_are_refused(tmp_path, template_db):
     db = tmp_path / "x.db"
     shutil.copy(template_db, db)
-    for text, message in (("identities:\n  - name: a\n", "YAML"), ('{"widgets": []}', "unknown entity types"),
-                          ('[1, 2]', "not an export"),
-                          ('{"configs": [{"name": "c", "configType": "@nope", "data": {}}]}', "no config-types named 'nope'")):
+    bad_ref = '{"configs": [{"name": "c", "configType": "@nope", "data": {}}]}'
+    for text, message in (
+        ("identities:\n  - name: a\n", "YAML"),
+        ('{"widgets": []}', "unknown entity types"),
+        ("[1, 2]", "not an export"),
+        (bad_ref, "no config-types named 'nope'"),
+    ):
         f = tmp_path / "in.json"
         f.write_text(text)
         r = CliRunner().invoke(cli, ["import", "--db", str(db), str(f)])
@@ -154,6 +158,7 @@ def test_export_to_stdout(db_path):
 def test_the_admin_login_is_untouched(exported, db_path, anon):
     """The export's in-process session is gone afterwards; the admin still logs in."""
     from ziti_lite.db.store import Store
+
     store = Store(str(db_path))
     try:
         assert store.value("SELECT count(*) FROM api_sessions WHERE ip_address = '127.0.0.1'") == 0

@@ -53,7 +53,7 @@ def test_expiry_header_matches_go_time_text(admin, ctl):
 
     class S:
         last_activity_at = ""
-    base = dt.datetime(2026, 3, 1, 23, 59, 58, tzinfo=dt.timezone.utc)
+    base = dt.datetime(2026, 3, 1, 23, 59, 58, tzinfo=dt.UTC)
     for ms in (0, 1, 10, 100, 120, 999, 1000, 1001, 2500, 86_399_999):
         S.last_activity_at = clock.fmt(base + dt.timedelta(milliseconds=ms))
         t = clock.parse(S.last_activity_at) + dt.timedelta(seconds=ctl.settings.session_timeout)
@@ -89,12 +89,15 @@ def test_unrolled_renderer_equals_the_declarations(ctl):
             row[f.column] = (i % 2 if f.kind in ("bool", "int") else
                              ('{"k":[1,"x"]}' if f.kind in ("json", "map") else
                               ('["p","q"]' if f.kind == "set" else f"value-{i}")))
-        assert msgspec.json.encode(crud._renderer(res)(row)) == msgspec.json.encode(crud.render_fields(res, row)), res.name
+        assert msgspec.json.encode(crud._renderer(res)(row)) == msgspec.json.encode(crud.render_fields(res, row)), (
+            res.name
+        )
 
 
 def test_identity_list_and_detail_render_the_same(admin, ctl):
-    a = admin.create("identities", {"name": "with-enrollment", "type": "User", "isAdmin": False,
-                                    "enrollment": {"ott": True}})
+    a = admin.create(
+        "identities", {"name": "with-enrollment", "type": "User", "isAdmin": False, "enrollment": {"ott": True}}
+    )
     b = admin.create("identities", {"name": "with-password", "type": "User", "isAdmin": False})
     admin.create("authenticators", {"method": "updb", "identityId": b, "username": "pw-user", "password": "Secret-12"})
     listed = {i["id"]: i for i in admin.get("/identities?limit=100").json()["data"]}

@@ -18,7 +18,9 @@ from tests.conftest import CLIENT, MGMT, assert_error
 from ziti_lite import testing
 from ziti_lite.observe import go_duration
 
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?[0-9.e+]+|\+Inf)$')
+SAMPLE = re.compile(
+    r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?[0-9.e+]+|\+Inf)$'
+)
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -50,7 +52,7 @@ def test_health_checks_as_upstream(anon):
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
     body = r.json()
     assert body["meta"] == {} and body["data"]["healthy"] is True
-    (check,) = body["data"]["checks"]           # no edge router configured in-process
+    (check,) = body["data"]["checks"]  # no edge router configured in-process
     assert check["id"] == "sqlite.read" and check["healthy"] is True
     assert re.fullmatch(r"[0-9.]+(ns|µs|ms|s)", check["lastCheckDuration"])
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", check["lastCheckTime"])
@@ -63,7 +65,7 @@ def test_health_checks_as_upstream(anon):
 
 
 def test_an_absent_edge_router_is_unhealthy(anon, ctl):
-    ctl.settings.edge_port = 3022          # configured, but this in-process controller runs none
+    ctl.settings.edge_port = 3022  # configured, but this in-process controller runs none
     first = anon.client.get("/health-checks").json()["data"]
     assert first["healthy"] is False
     router = {c["id"]: c for c in first["checks"]}["edge-router"]
@@ -72,8 +74,9 @@ def test_an_absent_edge_router_is_unhealthy(anon, ctl):
     assert again["consecutiveFailures"] == 2 and again["failingSince"] == router["failingSince"]
 
 
-@pytest.mark.parametrize("seconds,text", [(0, "0s"), (812e-9, "812ns"), (41.2e-6, "41.2µs"), (0.0035, "3.5ms"),
-                                          (1.25, "1.25s")])
+@pytest.mark.parametrize(
+    "seconds,text", [(0, "0s"), (812e-9, "812ns"), (41.2e-6, "41.2µs"), (0.0035, "3.5ms"), (1.25, "1.25s")]
+)
 def test_go_duration(seconds, text):
     assert go_duration(seconds) == text
 
@@ -88,7 +91,9 @@ def test_metrics_count_requests_logins_and_sessions(anon, admin):
     r = anon.client.get("/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4")
     m = parse_metrics(r.text)
-    assert m['ziti_lite_http_requests_total{api="management",operation="listIdentities",method="GET",status="200"}'] == 2
+    assert (
+        m['ziti_lite_http_requests_total{api="management",operation="listIdentities",method="GET",status="200"}'] == 2
+    )
     assert m['ziti_lite_http_requests_total{api="management",operation="detailService",method="GET",status="404"}'] == 1
     assert m['ziti_lite_logins_total{method="password",result="success"}'] == 1
     assert m['ziti_lite_logins_total{method="password",result="failure"}'] == 1
@@ -131,16 +136,17 @@ def test_json_logs_with_request_ids_and_no_secrets(json_server):
     iid = client.create_identity("logged")
     ott = client.get(f"/identities/{iid}").data["enrollment"]["ott"]["token"]
     httpx.post(json_server.url + f"/edge/client/v1/enroll?method=ott&token={ott}", content=b"junk", verify=tls)
-    json_server.stop()                     # flushes its output
+    json_server.stop()  # flushes its output
     lines = [line for line in json_server.output.splitlines() if line.strip()]
-    records = [json.loads(line) for line in lines]     # every line is one JSON object
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
     (record,) = [r for r in records if r.get("requestId") == rid]
     assert record["logger"] == "ziti_lite.access" and record["status"] == 404
     assert record["path"] == MGMT + "/identities/nope" and record["operation"] == "detailIdentity"
     assert record["method"] == "GET" and record["durationMs"] >= 0
-    assert len({r["requestId"] for r in records if r["logger"] == "ziti_lite.access"}) == \
-        len([r for r in records if r["logger"] == "ziti_lite.access"])        # one id per request
+    assert len({r["requestId"] for r in records if r["logger"] == "ziti_lite.access"}) == len(
+        [r for r in records if r["logger"] == "ziti_lite.access"]
+    )  # one id per request
     text = json_server.output
     assert token not in text and ott not in text and json_server.admin_password not in text
 
@@ -148,14 +154,27 @@ def test_json_logs_with_request_ids_and_no_secrets(json_server):
 # ------------------------------------------------------------------ environment variables
 def test_every_serve_option_from_the_environment(tmp_path, spa_dir):
     port, edge_port = testing.free_port(), testing.free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ZITI_LITE_")},
-           "ZITI_LITE_DB": str(tmp_path / "env.db"), "ZITI_LITE_HOST": "127.0.0.1", "ZITI_LITE_PORT": str(port),
-           "ZITI_LITE_ADVERTISE": "localhost", "ZITI_LITE_ADMIN_USER": "boss",
-           "ZITI_LITE_ADMIN_PASSWORD": "Env-Passw0rd", "ZITI_LITE_EDGE_PORT": str(edge_port),
-           "ZITI_LITE_ROUTER_NAME": "env-router", "ZITI_LITE_ZAC": str(spa_dir),
-           "ZITI_LITE_LOG_LEVEL": "INFO", "ZITI_LITE_LOG_FORMAT": "json"}
-    proc = subprocess.Popen([sys.executable, "-m", "ziti_lite", "serve"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ZITI_LITE_")},
+        "ZITI_LITE_DB": str(tmp_path / "env.db"),
+        "ZITI_LITE_HOST": "127.0.0.1",
+        "ZITI_LITE_PORT": str(port),
+        "ZITI_LITE_ADVERTISE": "localhost",
+        "ZITI_LITE_ADMIN_USER": "boss",
+        "ZITI_LITE_ADMIN_PASSWORD": "Env-Passw0rd",
+        "ZITI_LITE_EDGE_PORT": str(edge_port),
+        "ZITI_LITE_ROUTER_NAME": "env-router",
+        "ZITI_LITE_ZAC": str(spa_dir),
+        "ZITI_LITE_LOG_LEVEL": "INFO",
+        "ZITI_LITE_LOG_FORMAT": "json",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ziti_lite", "serve"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         url = f"https://127.0.0.1:{port}"
         deadline = time.monotonic() + testing.START_TIMEOUT
@@ -167,18 +186,24 @@ def test_every_serve_option_from_the_environment(tmp_path, spa_dir):
                 time.sleep(0.05)
         assert proc.poll() is None, proc.stdout.read()
         v = httpx.get(url + "/version", verify=False).json()["data"]
-        assert v["apiVersions"]["edge-management"]["v1"]["apiBaseUrls"] == [f"https://localhost:{port}/edge/management/v1"]
-        r = httpx.post(url + MGMT + "/authenticate?method=password", json={"username": "boss", "password": "Env-Passw0rd"},
-                       verify=False)
+        assert v["apiVersions"]["edge-management"]["v1"]["apiBaseUrls"] == [
+            f"https://localhost:{port}/edge/management/v1"
+        ]
+        r = httpx.post(
+            url + MGMT + "/authenticate?method=password",
+            json={"username": "boss", "password": "Env-Passw0rd"},
+            verify=False,
+        )
         assert r.status_code == 200
-        routers = httpx.get(url + MGMT + "/edge-routers", headers={"zt-session": r.json()["data"]["token"]},
-                            verify=False).json()["data"]
+        routers = httpx.get(
+            url + MGMT + "/edge-routers", headers={"zt-session": r.json()["data"]["token"]}, verify=False
+        ).json()["data"]
         assert [(x["name"], x["isOnline"]) for x in routers] == [("env-router", True)]
         assert httpx.get(url + "/zac/x", verify=False).text == "<html>spa</html>"
     finally:
         proc.terminate()
         out = proc.communicate(timeout=30)[0]
-    assert all(json.loads(line) for line in out.splitlines() if line.strip())   # the JSON format too
+    assert all(json.loads(line) for line in out.splitlines() if line.strip())  # the JSON format too
 
 
 @pytest.fixture

@@ -29,7 +29,9 @@ def columns(tmp_path_factory):
     store = Store(str(tmp_path_factory.mktemp("schema") / "fresh.db"))
     tables = {}
     for (name,) in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-        tables[name] = {r[1]: (r[2].upper(), bool(r[3]), r[4]) for r in store.conn.execute(f"PRAGMA table_info({name})")}
+        tables[name] = {
+            r[1]: (r[2].upper(), bool(r[3]), r[4]) for r in store.conn.execute(f"PRAGMA table_info({name})")
+        }
     store.close()
     return tables
 
@@ -46,8 +48,9 @@ def test_fields_have_columns(res, columns):
         assert col in cols and cols[col][0] == typ, f"{res.table}.{col} (base column)"
     for f in res.fields:
         assert f.column in cols, f"{res.name}.{f.name}: column {res.table}.{f.column} missing"
-        assert cols[f.column][0] == SQL_TYPE[f.kind], \
+        assert cols[f.column][0] == SQL_TYPE[f.kind], (
             f"{res.name}.{f.name}: {f.kind} stored in a {cols[f.column][0]} column"
+        )
     for col in res.scope_values:
         assert col in cols, f"{res.name}: scope column {col} missing"
 
@@ -64,10 +67,12 @@ def test_body_attributes_are_columns_or_prepared(res, columns):
                 continue
             assert f.name in cols or f.name in allowed, (
                 f"{res.name}: body attribute {f.name} ({f.encode_name}) of {struct.__name__} is neither a column "
-                f"of {res.table} nor listed in NON_COLUMN_ATTRIBUTES")
+                f"of {res.table} nor listed in NON_COLUMN_ATTRIBUTES"
+            )
             if f.name in cols:
-                assert f.name in res.by_column or f.name in allowed or f.name in res.scope_values or \
-                    f.name == "id", f"{res.name}: {f.name} is a column but no Field, so insert() would drop it"
+                assert f.name in res.by_column or f.name in allowed or f.name in res.scope_values or f.name == "id", (
+                    f"{res.name}: {f.name} is a column but no Field, so insert() would drop it"
+                )
     if (res.create or res.update) and allowed:
         assert res.prepare is not None, f"{res.name} has non-column attributes but no prepare hook"
 

@@ -202,7 +202,7 @@ def test_generated_admin_password_is_printed_once(tmp_path):
     s = Server(db)
     try:
         s.wait_ready()
-        line = next((l for l in s.lines if "password:" in l), None)
+        line = next((ln for ln in s.lines if "password:" in ln), None)
         assert line, s.output
         password = line.rsplit("password:", 1)[1].strip()
         r = httpx.post(s.base + "/edge/management/v1/authenticate?method=password",

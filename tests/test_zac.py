@@ -84,7 +84,11 @@ def test_console_from_environment_and_absent_without_it(spa, ziti_lite_template,
 
 
 def test_zac_dir_without_index_is_refused(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "ziti_lite", "serve", "--db", str(tmp_path / "x.db"), "--zac", str(tmp_path)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "ziti_lite", "serve", "--db", str(tmp_path / "x.db"), "--zac", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "index.html" in r.stderr
     assert not (tmp_path / "x.db").exists()

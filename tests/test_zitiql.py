@@ -17,10 +17,26 @@ except ImportError:  # running without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ziti_lite import zitiql as z
-from ziti_lite.zitiql import (And, BareSymbol, Between, BoolLiteral, Compare, In, IsEmpty, Not, Or,
-                              ParseError, Query, Ref, SetFunction, SortField, SubQuery, parse)
+from ziti_lite.zitiql import (
+    And,
+    BareSymbol,
+    Between,
+    BoolLiteral,
+    Compare,
+    In,
+    IsEmpty,
+    Not,
+    Or,
+    ParseError,
+    Query,
+    Ref,
+    SetFunction,
+    SortField,
+    SubQuery,
+    parse,
+)
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 # ---------------------------------------------------------------- shorthands

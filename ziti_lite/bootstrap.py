@@ -3,8 +3,9 @@
 ``ensure`` is idempotent: on a new file it creates the instance id, the controller PKI (root CA,
 intermediate signing CA, RSA TLS server certificate), the identity types, the ``default`` auth
 policy, the built-in config types and posture check types, the quickstart's two router
-policies (``edge/entity.py``), and the default admin with a password authenticator. On an existing file it only loads the stored state (and re-issues the
-server certificate when the advertised host changed).
+policies (``edge/entity.py``), and the default admin with a password authenticator. On an
+existing file it only loads the stored state (and re-issues the server certificate when the
+advertised host changed).
 
 ``UPGRADES`` are named upgrades of those seeded rows for files made by an older ziti-lite: each
 runs once, in the start-up transaction, and is recorded in the controller table as
@@ -28,8 +29,15 @@ DEFAULT_AUTH_POLICY = {
     "primary": {
         "cert": {"allowed": True, "allowExpiredCerts": True},
         "extJwt": {"allowed": True, "allowedSigners": []},
-        "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 0, "minPasswordLength": 5,
-                 "requireMixedCase": False, "requireNumberChar": False, "requireSpecialChar": False},
+        "updb": {
+            "allowed": True,
+            "lockoutDurationMinutes": 0,
+            "maxAttempts": 0,
+            "minPasswordLength": 5,
+            "requireMixedCase": False,
+            "requireNumberChar": False,
+            "requireSpecialChar": False,
+        },
     },
     "secondary": {"requireExtJwtSigner": None, "requireTotp": False},
 }
@@ -40,8 +48,10 @@ def _get(store, key: str) -> str | None:
 
 
 def _put(store, key: str, value: str) -> None:
-    store.execute("INSERT INTO controller (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                  (key, value))
+    store.execute(
+        "INSERT INTO controller (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
 
 
 def hosts_for(settings) -> list[str]:
@@ -54,12 +64,15 @@ def hosts_for(settings) -> list[str]:
 
 def ensure(ctl) -> dict:
     from .pki import ca
+
     store, settings = ctl.store, ctl.settings
     hosts = hosts_for(settings)
     if settings.admin_password and _get(store, "instance_id") is not None:
         logging.getLogger("ziti_lite").warning(
             "the admin password given (--admin-password or ZITI_LITE_ADMIN_PASSWORD) is ignored: %s already"
-            " has a controller; change passwords through the API", settings.db)
+            " has a controller; change passwords through the API",
+            settings.db,
+        )
     with store.write():
         if _get(store, "instance_id") is None:
             _put(store, "instance_id", "c" + new_id() + new_id()[:4])
@@ -78,7 +91,9 @@ def ensure(ctl) -> dict:
             _upgrade(store)
         if json.loads(_get(store, "server_hosts") or "[]") != hosts:
             signer = ca.KeyPair(_get(store, "signer_cert"), _get(store, "signer_key"))
-            server = ca.issue_server_cert(signer, hosts, key_pem=_get(store, "server_key"))  # same key: issued JWTs stay valid
+            server = ca.issue_server_cert(
+                signer, hosts, key_pem=_get(store, "server_key")
+            )  # same key: issued JWTs stay valid
             _put(store, "server_cert", server.cert_pem)
             _put(store, "server_key", server.key_pem)
             _put(store, "server_hosts", json.dumps(hosts))
@@ -90,24 +105,24 @@ def upstream_config_type_schemas(store) -> None:
     forms, health checks, listen options, proxy), which schema-driven clients such as the admin
     console render; before, ziti-lite stored simpler schemas of its own."""
     from .resources.builtins import CONFIG_TYPES
+
     now = clock.stamp()
     for id, name, schema in CONFIG_TYPES:
         if store.value("SELECT 1 FROM config_types WHERE id = ?", (id,)):
-            store.execute("UPDATE config_types SET schema = ?, updated_at = ? WHERE id = ?",
-                          (json.dumps(schema), now, id))
+            store.execute(
+                "UPDATE config_types SET schema = ?, updated_at = ? WHERE id = ?", (json.dumps(schema), now, id)
+            )
         elif not store.value("SELECT 1 FROM config_types WHERE name = ?", (name,)):
             _insert(store, "config_types", {"id": id, "name": name, "schema": json.dumps(schema)})
 
 
-UPGRADES = (
-    ("builtin-config-types-as-upstream", upstream_config_type_schemas),
-)
+UPGRADES = (("builtin-config-types-as-upstream", upstream_config_type_schemas),)
 
 
 def _upgrade(store) -> None:
     for name, step in UPGRADES:
         if _get(store, f"upgrade:{name}") is None:
-            with store.write():   # a savepoint: a failing step leaves no half of itself behind
+            with store.write():  # a savepoint: a failing step leaves no half of itself behind
                 step(store)
                 _put(store, f"upgrade:{name}", clock.stamp())
 
@@ -120,11 +135,20 @@ def _insert(store, table: str, row: dict) -> None:
 
 def _seed_rows(store) -> None:
     from .resources.builtins import CONFIG_TYPES, POSTURE_CHECK_TYPES
+
     for t in ("Default", "Router"):
         _insert(store, "identity_types", {"id": t, "name": t, "is_system": 1})
-    _insert(store, "auth_policies", {"id": "default", "name": "Default", "is_system": 1,
-                                     "primary_": json.dumps(DEFAULT_AUTH_POLICY["primary"]),
-                                     "secondary": json.dumps(DEFAULT_AUTH_POLICY["secondary"])})
+    _insert(
+        store,
+        "auth_policies",
+        {
+            "id": "default",
+            "name": "Default",
+            "is_system": 1,
+            "primary_": json.dumps(DEFAULT_AUTH_POLICY["primary"]),
+            "secondary": json.dumps(DEFAULT_AUTH_POLICY["secondary"]),
+        },
+    )
     for id, name, schema in CONFIG_TYPES:
         _insert(store, "config_types", {"id": id, "name": name, "schema": json.dumps(schema)})
     if store.value("SELECT 1 FROM sqlite_master WHERE name = 'posture_check_types'"):
@@ -134,16 +158,41 @@ def _seed_rows(store) -> None:
 
 def _seed_admin(store, settings) -> None:
     import os
+
     password = settings.admin_password or os.environ.get("ZITI_LITE_ADMIN_PASSWORD")
     generated = not password
     if generated:
         password = secrets.token_urlsafe(18)
     identity_id = new_id()
-    _insert(store, "identities", {"id": identity_id, "name": "Default Admin", "type_id": "Default",
-                                  "is_admin": 1, "is_default_admin": 1, "auth_policy_id": "default"})
+    _insert(
+        store,
+        "identities",
+        {
+            "id": identity_id,
+            "name": "Default Admin",
+            "type_id": "Default",
+            "is_admin": 1,
+            "is_default_admin": 1,
+            "auth_policy_id": "default",
+        },
+    )
     hashed, salt = passwords.hash_password(password)
-    _insert(store, "authenticators", {"id": new_id(), "identity_id": identity_id, "method": "updb",
-                                      "username": settings.admin_user, "password_hash": hashed, "salt": salt})
+    _insert(
+        store,
+        "authenticators",
+        {
+            "id": new_id(),
+            "identity_id": identity_id,
+            "method": "updb",
+            "username": settings.admin_user,
+            "password_hash": hashed,
+            "salt": salt,
+        },
+    )
     if generated:
-        print(f"ziti-lite: created default admin '{settings.admin_user}' with password: {password}\n"
-              "ziti-lite: this password is shown once; keep it.", file=sys.stderr, flush=True)
+        print(
+            f"ziti-lite: created default admin '{settings.admin_user}' with password: {password}\n"
+            "ziti-lite: this password is shown once; keep it.",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -28,41 +28,113 @@ def cli() -> None:
               help="default admin username (new file only)")
 @click.option("--admin-password", default=None, envvar="ZITI_LITE_ADMIN_PASSWORD",
               help="default admin password (new file only); generated and printed once when absent")
-@click.option("--edge-port", default=3022, show_default=True, type=click.IntRange(0, 65535), envvar="ZITI_LITE_EDGE_PORT",
-              help="TLS port of the embedded edge router (0: no router)")
-@click.option("--router-name", default="ziti-lite", show_default=True, envvar="ZITI_LITE_ROUTER_NAME",
-              help="name of the embedded edge router")
-@click.option("--zac", default=None, envvar="ZITI_LITE_ZAC", type=click.Path(exists=True, file_okay=False),
-              help="serve this built admin console (ZAC) at /zac/")
-@click.option("--log-level", default="info", show_default=True, envvar="ZITI_LITE_LOG_LEVEL",
-              type=click.Choice(["critical", "error", "warning", "info", "debug", "trace"], case_sensitive=False))
-@click.option("--log-format", default="text", show_default=True, envvar="ZITI_LITE_LOG_FORMAT",
-              type=click.Choice(["text", "json"]), help="json: one JSON object a line, access records with request ids")
-@click.option("--idle-timeout", default=5.0, show_default=True, type=float, envvar="ZITI_LITE_IDLE_TIMEOUT",
-              help="seconds a connection may take to send a request (after connecting or its last response)")
-@click.option("--handshake-timeout", default=5.0, show_default=True, type=float, envvar="ZITI_LITE_HANDSHAKE_TIMEOUT",
-              help="seconds for a TLS handshake")
-@click.option("--max-connections", default=None, type=int, envvar="ZITI_LITE_MAX_CONNECTIONS",
-              help="open connections at most [default: 3/4 of the file descriptor limit]")
-def serve(db, host, port, advertise, admin_user, admin_password, edge_port, router_name, zac, log_level,
-          log_format, idle_timeout, handshake_timeout, max_connections) -> None:
+@click.option(
+    "--edge-port",
+    default=3022,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    envvar="ZITI_LITE_EDGE_PORT",
+    help="TLS port of the embedded edge router (0: no router)",
+)
+@click.option(
+    "--router-name",
+    default="ziti-lite",
+    show_default=True,
+    envvar="ZITI_LITE_ROUTER_NAME",
+    help="name of the embedded edge router",
+)
+@click.option(
+    "--zac",
+    default=None,
+    envvar="ZITI_LITE_ZAC",
+    type=click.Path(exists=True, file_okay=False),
+    help="serve this built admin console (ZAC) at /zac/",
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    envvar="ZITI_LITE_LOG_LEVEL",
+    type=click.Choice(["critical", "error", "warning", "info", "debug", "trace"], case_sensitive=False),
+)
+@click.option(
+    "--log-format",
+    default="text",
+    show_default=True,
+    envvar="ZITI_LITE_LOG_FORMAT",
+    type=click.Choice(["text", "json"]),
+    help="json: one JSON object a line, access records with request ids",
+)
+@click.option(
+    "--idle-timeout",
+    default=5.0,
+    show_default=True,
+    type=float,
+    envvar="ZITI_LITE_IDLE_TIMEOUT",
+    help="seconds a connection may take to send a request (after connecting or its last response)",
+)
+@click.option(
+    "--handshake-timeout",
+    default=5.0,
+    show_default=True,
+    type=float,
+    envvar="ZITI_LITE_HANDSHAKE_TIMEOUT",
+    help="seconds for a TLS handshake",
+)
+@click.option(
+    "--max-connections",
+    default=None,
+    type=int,
+    envvar="ZITI_LITE_MAX_CONNECTIONS",
+    help="open connections at most [default: 3/4 of the file descriptor limit]",
+)
+def serve(
+    db,
+    host,
+    port,
+    advertise,
+    admin_user,
+    admin_password,
+    edge_port,
+    router_name,
+    zac,
+    log_level,
+    log_format,
+    idle_timeout,
+    handshake_timeout,
+    max_connections,
+) -> None:
     """Create (if new) and serve a controller over HTTPS.
 
     Every option can also come from its environment variable: ZITI_LITE_ and the option's
     name in capitals with underscores (ZITI_LITE_DB, ZITI_LITE_PORT, ZITI_LITE_LOG_FORMAT, ...).
     """
     from .server import serve as run
+
     if zac and not os.path.isfile(os.path.join(zac, "index.html")):
         raise click.BadParameter(f"{zac} has no index.html (a built console has one)", param_hint="--zac")
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the handler
     # that was installed before it: make that an orderly exit with status 0, not a kill
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _stopped)
-    run(Settings(db=db, host=host, port=port, advertise=advertise, admin_user=admin_user,
-                 admin_password=admin_password, edge_port=edge_port, router_name=router_name, zac=zac,
-                 log_format=log_format, idle_timeout=idle_timeout, handshake_timeout=handshake_timeout,
-                 max_connections=max_connections),
-        log_level=log_level.lower())
+    run(
+        Settings(
+            db=db,
+            host=host,
+            port=port,
+            advertise=advertise,
+            admin_user=admin_user,
+            admin_password=admin_password,
+            edge_port=edge_port,
+            router_name=router_name,
+            zac=zac,
+            log_format=log_format,
+            idle_timeout=idle_timeout,
+            handshake_timeout=handshake_timeout,
+            max_connections=max_connections,
+        ),
+        log_level=log_level.lower(),
+    )
 
 
 def _stopped(signum, frame) -> None:
@@ -75,6 +147,7 @@ def _stopped(signum, frame) -> None:
 def snapshot(db, out) -> None:
     """Write a consistent copy of a (possibly live) controller database to OUT."""
     from .db.store import Store
+
     store = Store(db)
     store.snapshot(out)
     store.close()
@@ -88,6 +161,7 @@ def check(db, fix) -> None:
     """Run the data integrity check (the Database API's check) in-process."""
     from . import integrity
     from .db.store import Store
+
     store = Store(db)
     problems = integrity.run(store, fix=fix)
     for p in problems:
@@ -104,6 +178,7 @@ def check(db, fix) -> None:
 def export_(db, file) -> None:
     """Write the network to FILE ('-': standard output) in the JSON format of 'ziti ops export'."""
     from . import exchange
+
     api = exchange.LocalApi(db)
     try:
         doc = exchange.export(api)
@@ -124,6 +199,7 @@ def export_(db, file) -> None:
 def import_(db, file) -> None:
     """Create the entities of FILE (a 'ziti ops export' JSON document) that the network lacks."""
     from . import exchange
+
     with click.open_file(file) as f:
         text = f.read()
     try:

@@ -22,7 +22,7 @@ MESSAGES = {
     "UNHANDLED": "An unhandled error occurred",
     "ENTITY_CAN_NOT_BE_DELETED": "The entity requested for delete can not be deleted",
     "ENTITY_CAN_NOT_BE_UPDATED": "The entity requested for update can not be updated",
-    "COULD_NOT_VALIDATE": "The supplied request contains an invalid document or no valid accept content were available, see cause",
+    "COULD_NOT_VALIDATE": "The supplied request contains an invalid document or no valid accept content were available, see cause",  # noqa: E501 (upstream's text)
     "UNAUTHORIZED": "The request could not be completed. The session is not authorized or the credentials are invalid",
     "INVALID_FILTER": "The filter query supplied is invalid",
     "INVALID_PAGINATION": "The pagination properties provided are invalid",
@@ -32,7 +32,7 @@ MESSAGES = {
     "INVALID_CONTENT_TYPE": "The supplied content type is not acceptable",
     "INVALID_AUTH": "The authentication request failed",
     "INVALID_AUTH_METHOD": "The supplied authentication method is not supported",
-    "CAN_NOT_DELETE_REFERENCED_ENTITY": "the entity cannot be deleted because it is referenced by another entity, see cause",
+    "CAN_NOT_DELETE_REFERENCED_ENTITY": "the entity cannot be deleted because it is referenced by another entity, see cause",  # noqa: E501 (upstream's text)
     "REFERENCED_ENTITY_NOT_FOUND": "REFERENCED_ENTITY_NOT_FOUND",
     "ENROLLMENT_EXISTS": "an enrollment of the same method already exists for this identity",
     "RATE_LIMITED": "The resource is rate limited and the rate limit has been exceeded. Please try again later",
@@ -45,8 +45,13 @@ class ApiError(Exception):
     code = "UNHANDLED"
     status = 500
 
-    def __init__(self, code: str | None = None, status: int | None = None,
-                 message: str | None = None, cause: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        code: str | None = None,
+        status: int | None = None,
+        message: str | None = None,
+        cause: dict[str, Any] | None = None,
+    ):
         if code is not None:
             self.code = code
         if status is not None:
@@ -138,8 +143,9 @@ class ReferencedEntity(ApiError):
     code, status = "CAN_NOT_DELETE_REFERENCED_ENTITY", 409
 
     def __init__(self, field: str, entity: str, referrer: str, ids: list[str]):
-        super().__init__(cause=field_cause(
-            field, f"entity type {entity} referenced by {referrer}: {go_text(ids)}", ids))
+        super().__init__(
+            cause=field_cause(field, f"entity type {entity} referenced by {referrer}: {go_text(ids)}", ids)
+        )
 
 
 class BadRequest(ApiError):

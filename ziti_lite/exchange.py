@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.parse
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # the order of upstream's importer: what a later type refers to exists first
 IMPORT_ORDER = ("certificateAuthorities", "externalJwtSigners", "authPolicies", "identities", "configTypes",
@@ -304,15 +305,18 @@ def import_(api: LocalApi, doc: dict[str, list[dict]], say: Callable[[str], None
                 ext["allowedSigners"] = [ref("external-jwt-signers", s, what) for s in ext.get("allowedSigners") or []]
                 secondary = body.get("secondary") or {}
                 if secondary.get("requireExtJwtSigner"):
-                    secondary["requireExtJwtSigner"] = ref("external-jwt-signers", secondary["requireExtJwtSigner"], what)
+                    signer = secondary["requireExtJwtSigner"]
+                    secondary["requireExtJwtSigner"] = ref("external-jwt-signers", signer, what)
             elif kind in ROLES:
                 for field, target in ROLES[kind].items():
                     body[field] = roles(target, body.get(field), what)
             status, reply = api.call("POST", f"/{collection}", body)
             if status != 201:
                 cause = (reply or {}).get("error", {})
-                raise ExchangeError(f"creating {what} failed: {status} {cause.get('code')}: "
-                                    f"{cause.get('cause') or cause.get('message')}")
+                raise ExchangeError(
+                    f"creating {what} failed: {status} {cause.get('code')}: "
+                    f"{cause.get('cause') or cause.get('message')}"
+                )
             ids[(collection, name)] = reply["data"]["id"]
             done["created"] += 1
             say(f"created {kind}: {name}")

@@ -4,15 +4,15 @@ group and ``ziti-lite check``. Each check yields problems; a fixable problem car
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
 
 
 @dataclass
 class Problem:
     description: str
     fixable: bool = False
-    fix: Optional[Callable[[object], None]] = None
+    fix: Callable[[object], None] | None = None
     fixed: bool = False
 
 

@@ -63,10 +63,14 @@ class Metrics:
         family("ziti_lite_start_time_seconds", "gauge", "when this process started serving (unix time)")
         out.append(f"ziti_lite_start_time_seconds {self.started:.3f}")
 
-        family("ziti_lite_http_requests_total", "counter", "HTTP requests answered, by API, operation, method and status")
+        family(
+            "ziti_lite_http_requests_total", "counter", "HTTP requests answered, by API, operation, method and status"
+        )
         for (api, op, method, status), n in sorted(self.requests.items()):
-            out.append(f'ziti_lite_http_requests_total{{api="{_esc(api)}",operation="{_esc(op)}",'
-                       f'method="{_esc(method)}",status="{status}"}} {n}')
+            out.append(
+                f'ziti_lite_http_requests_total{{api="{_esc(api)}",operation="{_esc(op)}",'
+                f'method="{_esc(method)}",status="{status}"}} {n}'
+            )
 
         family("ziti_lite_http_request_duration_seconds", "histogram", "time to answer a request, by API and operation")
         for (api, op), h in sorted(self.latency.items()):
@@ -95,21 +99,32 @@ class Metrics:
         out.append(f"ziti_lite_edge_router_up {int(router is not None)}")
         if router is not None:
             stats = router.stats()
-            for key, help in (("channels", "open SDK channels"), ("connections", "open edge connections"),
-                              ("terminators", "terminators hosted through this router")):
+            for key, help in (
+                ("channels", "open SDK channels"),
+                ("connections", "open edge connections"),
+                ("terminators", "terminators hosted through this router"),
+            ):
                 family(f"ziti_lite_edge_router_{key}", "gauge", help)
                 out.append(f"ziti_lite_edge_router_{key} {stats[key]}")
             family("ziti_lite_edge_router_identities", "gauge", "identities with an open channel")
             out.append(f"ziti_lite_edge_router_identities {len(router.identities)}")
             family("ziti_lite_edge_router_circuits_total", "counter", "circuits created since the router started")
             out.append(f"ziti_lite_edge_router_circuits_total {stats['circuits']}")
-            family("ziti_lite_edge_router_open_channel_bytes", "gauge",
-                   "bytes received and sent by the channels open now, since each opened")
+            family(
+                "ziti_lite_edge_router_open_channel_bytes",
+                "gauge",
+                "bytes received and sent by the channels open now, since each opened",
+            )
             channels = list(router.channels)
-            out.append(f'ziti_lite_edge_router_open_channel_bytes{{direction="in"}} {sum(c.bytes_in for c in channels)}')
-            out.append(f'ziti_lite_edge_router_open_channel_bytes{{direction="out"}} {sum(c.bytes_out for c in channels)}')
-            family("ziti_lite_edge_router_bytes_total", "counter",
-                   "bytes received and sent by SDK channels since start")
+            out.append(
+                f'ziti_lite_edge_router_open_channel_bytes{{direction="in"}} {sum(c.bytes_in for c in channels)}'
+            )
+            out.append(
+                f'ziti_lite_edge_router_open_channel_bytes{{direction="out"}} {sum(c.bytes_out for c in channels)}'
+            )
+            family(
+                "ziti_lite_edge_router_bytes_total", "counter", "bytes received and sent by SDK channels since start"
+            )
             out.append(f'ziti_lite_edge_router_bytes_total{{direction="in"}} {stats["bytes_in"]}')
             out.append(f'ziti_lite_edge_router_bytes_total{{direction="out"}} {stats["bytes_out"]}')
         return "\n".join(out) + "\n"
@@ -132,12 +147,12 @@ def go_duration(seconds: float) -> str:
 
 
 def _stamp(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Health:
     def __init__(self) -> None:
-        self.failures: dict[str, tuple[int, float]] = {}   # check id -> (consecutive failures, since)
+        self.failures: dict[str, tuple[int, float]] = {}  # check id -> (consecutive failures, since)
 
     def _db(self, ctl) -> str:
         ctl.store.value("SELECT count(*) FROM controller")
@@ -159,7 +174,7 @@ class Health:
             t0 = time.perf_counter()
             try:
                 details, err = fn(ctl), None
-            except Exception as e:   # a failing check is a verdict, not a 500
+            except Exception as e:  # a failing check is a verdict, not a 500
                 details, err = None, str(e) or type(e).__name__
             took = time.perf_counter() - t0
             r: dict = {"id": id, "healthy": err is None}
@@ -194,10 +209,12 @@ class Observer:
 
     async def special(self, scope, receive, send) -> None:
         from starlette.responses import Response
+
         path, method = scope["path"], scope["method"]
         if method not in ("GET", "HEAD"):
             from .api import envelope as env
             from .errors import ApiError
+
             response = env.error_response(ApiError("METHOD_NOT_ALLOWED", 405))
         elif path == "/metrics":
             response = Response(self.metrics.render(self.ctl), media_type="text/plain; version=0.0.4; charset=utf-8")
@@ -216,19 +233,29 @@ class Observer:
             await app(scope, receive, send)
         finally:
             took = time.perf_counter() - t0
-            status = scope.get("zl.status", 500)    # set as the controller answers; 500 if it never did
+            status = scope.get("zl.status", 500)  # set as the controller answers; 500 if it never did
             route = scope.get("zl.route")
             api, op = (route.api, route.op_id) if route is not None else ("none", "")
             self.metrics.observe(api, op, scope["method"], status, took)
             if op == "authenticate":
                 query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
                 method = (query.get("method") or [""])[0]
-                method = method if method in LOGIN_METHODS else "other"   # bounded label values
+                method = method if method in LOGIN_METHODS else "other"  # bounded label values
                 self.metrics.logins[(method, "success" if status == 200 else "failure")] += 1
             if token is not None:
                 client = scope.get("client")
-                access.info("%s %s %s", scope["method"], scope["path"], status, extra={
-                    "method": scope["method"], "path": scope["path"], "status": status,
-                    "durationMs": round(took * 1000, 3), "operation": op or None,
-                    "client": f"{client[0]}:{client[1]}" if client else None})
+                access.info(
+                    "%s %s %s",
+                    scope["method"],
+                    scope["path"],
+                    status,
+                    extra={
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "status": status,
+                        "durationMs": round(took * 1000, 3),
+                        "operation": op or None,
+                        "client": f"{client[0]}:{client[1]}" if client else None,
+                    },
+                )
                 REQUEST_ID.reset(token)

@@ -22,9 +22,9 @@ import tempfile
 import uvicorn
 
 from . import connections, logs, tls
-from .db import lock as dblock
 from .app import create_app
 from .config import Settings
+from .db import lock as dblock
 
 GRACEFUL_SHUTDOWN = 10   # seconds in-flight requests get to finish at shutdown
 X509_V_FLAG_PARTIAL_CHAIN = 0x80000

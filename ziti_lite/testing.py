@@ -70,7 +70,9 @@ def ca_bundle(db: str | os.PathLike) -> str:
     from .db.store import Store
     store = Store(str(db))
     try:
-        return "".join(store.value("SELECT value FROM controller WHERE key = ?", (k,)) for k in ("signer_cert", "root_cert"))
+        return "".join(
+            store.value("SELECT value FROM controller WHERE key = ?", (k,)) for k in ("signer_cert", "root_cert")
+        )
     finally:
         store.close()
 
@@ -102,12 +104,16 @@ class Management:
         self.tls = ssl.create_default_context(cafile=ca_file)
         self.token: str | None = None
 
-    def _call(self, method: str, url: str, body: Any = None, headers: dict | None = None,
-              raw: bytes | None = None) -> Reply:
+    def _call(
+        self, method: str, url: str, body: Any = None, headers: dict | None = None, raw: bytes | None = None
+    ) -> Reply:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        h = {"accept": "application/json", **({"content-type": "application/json"} if body is not None else {}),
-             **(headers or {})}
-        url = urllib.parse.quote(url, safe="/?=&:,;@!$'()*+[]~%#-._")   # a filter's spaces and quotes
+        h = {
+            "accept": "application/json",
+            **({"content-type": "application/json"} if body is not None else {}),
+            **(headers or {}),
+        }
+        url = urllib.parse.quote(url, safe="/?=&:,;@!$'()*+[]~%#-._")  # a filter's spaces and quotes
         req = urllib.request.Request(url, data=data, method=method, headers=h)
         try:
             with urllib.request.urlopen(req, context=self.tls, timeout=30) as r:
@@ -121,8 +127,9 @@ class Management:
         return Reply(status, parsed, {k.lower(): v for k, v in hdrs.items()})
 
     def login(self) -> str:
-        r = self._call("POST", self.api + "/authenticate?method=password",
-                       {"username": self.username, "password": self.password})
+        r = self._call(
+            "POST", self.api + "/authenticate?method=password", {"username": self.username, "password": self.password}
+        )
         if r.status != 200:
             raise ZitiLiteError(f"admin login failed: {r.status} {r.body}")
         self.token = r.data["token"]
@@ -159,11 +166,21 @@ class Management:
             raise ZitiLiteError(f"create {collection} failed: {r.status} {r.body}")
         return r.data["id"]
 
-    def create_identity(self, name: str, roles: tuple[str, ...] | list[str] = (), admin: bool = False,
-                        **fields: Any) -> str:
+    def create_identity(
+        self, name: str, roles: tuple[str, ...] | list[str] = (), admin: bool = False, **fields: Any
+    ) -> str:
         """An identity with a one-time-token enrollment; its id."""
-        return self.create("identities", {"name": name, "type": "Device", "isAdmin": admin,
-                                          "roleAttributes": list(roles), "enrollment": {"ott": True}, **fields})
+        return self.create(
+            "identities",
+            {
+                "name": name,
+                "type": "Device",
+                "isAdmin": admin,
+                "roleAttributes": list(roles),
+                "enrollment": {"ott": True},
+                **fields,
+            },
+        )
 
     def enroll(self, identity_id: str, path: str | os.PathLike | None = None) -> str:
         """Enroll an identity's one-time token with a new key (EC P-256) and write the identity
@@ -172,32 +189,50 @@ class Management:
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import NameOID
+
         r = self.get(f"/identities/{identity_id}")
         if r.status != 200:
             raise ZitiLiteError(f"no identity {identity_id}: {r.status}")
-        ott = ((r.data.get("enrollment") or {}).get("ott") or {})
+        ott = (r.data.get("enrollment") or {}).get("ott") or {}
         if not ott.get("token"):
             raise ZitiLiteError(f"identity {identity_id} has no one-time-token enrollment")
         key = ec.generate_private_key(ec.SECP256R1())
-        key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption()).decode()
-        csr = (x509.CertificateSigningRequestBuilder()
-               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, identity_id)]))
-               .sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
-        e = self._call("POST", f"{self.url}/edge/client/v1/enroll?method=ott&token={ott['token']}",
-                       headers={"content-type": "application/x-pem-file", "accept": "application/json"}, raw=csr)
+        key_pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+        csr = (
+            x509.CertificateSigningRequestBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, identity_id)]))
+            .sign(key, hashes.SHA256())
+            .public_bytes(serialization.Encoding.PEM)
+        )
+        e = self._call(
+            "POST",
+            f"{self.url}/edge/client/v1/enroll?method=ott&token={ott['token']}",
+            headers={"content-type": "application/x-pem-file", "accept": "application/json"},
+            raw=csr,
+        )
         if e.status != 200:
             raise ZitiLiteError(f"enrollment of {identity_id} failed: {e.status} {e.body}")
         out = Path(path) if path is not None else Path(self.tmp) / f"{r.data['name']}.json"
-        out.write_text(json.dumps({"ztAPI": self.url, "ztAPIs": [self.url], "configTypes": None,
-                                   "id": {"key": "pem:" + key_pem, "cert": "pem:" + e.data["cert"],
-                                          "ca": "pem:" + e.data["ca"]}}, indent=2))
+        out.write_text(
+            json.dumps(
+                {
+                    "ztAPI": self.url,
+                    "ztAPIs": [self.url],
+                    "configTypes": None,
+                    "id": {"key": "pem:" + key_pem, "cert": "pem:" + e.data["cert"], "ca": "pem:" + e.data["ca"]},
+                },
+                indent=2,
+            )
+        )
         return str(out)
 
 
 @dataclass
 class Controller:
     """A running ``ziti-lite serve``."""
+
     url: str
     port: int
     edge_port: int
@@ -240,8 +275,14 @@ class Controller:
             self.proc.wait(5)
 
 
-def start(db: str | os.PathLike, admin_password: str, admin_user: str = ADMIN_USER, edge: bool = True,
-          extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> Controller:
+def start(
+    db: str | os.PathLike,
+    admin_password: str,
+    admin_user: str = ADMIN_USER,
+    edge: bool = True,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> Controller:
     """Start ``ziti-lite serve`` on ``db`` (an existing controller database, e.g. a copy of a
     template) on free loopback ports and wait until it answers. ``admin_user``/``admin_password``
     are the credentials the database's admin already has (for ``Controller.client``); ``extra``
@@ -251,17 +292,39 @@ def start(db: str | os.PathLike, admin_password: str, admin_user: str = ADMIN_US
     tmp = tempfile.mkdtemp(prefix="ziti-lite-")
     ca_file = os.path.join(tmp, "ca.pem")
     Path(ca_file).write_text(ca)
-    environment = {**{k: v for k, v in os.environ.items() if not k.startswith("ZITI_LITE_")},
-                   "PYTHONUNBUFFERED": "1", **(env or {})}
-    for attempt in range(3):   # a free port may be taken before the server binds it: try others
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ZITI_LITE_")},
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    for attempt in range(3):  # a free port may be taken before the server binds it: try others
         port, edge_port = free_port(), (free_port() if edge else 0)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ziti_lite", "serve", "--db", db, "--host", "127.0.0.1", "--port", str(port),
-             "--edge-port", str(edge_port),   # no admin options: they only apply to a new file
-             "--log-level", "warning", *extra],
-            env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        ctl = Controller(f"https://127.0.0.1:{port}", port, edge_port, db, admin_user, admin_password, ca, ca_file,
-                         proc, tmp)
+            [
+                sys.executable,
+                "-m",
+                "ziti_lite",
+                "serve",
+                "--db",
+                db,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--edge-port",
+                str(edge_port),  # no admin options: they only apply to a new file
+                "--log-level",
+                "warning",
+                *extra,
+            ],
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        ctl = Controller(
+            f"https://127.0.0.1:{port}", port, edge_port, db, admin_user, admin_password, ca, ca_file, proc, tmp
+        )
         threading.Thread(target=lambda c=ctl: c.lines.extend(c.proc.stdout), daemon=True).start()
         if _wait_ready(ctl):
             return ctl
@@ -319,6 +382,7 @@ class Spares:
                 result.append(start(db, self.template.admin_password, self.template.admin_user))
             except BaseException as e:  # handed to the test that takes this spare
                 result.append(e)
+
         self._next = threading.Thread(target=run, daemon=True)
         self._next.start()
 
@@ -328,7 +392,7 @@ class Spares:
         assert self._next is not None
         self._next.join()
         result = self._result[0]
-        self._start()   # the next test's controller starts while this one runs
+        self._start()  # the next test's controller starts while this one runs
         if isinstance(result, BaseException):
             raise result
         return result
@@ -342,31 +406,32 @@ class Spares:
 
 
 if pytest is not None:
+
     @pytest.fixture(scope="session")
     def ziti_lite_template(tmp_path_factory) -> Template:
         path = tmp_path_factory.mktemp("ziti-lite-template") / "template.db"
         return Template(str(path), ADMIN_USER, make_template(path, ADMIN_USER))
 
-
     @pytest.fixture(scope="session")
     def ziti_lite(ziti_lite_template, tmp_path_factory):
         """One controller for the whole session."""
         directory = tmp_path_factory.mktemp("ziti-lite")
-        ctl = start(ziti_lite_template.copy(directory / "net.db"), ziti_lite_template.admin_password,
-                    ziti_lite_template.admin_user)
+        ctl = start(
+            ziti_lite_template.copy(directory / "net.db"),
+            ziti_lite_template.admin_password,
+            ziti_lite_template.admin_user,
+        )
         try:
             yield ctl
         finally:
             ctl.stop()
             shutil.rmtree(ctl.tmp, ignore_errors=True)
 
-
     @pytest.fixture(scope="session")
     def _ziti_lite_spares(ziti_lite_template, tmp_path_factory):
         spares = Spares(ziti_lite_template, tmp_path_factory.mktemp("ziti-lite-clean"))
         yield spares
         spares.close()
-
 
     @pytest.fixture
     def ziti_lite_clean(_ziti_lite_spares):
@@ -375,4 +440,4 @@ if pytest is not None:
         try:
             yield ctl
         finally:
-            ctl.stop(wait=False)   # a throwaway: its database is not looked at again
+            ctl.stop(wait=False)  # a throwaway: its database is not looked at again

@@ -25,13 +25,12 @@ every registered CA entity (:func:`trust` adds new ones while running).
 
 from __future__ import annotations
 
+import _ssl
 import ctypes
 import logging
 import ssl
 import sys
 from typing import Any
-
-import _ssl
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization

@@ -25,7 +25,6 @@ import datetime as _dt
 import math
 import re
 from dataclasses import dataclass
-from typing import Union
 
 __all__ = [
     "ParseError", "parse",
@@ -55,7 +54,7 @@ class ParseError(ValueError):
 
 
 # ====================================================================== AST
-Value = Union[str, int, float, bool, None, _dt.datetime]
+Value = str | int | float | bool | None | _dt.datetime
 
 EQ, NE, LT, LE, GT, GE = "=", "!=", "<", "<=", ">", ">="
 CONTAINS, ICONTAINS = "contains", "icontains"
@@ -71,7 +70,7 @@ class SortField:
 
 @dataclass(frozen=True)
 class Query:
-    predicate: "Node | None"                # None: no predicate, i.e. true
+    predicate: Node | None                # None: no predicate, i.e. true
     sort: tuple[SortField, ...] = ()
     skip: int | None = None
     limit: int | None = None                # -1 for ``limit none``
@@ -94,10 +93,10 @@ class Ref:
 class SetFunction:
     """``anyOf(S)`` / ``allOf(S)`` / ``count(S)`` as the left-hand side of an operation."""
     func: str                               # ANY_OF | ALL_OF | COUNT
-    target: "str | SubQuery"                # a symbol name (always for anyOf/allOf) or a sub-query
+    target: str | SubQuery                # a symbol name (always for anyOf/allOf) or a sub-query
 
 
-Lhs = Union[Ref, SetFunction]
+Lhs = Ref | SetFunction
 
 
 @dataclass(frozen=True)
@@ -124,19 +123,19 @@ class Between:
 
 @dataclass(frozen=True)
 class And:
-    left: "Node"
-    right: "Node"
+    left: Node
+    right: Node
 
 
 @dataclass(frozen=True)
 class Or:
-    left: "Node"
-    right: "Node"
+    left: Node
+    right: Node
 
 
 @dataclass(frozen=True)
 class Not:
-    expr: "Node"
+    expr: Node
 
 
 @dataclass(frozen=True)
@@ -152,10 +151,10 @@ class BareSymbol:
 
 @dataclass(frozen=True)
 class IsEmpty:
-    target: "str | SubQuery"
+    target: str | SubQuery
 
 
-Node = Union[Compare, In, Between, And, Or, Not, BoolLiteral, BareSymbol, IsEmpty]
+Node = Compare | In | Between | And | Or | Not | BoolLiteral | BareSymbol | IsEmpty
 
 
 # ====================================================================== lexer
@@ -266,7 +265,7 @@ def _datetime_value(tok: Token) -> _dt.datetime:
     year, month, day, hour, minute, second, frac, offset = m.groups()
     micro = int((frac or "0")[:6].ljust(6, "0"))
     if offset in ("Z", "z"):
-        tz = _dt.timezone.utc
+        tz = _dt.UTC
     else:
         sign = -1 if offset[0] == "-" else 1
         tz = _dt.timezone(sign * _dt.timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6])))

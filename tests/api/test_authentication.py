@@ -16,7 +16,9 @@ CURRENT_FIELDS = SESSION_FIELDS | {"expiresAt", "expirationSeconds"}
 
 
 def authenticate(client, prefix: str, username=ADMIN_USER, password=ADMIN_PASSWORD, **extra):
-    return client.post(prefix + "/authenticate?method=password", json={"username": username, "password": password, **extra})
+    return client.post(
+        prefix + "/authenticate?method=password", json={"username": username, "password": password, **extra}
+    )
 
 
 @pytest.mark.parametrize("prefix", [MGMT, CLIENT, "", "/edge/v1"], ids=["management", "client", "unprefixed", "legacy"])
@@ -33,8 +35,10 @@ def test_password_login_on_every_prefix(client, prefix):
     assert s["isMfaRequired"] is False and s["isMfaComplete"] is False and s["isCertExtendable"] is False
     assert s["identity"]["entity"] == "identities" and s["identity"]["name"] == "Default Admin"
     assert s["identity"]["id"] == s["identityId"]
-    assert s["_links"] == {"self": {"href": f"./api-sessions/{s['id']}"},
-                           "sessions": {"href": f"./api-sessions/{s['id']}/sessions"}}
+    assert s["_links"] == {
+        "self": {"href": f"./api-sessions/{s['id']}"},
+        "sessions": {"href": f"./api-sessions/{s['id']}/sessions"},
+    }
     expires = clock.parse(s["expiresAt"])
     assert dt.timedelta(minutes=29) < expires - clock.now() <= dt.timedelta(minutes=30, seconds=1)
     assert s["ipAddress"]
@@ -76,16 +80,22 @@ def test_unknown_user_and_wrong_password_look_the_same(client):
     for r in (a, b):
         assert_error(r, 401, "INVALID_AUTH")
         assert "zt-session" not in r.headers
-    strip = lambda r: {**r.json(), "error": {k: v for k, v in r.json()["error"].items() if k != "requestId"}}
+
+    def strip(r):
+        return {**r.json(), "error": {k: v for k, v in r.json()["error"].items() if k != "requestId"}}
+
     assert strip(a) == strip(b)
     assert a.headers.get("content-length") == b.headers.get("content-length")
 
 
-@pytest.mark.parametrize("body,field", [
-    ({"username": "abc", "password": "Passw0rd"}, "username"),
-    ({"username": "admin", "password": "abcd"}, "password"),
-    ({"username": 12, "password": "Passw0rd"}, "username"),
-])
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        ({"username": "abc", "password": "Passw0rd"}, "username"),
+        ({"username": "admin", "password": "abcd"}, "password"),
+        ({"username": 12, "password": "Passw0rd"}, "username"),
+    ],
+)
 def test_login_body_validation(client, body, field):
     err = assert_error(client.post(MGMT + "/authenticate?method=password", json=body), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"] == field
@@ -93,22 +103,26 @@ def test_login_body_validation(client, body, field):
 
 def test_missing_credentials_and_unknown_method(client):
     assert_error(client.post(MGMT + "/authenticate?method=password", json={}), 400, "COULD_NOT_VALIDATE")
-    err = assert_error(client.post(MGMT + "/authenticate", json={"username": "admin", "password": "xxxxx"}),
-                       400, "COULD_NOT_VALIDATE")
+    err = assert_error(
+        client.post(MGMT + "/authenticate", json={"username": "admin", "password": "xxxxx"}), 400, "COULD_NOT_VALIDATE"
+    )
     assert err["cause"]["field"] == "method"
     assert_error(client.post(MGMT + "/authenticate?method=magic", json={}), 400, "COULD_NOT_VALIDATE")
 
 
 def test_stale_session_header_is_ignored_on_authenticate(client):
-    r = client.post(MGMT + "/authenticate?method=password", json={"username": ADMIN_USER, "password": ADMIN_PASSWORD},
-                    headers={"zt-session": "00000000-0000-4000-8000-000000000000"})
+    r = client.post(
+        MGMT + "/authenticate?method=password",
+        json={"username": ADMIN_USER, "password": ADMIN_PASSWORD},
+        headers={"zt-session": "00000000-0000-4000-8000-000000000000"},
+    )
     assert r.status_code == 200
 
 
 # ------------------------------------------------------------------ sliding timeout
 def test_sliding_inactivity_timeout(admin):
     clock.advance(29 * 60)
-    assert admin.get("/current-identity").status_code == 200   # activity resets the window
+    assert admin.get("/current-identity").status_code == 200  # activity resets the window
     clock.advance(29 * 60)
     r = admin.get("/current-api-session")
     assert r.status_code == 200
@@ -121,11 +135,12 @@ def test_sliding_inactivity_timeout(admin):
 
 def test_idle_sessions_are_expired_by_the_janitor(ctl, admin):
     from ziti_lite.auth import sessions
+
     fresh = admin.login()
     clock.advance(20 * 60)
     assert fresh.get("/current-identity").status_code == 200
     clock.advance(15 * 60)
-    assert sessions.expire(ctl) >= 1          # admin's first session idled 35 min
+    assert sessions.expire(ctl) >= 1  # admin's first session idled 35 min
     assert ctl.store.value("SELECT count(*) FROM api_sessions WHERE token = ?", (admin.token,)) == 0
     assert fresh.get("/current-identity").status_code == 200
 
@@ -165,7 +180,9 @@ def test_api_sessions_admin_list_detail_delete(admin):
 
 def test_api_sessions_are_admin_only(admin):
     iid = admin.create("identities", {"name": "nonadmin", "type": "User", "isAdmin": False})
-    admin.create("authenticators", {"method": "updb", "identityId": iid, "username": "nonadmin", "password": "Secret-pw1"})
+    admin.create(
+        "authenticators", {"method": "updb", "identityId": iid, "username": "nonadmin", "password": "Secret-pw1"}
+    )
     user = Api(admin.client, MGMT).login("nonadmin", "Secret-pw1")
     assert_error(user.get("/api-sessions"), 401, "UNAUTHORIZED")
     assert user.get("/current-identity").json()["data"]["name"] == "nonadmin"
@@ -178,8 +195,9 @@ def test_api_sessions_are_admin_only(admin):
 
 def test_password_change_through_authenticator(admin):
     iid = admin.create("identities", {"name": "changer", "type": "User", "isAdmin": False})
-    aid = admin.create("authenticators", {"method": "updb", "identityId": iid, "username": "changer",
-                                          "password": "Secret-pw1"})
+    aid = admin.create(
+        "authenticators", {"method": "updb", "identityId": iid, "username": "changer", "password": "Secret-pw1"}
+    )
     assert authenticate(admin.client, MGMT, "changer", "Secret-pw1").status_code == 200
     assert admin.patch(f"/authenticators/{aid}", json={"password": "Other-pw2"}).status_code == 200
     assert_error(authenticate(admin.client, MGMT, "changer", "Secret-pw1"), 401, "INVALID_AUTH")

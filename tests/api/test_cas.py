@@ -18,7 +18,7 @@ def make_cert(cn: str, *, ca: bool = True, issuer=None, days: int = 30):
     """(certificate, key): self-signed unless issuer=(cert, key) is given."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     issuer_name, signer = (issuer[0].subject, issuer[1]) if issuer else (name, key)
     b = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer_name).public_key(key.public_key())
          .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
@@ -151,9 +151,13 @@ def test_external_id_claim(admin):
                        400, "REFERENCED_ENTITY_NOT_FOUND")
     assert err["cause"]["field"] == "matcher"
     bad = dict(claim, location="SAN_EMAIL")
-    assert_error(admin.post("/cas", json=ca_body("claims-bad", externalIdClaim=bad)), 400, "REFERENCED_ENTITY_NOT_FOUND")
-    err = assert_error(admin.post("/cas", json=ca_body("claims-enum", externalIdClaim={"location": "NOWHERE"})),
-                       400, "COULD_NOT_VALIDATE")
+    r = admin.post("/cas", json=ca_body("claims-bad", externalIdClaim=bad))
+    assert_error(r, 400, "REFERENCED_ENTITY_NOT_FOUND")
+    err = assert_error(
+        admin.post("/cas", json=ca_body("claims-enum", externalIdClaim={"location": "NOWHERE"})),
+        400,
+        "COULD_NOT_VALIDATE",
+    )
     assert err["cause"]["field"] == "externalIdClaim.location"
 
 
@@ -161,8 +165,9 @@ def test_identity_roles(admin):
     iid = admin.create("identities", {"name": "role-target", "type": "User", "isAdmin": False})
     id = admin.create("cas", ca_body("roles", identityRoles=["plain", "#attr", f"@{iid}"]))
     assert admin.get(f"/cas/{id}").json()["data"]["identityRoles"] == ["plain", "#attr", f"@{iid}"]
-    err = assert_error(admin.post("/cas", json=ca_body("roles-missing", identityRoles=["@nobody"])),
-                       400, "COULD_NOT_VALIDATE")
+    err = assert_error(
+        admin.post("/cas", json=ca_body("roles-missing", identityRoles=["@nobody"])), 400, "COULD_NOT_VALIDATE"
+    )
     assert err["cause"]["field"] == "identityRoles"
     assert_error(admin.post("/cas", json=ca_body("roles-all", identityRoles=["#all", "#x"])), 400, "COULD_NOT_VALIDATE")
     assert_error(admin.patch(f"/cas/{id}", json={"identityRoles": ["@nobody"]}), 400, "COULD_NOT_VALIDATE")
@@ -177,8 +182,7 @@ def test_identity_roles(admin):
 
 def test_delete_cascades_enrollments_and_cert_authenticators(admin, ctl):
     id = admin.create("cas", ca_body("doomed"))
-    iid = admin.create("identities", {"name": "via-ca", "type": "User", "isAdmin": False,
-                                      "enrollment": {"ottca": id}})
+    iid = admin.create("identities", {"name": "via-ca", "type": "User", "isAdmin": False, "enrollment": {"ottca": id}})
     enr = admin.get(f"/identities/{iid}").json()["data"]["enrollment"]
     assert enr["ottca"]["caId"] == id and enr["ottca"]["ca"]["name"] == "doomed"
     other = admin.create("identities", {"name": "cert-user", "type": "User", "isAdmin": False})
@@ -186,7 +190,8 @@ def test_delete_cascades_enrollments_and_cert_authenticators(admin, ctl):
         ctl.store.execute(
             "INSERT INTO authenticators (id, created_at, updated_at, identity_id, method, fingerprint, cert_pem, ca_id)"
             " VALUES ('caAuth1', '2025-01-01T00:00:00.000Z', '2025-01-01T00:00:00.000Z', ?, 'cert', 'ff00', 'pem', ?)",
-            (other, id))
+            (other, id),
+        )
     assert admin.get("/authenticators/caAuth1").status_code == 200
     assert admin.delete(f"/cas/{id}").status_code == 200
     assert_error(admin.get(f"/cas/{id}"), 404, "NOT_FOUND")

@@ -53,19 +53,42 @@ def test_builtin_schemas_have_upstream_shape(admin):
     intercept = schema(admin, "intercept.v1")
     assert intercept["$id"] == "http://edge.openziti.org/schemas/intercept.v1.config.json"
     assert set(intercept["properties"]) == {"protocols", "addresses", "portRanges", "dialOptions", "sourceIp"}
-    assert schema(admin, "ziti-tunneler-server.v1")["properties"]["portChecks"] == {"$ref": "#/definitions/portCheckList"}
+    assert schema(admin, "ziti-tunneler-server.v1")["properties"]["portChecks"] == {
+        "$ref": "#/definitions/portCheckList"
+    }
     assert schema(admin, "ziti-tunneler-client.v1")["required"] == ["hostname", "port"]
 
 
 def test_host_v1_with_allowed_addresses_and_port_checks_validates(admin):
-    data = {"protocol": "tcp", "forwardAddress": True, "allowedAddresses": ["10.0.0.0/8", "*.ziti", "db.local"],
-            "port": 5432, "allowedSourceAddresses": ["192.168.1.0/24"],
-            "portChecks": [{"address": "localhost:5432", "interval": "5s", "timeout": "500ms",
-                            "actions": [{"trigger": "fail", "consecutiveEvents": 3, "action": "mark unhealthy"},
-                                        {"trigger": "pass", "action": "mark healthy"}]}],
-            "httpChecks": [{"url": "http://localhost/health", "method": "GET", "interval": "1m", "timeout": "2s",
-                            "expectStatus": 200, "expectInBody": "ok"}],
-            "listenOptions": {"connectTimeout": "5s", "maxConnections": 10, "precedence": "required", "cost": 10}}
+    data = {
+        "protocol": "tcp",
+        "forwardAddress": True,
+        "allowedAddresses": ["10.0.0.0/8", "*.ziti", "db.local"],
+        "port": 5432,
+        "allowedSourceAddresses": ["192.168.1.0/24"],
+        "portChecks": [
+            {
+                "address": "localhost:5432",
+                "interval": "5s",
+                "timeout": "500ms",
+                "actions": [
+                    {"trigger": "fail", "consecutiveEvents": 3, "action": "mark unhealthy"},
+                    {"trigger": "pass", "action": "mark healthy"},
+                ],
+            }
+        ],
+        "httpChecks": [
+            {
+                "url": "http://localhost/health",
+                "method": "GET",
+                "interval": "1m",
+                "timeout": "2s",
+                "expectStatus": 200,
+                "expectInBody": "ok",
+            }
+        ],
+        "listenOptions": {"connectTimeout": "5s", "maxConnections": 10, "precedence": "required", "cost": 10},
+    }
     r = post(admin, "host.v1", data)
     assert r.status_code == 201, r.text
     assert admin.get(f"/configs/{r.json()['data']['id']}").json()["data"]["data"] == data
@@ -73,14 +96,26 @@ def test_host_v1_with_allowed_addresses_and_port_checks_validates(admin):
     assert r.status_code == 201, r.text
 
 
-@pytest.mark.parametrize("data,field", [
-    ({"protocol": "tcp", "forwardAddress": True, "port": 1}, "data"),                       # no allowedAddresses
-    ({"protocol": "tcp", "address": "a", "port": 1, "allowedAddresses": []}, "data.allowedAddresses"),
-    ({"protocol": "tcp", "address": "a", "port": 1, "portChecks": [{"interval": "5s", "timeout": "1s"}]},
-     "data.portChecks.0"),                                                                   # no address
-    ({"protocol": "tcp", "address": "a", "port": 1, "portChecks": [{"interval": "soon", "timeout": "1s",
-                                                                    "address": "x"}]}, "data.portChecks.0.interval"),
-])
+@pytest.mark.parametrize(
+    "data,field",
+    [
+        ({"protocol": "tcp", "forwardAddress": True, "port": 1}, "data"),  # no allowedAddresses
+        ({"protocol": "tcp", "address": "a", "port": 1, "allowedAddresses": []}, "data.allowedAddresses"),
+        (
+            {"protocol": "tcp", "address": "a", "port": 1, "portChecks": [{"interval": "5s", "timeout": "1s"}]},
+            "data.portChecks.0",
+        ),  # no address
+        (
+            {
+                "protocol": "tcp",
+                "address": "a",
+                "port": 1,
+                "portChecks": [{"interval": "soon", "timeout": "1s", "address": "x"}],
+            },
+            "data.portChecks.0.interval",
+        ),
+    ],
+)
 def test_host_v1_refusals_name_the_field(admin, data, field):
     err = assert_error(post(admin, "host.v1", data), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"] == field
@@ -89,8 +124,12 @@ def test_host_v1_refusals_name_the_field(admin, data, field):
 # ------------------------------------------------------------------ generated configs
 @pytest.mark.parametrize("type_name", TYPES)
 def test_generated_configs_accepted_exactly_as_upstream(admin, type_name):
-    @settings(max_examples=60, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=60,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(configs(type_name))
     def check(data):
         r = post(admin, type_name, data)
@@ -125,14 +164,22 @@ def test_api_matches_upstream_validator_verdicts(admin):
 
 def test_pattern_dollar_is_end_of_text_as_upstream(admin):
     """Upstream (Go) reads ``$`` as the end of the text: ``"\\n"`` is not matched by ``^$``."""
-    ct = admin.create("config-types", {"name": "patterns", "schema": {
-        "type": "object", "properties": {"a": {"not": {"pattern": "^$"}}, "b": {"pattern": "^x$"},
-                                         "c": {"pattern": "^[0-9]+$"}}}})
+    ct = admin.create(
+        "config-types",
+        {
+            "name": "patterns",
+            "schema": {
+                "type": "object",
+                "properties": {"a": {"not": {"pattern": "^$"}}, "b": {"pattern": "^x$"}, "c": {"pattern": "^[0-9]+$"}},
+            },
+        },
+    )
     ok = {"a": "\n", "b": "x", "c": "123"}
     assert admin.post("/configs", json={"name": "p1", "configTypeId": ct, "data": ok}).status_code == 201
     for bad in ({"a": ""}, {"b": "x\n"}, {"c": "12\n"}, {"c": "١٢"}):
-        assert_error(admin.post("/configs", json={"name": "p2", "configTypeId": ct, "data": bad}),
-                     400, "COULD_NOT_VALIDATE")
+        assert_error(
+            admin.post("/configs", json={"name": "p2", "configTypeId": ct, "data": bad}), 400, "COULD_NOT_VALIDATE"
+        )
 
 
 # ------------------------------------------------------------------ older databases
@@ -140,12 +187,15 @@ def test_named_upgrade_gives_older_databases_upstream_schemas(db_path, tmp_path)
     from starlette.testclient import TestClient
 
     from ziti_lite.db.store import Store
+
     old = tmp_path / "old.db"
     shutil.copy(db_path, old)
-    store = Store(str(old))   # make it look like a file from before the upgrade
+    store = Store(str(old))  # make it look like a file from before the upgrade
     with store.write():
-        store.execute("UPDATE config_types SET schema = ? WHERE id = ?",
-                      (json.dumps({"type": "object", "required": ["hostname"]}), IDS["host.v1"]))
+        store.execute(
+            "UPDATE config_types SET schema = ? WHERE id = ?",
+            (json.dumps({"type": "object", "required": ["hostname"]}), IDS["host.v1"]),
+        )
         store.execute("DELETE FROM config_types WHERE id = ?", (IDS["host.v2"],))
         store.execute("DELETE FROM controller WHERE key LIKE 'upgrade:%'")
     store.close()
@@ -159,8 +209,12 @@ def test_named_upgrade_gives_older_databases_upstream_schemas(db_path, tmp_path)
         assert schema(admin, "host.v1")["$id"].endswith("host.v1.schema.json")
         assert schema(admin, "host.v2")["definitions"]["terminatorList"]["minItems"] == 1
         # recorded: a later change to a built-in survives the next start
-        assert admin.put(f"/config-types/{IDS['host.v1']}",
-                         json={"name": "host.v1", "schema": {"type": "object"}}).status_code == 200
+        assert (
+            admin.put(
+                f"/config-types/{IDS['host.v1']}", json={"name": "host.v1", "schema": {"type": "object"}}
+            ).status_code
+            == 200
+        )
     app.state.controller.store.close()
     app = start()
     with TestClient(app) as c:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
 
 import pytest
 
@@ -40,9 +40,9 @@ class Sample:
     echo_skip      -> wire names not echoed verbatim by the detail (write-only or normalised).
     """
     create: Callable[[Api, int], dict]
-    put: Optional[Callable[[Api, int], dict]] = None
-    patch: Optional[dict] = None
-    invalid: Optional[tuple[dict, str]] = None
+    put: Callable[[Api, int], dict] | None = None
+    patch: dict | None = None
+    invalid: tuple[dict, str] | None = None
     echo_skip: tuple[str, ...] = ()
     volatile: tuple[str, ...] = ()   # detail fields that may change between two reads
 
@@ -92,7 +92,7 @@ def _ca_pem(cn: str) -> str:
     from cryptography.x509.oid import NameOID
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + dt.timedelta(days=30))
@@ -135,7 +135,7 @@ def _ext_jwt(api: Api, n: int) -> dict:
 
 
 def _enrollment(api: Api, n: int) -> dict:
-    expires = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    expires = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
     return {"method": "ott", "identityId": _identity(api), "expiresAt": expires}
 
 

@@ -100,7 +100,9 @@ def test_check_then_fix_a_broken_row(admin, ctl, db_path):
     data = results(admin)
     assert data["results"], data
     assert all(p["fixed"] is False for p in data["results"])
-    assert any(cid in p["description"] for p in data["results"]) or any(sid in p["description"] for p in data["results"])
+    assert any(cid in p["description"] for p in data["results"]) or any(
+        sid in p["description"] for p in data["results"]
+    )
 
     assert admin.post("/database/fix-data-integrity").status_code == 202
     wait_done(ctl)
@@ -119,7 +121,7 @@ def test_snapshot(admin, ctl, db_path):
     r = admin.post("/database/snapshot")
     assert r.status_code == 200 and r.json() == {"data": {}, "meta": {}}
     files = [f for f in glob.glob(f"{db_path}-*") if not f.endswith(("-wal", "-shm"))]
-    assert len(files) == 1 and os.path.basename(files[0])[len("net.db-"):].replace("-", "").isdigit()
+    assert len(files) == 1 and os.path.basename(files[0])[len("net.db-") :].replace("-", "").isdigit()
     conn = apsw.Connection(files[0], flags=apsw.SQLITE_OPEN_READONLY)
     assert conn.execute("SELECT count(*) FROM identities WHERE name = 'in-the-snapshot'").fetchone()[0] == 1
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -129,7 +131,9 @@ def test_snapshot(admin, ctl, db_path):
 
 def test_database_group_is_admin_only(admin, anon):
     iid = admin.create("identities", {"name": "dbuser", "type": "User", "isAdmin": False})
-    admin.create("authenticators", {"method": "updb", "identityId": iid, "username": "dbuser", "password": "Secret-pw1"})
+    admin.create(
+        "authenticators", {"method": "updb", "identityId": iid, "username": "dbuser", "password": "Secret-pw1"}
+    )
     user = Api(admin.client, admin.prefix).login("dbuser", "Secret-pw1")
     for who in (anon, user):
         assert_error(who.post("/database/check-data-integrity"), 401, "UNAUTHORIZED")

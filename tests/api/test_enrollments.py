@@ -61,7 +61,9 @@ def test_create_validation(admin):
 
     err = assert_error(post(identityId="nobody"), 400, "REFERENCED_ENTITY_NOT_FOUND")
     assert err["cause"]["field"] == "identityId"
-    err = assert_error(post(expiresAt=clock.fmt(clock.now() - dt.timedelta(minutes=1))), 400, "REFERENCED_ENTITY_NOT_FOUND")
+    err = assert_error(
+        post(expiresAt=clock.fmt(clock.now() - dt.timedelta(minutes=1))), 400, "REFERENCED_ENTITY_NOT_FOUND"
+    )
     assert err["cause"]["field"] == "expiresAt"
     err = assert_error(post(method="ottca"), 400, "REFERENCED_ENTITY_NOT_FOUND")
     assert err["cause"]["field"] == "caId"
@@ -80,8 +82,11 @@ def test_create_validation(admin):
 
 def test_duplicate_method_is_409(admin):
     iid = identity(admin, "enr-dup", enrollment={"ott": True})
-    err = assert_error(admin.post("/enrollments", json={"method": "ott", "identityId": iid, "expiresAt": later()}),
-                       409, "ENROLLMENT_EXISTS")
+    err = assert_error(
+        admin.post("/enrollments", json={"method": "ott", "identityId": iid, "expiresAt": later()}),
+        409,
+        "ENROLLMENT_EXISTS",
+    )
     assert err["cause"] == {"field": "method", "value": "ott", "reason": "enrollment of same method exists"}
     # another method is fine
     admin.create("enrollments", {"method": "updb", "identityId": iid, "expiresAt": later(), "username": "dup-u"})
@@ -100,8 +105,11 @@ def test_refresh(admin, ctl):
     claims = tokens.verify_enrollment_jwt(after["jwt"], ctl.state["server_cert"])
     assert claims["jti"] == after["token"], "the refreshed JWT carries the new token"
     assert claims["exp"] == int(clock.parse(expires).timestamp()) and claims["sub"] == iid
-    err = assert_error(admin.post(f"/enrollments/{id}/refresh", json={"expiresAt": "2001-01-01T00:00:00.000Z"}),
-                       400, "COULD_NOT_VALIDATE")
+    err = assert_error(
+        admin.post(f"/enrollments/{id}/refresh", json={"expiresAt": "2001-01-01T00:00:00.000Z"}),
+        400,
+        "COULD_NOT_VALIDATE",
+    )
     assert err["cause"]["field"] == "expiresAt"
     assert_error(admin.post(f"/enrollments/{id}/refresh", json={}), 400, "COULD_NOT_VALIDATE")
     assert_error(admin.post("/enrollments/noSuchId/refresh", json={"expiresAt": expires}), 404, "NOT_FOUND")
@@ -121,10 +129,12 @@ def test_identity_sub_lists(admin):
     iid = identity(admin, "enr-subs", enrollment={"ott": True})
     other = identity(admin, "enr-other", enrollment={"ott": True})
     admin.create("enrollments", {"method": "updb", "identityId": iid, "expiresAt": later(), "username": "subs-u"})
-    admin.create("authenticators", {"method": "updb", "identityId": iid, "username": "subs-login",
-                                    "password": "Subs-pw-1"})
-    admin.create("authenticators", {"method": "updb", "identityId": other, "username": "other-login",
-                                    "password": "Subs-pw-1"})
+    admin.create(
+        "authenticators", {"method": "updb", "identityId": iid, "username": "subs-login", "password": "Subs-pw-1"}
+    )
+    admin.create(
+        "authenticators", {"method": "updb", "identityId": other, "username": "other-login", "password": "Subs-pw-1"}
+    )
     body = admin.get(f"/identities/{iid}/enrollments").json()
     assert {x["method"] for x in body["data"]} == {"ott", "updb"}
     assert body["meta"]["pagination"]["totalCount"] == 2 and "filterableFields" in body["meta"]

@@ -58,7 +58,10 @@ def test_cert_pem_xor_jwks_endpoint(admin):
     assert_error(admin.patch(f"/external-jwt-signers/{id}", json={"certPem": pem(cert)}),
                  400, "REFERENCED_ENTITY_NOT_FOUND")
     # PUT replaces: switch from JWKS to a certificate
-    assert admin.put(f"/external-jwt-signers/{id}", json=signer("one", jwksEndpoint=None, certPem=pem(cert))).status_code == 200
+    assert (
+        admin.put(f"/external-jwt-signers/{id}", json=signer("one", jwksEndpoint=None, certPem=pem(cert))).status_code
+        == 200
+    )
     d = admin.get(f"/external-jwt-signers/{id}").json()["data"]
     assert d["jwksEndpoint"] is None and d["commonName"] == "x"
 
@@ -67,15 +70,21 @@ def test_cert_pem_must_hold_one_certificate(admin):
     a, _ = make_cert("a", ca=False)
     b, _ = make_cert("b", ca=False)
     for bad in ("garbage", pem(a) + pem(b), "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"):
-        assert_error(admin.post("/external-jwt-signers", json=signer("bad", jwksEndpoint=None, certPem=bad)),
-                     400, "INVALID_CERT_PEM")
+        assert_error(
+            admin.post("/external-jwt-signers", json=signer("bad", jwksEndpoint=None, certPem=bad)),
+            400,
+            "INVALID_CERT_PEM",
+        )
 
 
 def test_patch_recomputes_certificate_fields(admin):
     a, _ = make_cert("first", ca=False)
     b, _ = make_cert("second", ca=False)
     id = admin.create("external-jwt-signers", signer("rotating", jwksEndpoint=None, certPem=pem(a)))
-    assert admin.patch(f"/external-jwt-signers/{id}", json={"certPem": pem(b), "claimsProperty": "email"}).status_code == 200
+    assert (
+        admin.patch(f"/external-jwt-signers/{id}", json={"certPem": pem(b), "claimsProperty": "email"}).status_code
+        == 200
+    )
     d = admin.get(f"/external-jwt-signers/{id}").json()["data"]
     assert d["commonName"] == "second" and d["fingerprint"] == b.fingerprint(hashes.SHA1()).hex()
     assert d["claimsProperty"] == "email" and d["name"] == "rotating" and d["audience"] == "ziti"
@@ -83,13 +92,17 @@ def test_patch_recomputes_certificate_fields(admin):
 
 def test_unique_fields(admin):
     admin.create("external-jwt-signers", signer("u1", kid="kid-1"))
-    err = assert_error(admin.post("/external-jwt-signers", json=signer("u2", issuer="https://u1.example.com")),
-                       400, "COULD_NOT_VALIDATE")
+    err = assert_error(
+        admin.post("/external-jwt-signers", json=signer("u2", issuer="https://u1.example.com")),
+        400,
+        "COULD_NOT_VALIDATE",
+    )
     assert err["cause"]["field"] == "issuer"
     err = assert_error(admin.post("/external-jwt-signers", json=signer("u3", kid="kid-1")), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"] == "kid"
-    err = assert_error(admin.post("/external-jwt-signers", json=signer("u1", issuer="https://other")),
-                       400, "COULD_NOT_VALIDATE")
+    err = assert_error(
+        admin.post("/external-jwt-signers", json=signer("u1", issuer="https://other")), 400, "COULD_NOT_VALIDATE"
+    )
     assert err["cause"]["field"] == "name"
     err = assert_error(admin.post("/external-jwt-signers", json=signer("u4", issuer=" ")), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"] == "issuer"
@@ -100,13 +113,23 @@ def test_unique_fields(admin):
 
 
 def _policy(name: str, allowed=(), required=None) -> dict:
-    return {"name": name,
-            "primary": {"cert": {"allowed": True, "allowExpiredCerts": True},
-                        "extJwt": {"allowed": True, "allowedSigners": list(allowed)},
-                        "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 0,
-                                 "minPasswordLength": 5, "requireMixedCase": False, "requireNumberChar": False,
-                                 "requireSpecialChar": False}},
-            "secondary": {"requireTotp": False, "requireExtJwtSigner": required}}
+    return {
+        "name": name,
+        "primary": {
+            "cert": {"allowed": True, "allowExpiredCerts": True},
+            "extJwt": {"allowed": True, "allowedSigners": list(allowed)},
+            "updb": {
+                "allowed": True,
+                "lockoutDurationMinutes": 0,
+                "maxAttempts": 0,
+                "minPasswordLength": 5,
+                "requireMixedCase": False,
+                "requireNumberChar": False,
+                "requireSpecialChar": False,
+            },
+        },
+        "secondary": {"requireTotp": False, "requireExtJwtSigner": required},
+    }
 
 
 def test_delete_refused_while_referenced(admin):
@@ -125,8 +148,9 @@ def test_delete_refused_while_referenced(admin):
 
 
 def test_client_api_view_is_public_and_enabled_only(admin, anon):
-    on = admin.create("external-jwt-signers", signer("visible", clientId="zac", scopes=["openid"],
-                                                     externalAuthUrl="https://idp/auth"))
+    on = admin.create(
+        "external-jwt-signers", signer("visible", clientId="zac", scopes=["openid"], externalAuthUrl="https://idp/auth")
+    )
     admin.create("external-jwt-signers", signer("hidden", enabled=False))
     bare = admin.create("external-jwt-signers", signer("bare", audience=None))
     r = anon.as_prefix(CLIENT).get("/external-jwt-signers")
@@ -135,8 +159,18 @@ def test_client_api_view_is_public_and_enabled_only(admin, anon):
     assert body["meta"]["pagination"]["totalCount"] == 2
     items = {x["id"]: x for x in body["data"]}
     assert set(items) == {on, bare}
-    assert set(items[on]) == {"id", "createdAt", "updatedAt", "tags", "_links", "name", "externalAuthUrl",
-                              "scopes", "clientId", "audience"}
+    assert set(items[on]) == {
+        "id",
+        "createdAt",
+        "updatedAt",
+        "tags",
+        "_links",
+        "name",
+        "externalAuthUrl",
+        "scopes",
+        "clientId",
+        "audience",
+    }
     assert items[on]["clientId"] == "zac" and items[on]["scopes"] == ["openid"]
     assert items[bare]["externalAuthUrl"] is None and items[bare]["scopes"] is None
     assert "clientId" not in items[bare] and "audience" not in items[bare]

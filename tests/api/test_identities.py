@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, Api, assert_error
+from tests.conftest import ADMIN_USER, Api, assert_error
 from ziti_lite import clock
 
 
@@ -86,32 +86,45 @@ def test_duplicate_and_empty_names(admin):
                        400, "COULD_NOT_VALIDATE")
     assert err["cause"] == {"field": "name", "reason": "name must be unique", "value": "dup"}
     admin.create("identities", {"name": "Dup", "type": "User", "isAdmin": False})  # case-sensitive
-    assert_error(admin.post("/identities", json={"name": "", "type": "User", "isAdmin": False}), 400, "COULD_NOT_VALIDATE")
+    assert_error(
+        admin.post("/identities", json={"name": "", "type": "User", "isAdmin": False}), 400, "COULD_NOT_VALIDATE"
+    )
 
 
 def test_role_attribute_prefixes_refused(admin):
     for bad in ("#web", "@id"):
-        err = assert_error(admin.post("/identities", json={"name": "r", "type": "User", "isAdmin": False,
-                                                           "roleAttributes": [bad]}), 400, "COULD_NOT_VALIDATE")
+        err = assert_error(
+            admin.post("/identities", json={"name": "r", "type": "User", "isAdmin": False, "roleAttributes": [bad]}),
+            400,
+            "COULD_NOT_VALIDATE",
+        )
         assert err["cause"]["field"] == "roleAttributes"
 
 
 def test_unknown_auth_policy_is_404(admin):
-    assert_error(admin.post("/identities", json={"name": "p", "type": "User", "isAdmin": False,
-                                                 "authPolicyId": "nope"}), 404, "NOT_FOUND")
+    assert_error(
+        admin.post("/identities", json={"name": "p", "type": "User", "isAdmin": False, "authPolicyId": "nope"}),
+        404,
+        "NOT_FOUND",
+    )
 
 
 def test_cost_limits(admin):
     for bad in (-1, 65536):
-        err = assert_error(admin.post("/identities", json={"name": "c", "type": "User", "isAdmin": False,
-                                                           "defaultHostingCost": bad}), 400, "COULD_NOT_VALIDATE")
+        err = assert_error(
+            admin.post("/identities", json={"name": "c", "type": "User", "isAdmin": False, "defaultHostingCost": bad}),
+            400,
+            "COULD_NOT_VALIDATE",
+        )
         assert err["cause"]["field"] == "defaultHostingCost"
 
 
 # ------------------------------------------------------------------ PUT and PATCH
 def test_put_resets_omitted_fields(admin, service_ids):
-    iid = admin.create("identities", {**FULL, "serviceHostingCosts": {service_ids[0]: 3},
-                                      "serviceHostingPrecedences": {service_ids[0]: "failed"}})
+    iid = admin.create(
+        "identities",
+        {**FULL, "serviceHostingCosts": {service_ids[0]: 3}, "serviceHostingPrecedences": {service_ids[0]: "failed"}},
+    )
     d = get(admin, iid)
     assert d["isAdmin"] is True and d["externalId"] == "ext-1" and d["serviceHostingCosts"] == {service_ids[0]: 3}
     r = admin.put(f"/identities/{iid}", json={"name": "full2", "type": "User", "isAdmin": False})
@@ -143,10 +156,17 @@ def test_patch_writes_only_sent_fields(admin):
 
 def test_patch_null_is_ignored_and_empty_values_count(admin):
     iid = admin.create("identities", FULL)
-    r = admin.patch(f"/identities/{iid}", json={"name": None, "externalId": None, "roleAttributes": None, "isAdmin": None})
+    r = admin.patch(
+        f"/identities/{iid}", json={"name": None, "externalId": None, "roleAttributes": None, "isAdmin": None}
+    )
     assert r.status_code == 200, r.text
     d = get(admin, iid)
-    assert d["name"] == "full" and d["externalId"] == "ext-1" and d["roleAttributes"] == ["a", "b"] and d["isAdmin"] is True
+    assert (
+        d["name"] == "full"
+        and d["externalId"] == "ext-1"
+        and d["roleAttributes"] == ["a", "b"]
+        and d["isAdmin"] is True
+    )
     assert admin.patch(f"/identities/{iid}", json={"roleAttributes": [], "isAdmin": False}).status_code == 200
     d = get(admin, iid)
     assert d["roleAttributes"] == [] and d["isAdmin"] is False
@@ -268,24 +288,40 @@ def test_deleting_an_identity_cascades(admin):
 # ------------------------------------------------------------------ externalId
 def test_external_id_unique_blank_is_null(admin):
     admin.create("identities", {"name": "e1", "type": "User", "isAdmin": False, "externalId": "same"})
-    err = assert_error(admin.post("/identities", json={"name": "e2", "type": "User", "isAdmin": False,
-                                                       "externalId": "same"}), 400, "COULD_NOT_VALIDATE")
-    assert err["cause"] == {"field": "externalId", "reason": "duplicate value 'same' in unique index on identities store",
-                            "value": "same"}
+    err = assert_error(
+        admin.post("/identities", json={"name": "e2", "type": "User", "isAdmin": False, "externalId": "same"}),
+        400,
+        "COULD_NOT_VALIDATE",
+    )
+    assert err["cause"] == {
+        "field": "externalId",
+        "reason": "duplicate value 'same' in unique index on identities store",
+        "value": "same",
+    }
     a = admin.create("identities", {"name": "e3", "type": "User", "isAdmin": False, "externalId": "  "})
     b = admin.create("identities", {"name": "e4", "type": "User", "isAdmin": False, "externalId": ""})
     assert get(admin, a)["externalId"] is None and get(admin, b)["externalId"] is None
     err = assert_error(admin.patch(f"/identities/{a}", json={"externalId": "same"}), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"] == "externalId"
-    assert admin.get("/identities", params={"filter": 'externalId = "same"'}).json()["meta"]["pagination"]["totalCount"] == 1
+    assert (
+        admin.get("/identities", params={"filter": 'externalId = "same"'}).json()["meta"]["pagination"]["totalCount"]
+        == 1
+    )
 
 
 # ------------------------------------------------------------------ hosting maps
 def test_hosting_maps(admin, service_ids):
     s1, s2 = service_ids
-    iid = admin.create("identities", {"name": "host", "type": "Device", "isAdmin": False,
-                                      "serviceHostingCosts": {s1: 10, s2: 20},
-                                      "serviceHostingPrecedences": {s1: "required", s2: "weird"}})
+    iid = admin.create(
+        "identities",
+        {
+            "name": "host",
+            "type": "Device",
+            "isAdmin": False,
+            "serviceHostingCosts": {s1: 10, s2: 20},
+            "serviceHostingPrecedences": {s1: "required", s2: "weird"},
+        },
+    )
     d = get(admin, iid)
     assert d["serviceHostingCosts"] == {s1: 10, s2: 20}
     assert d["serviceHostingPrecedences"] == {s1: "required", s2: "default"}
@@ -296,18 +332,29 @@ def test_hosting_maps(admin, service_ids):
 
 
 def test_hosting_maps_refuse_unknown_services_and_bad_costs(admin, service_ids):
-    err = assert_error(admin.post("/identities", json={"name": "h", "type": "User", "isAdmin": False,
-                                                       "serviceHostingCosts": {"nope": 1}}), 404, "NOT_FOUND")
+    err = assert_error(
+        admin.post(
+            "/identities", json={"name": "h", "type": "User", "isAdmin": False, "serviceHostingCosts": {"nope": 1}}
+        ),
+        404,
+        "NOT_FOUND",
+    )
     assert "nope" in err["cause"]["message"]
-    err = assert_error(admin.post("/identities", json={"name": "h", "type": "User", "isAdmin": False,
-                                                       "serviceHostingCosts": {service_ids[0]: 70000}}),
-                       400, "COULD_NOT_VALIDATE")
+    err = assert_error(
+        admin.post(
+            "/identities",
+            json={"name": "h", "type": "User", "isAdmin": False, "serviceHostingCosts": {service_ids[0]: 70000}},
+        ),
+        400,
+        "COULD_NOT_VALIDATE",
+    )
     assert err["cause"]["field"].startswith("serviceHostingCosts")
 
 
 def test_default_hosting_precedence_values(admin):
-    iid = admin.create("identities", {"name": "prec", "type": "User", "isAdmin": False,
-                                      "defaultHostingPrecedence": "failed"})
+    iid = admin.create(
+        "identities", {"name": "prec", "type": "User", "isAdmin": False, "defaultHostingPrecedence": "failed"}
+    )
     assert get(admin, iid)["defaultHostingPrecedence"] == "failed"
     admin.patch(f"/identities/{iid}", json={"defaultHostingPrecedence": "nonsense"})
     assert get(admin, iid)["defaultHostingPrecedence"] == "default"
@@ -316,9 +363,15 @@ def test_default_hosting_precedence_values(admin):
 # ------------------------------------------------------------------ login side effects
 def test_login_records_env_and_sdk_info(admin):
     iid = with_password(admin, "infoed")
-    r = admin.client.post(admin.prefix + "/authenticate?method=password",
-                          json={"username": "infoed", "password": "Secret-pw1",
-                                "envInfo": {"os": "linux", "arch": "amd64"}, "sdkInfo": {"type": "ziti-sdk-c"}})
+    r = admin.client.post(
+        admin.prefix + "/authenticate?method=password",
+        json={
+            "username": "infoed",
+            "password": "Secret-pw1",
+            "envInfo": {"os": "linux", "arch": "amd64"},
+            "sdkInfo": {"type": "ziti-sdk-c"},
+        },
+    )
     assert r.status_code == 200, r.text
     d = get(admin, iid)
     assert d["envInfo"] == {"os": "linux", "arch": "amd64"}
@@ -329,18 +382,28 @@ def test_login_records_env_and_sdk_info(admin):
 def test_filters_on_identity_fields(admin):
     admin.create("identities", {"name": "alpha", "type": "User", "isAdmin": True, "roleAttributes": ["x"]})
     admin.create("identities", {"name": "beta", "type": "User", "isAdmin": False, "roleAttributes": ["x", "y"]})
-    names = lambda q: sorted(i["name"] for i in admin.get("/identities", params={"filter": q}).json()["data"])
+
+    def names(q):
+        return sorted(i["name"] for i in admin.get("/identities", params={"filter": q}).json()["data"])
+
     assert names('isAdmin = true and name != "Default Admin"') == ["alpha"]
     assert names('anyOf(roleAttributes) = "y"') == ["beta"]
     assert names('name in ["alpha", "beta"] sort by name desc') == ["alpha", "beta"]
     assert names('type = "Default" and name icontains "ALP"') == ["alpha"]
-    assert names('count(roleAttributes) > 1') == ["beta"]
+    assert names("count(roleAttributes) > 1") == ["beta"]
 
 
 def test_pages_at_any_offset_follow_the_sort_and_the_filter(admin):
     for i in range(23):
-        admin.create("identities", {"name": f"pager-{i % 7}-{i:02d}", "type": "User", "isAdmin": False,
-                                    "roleAttributes": ["even"] if i % 2 == 0 else []})
+        admin.create(
+            "identities",
+            {
+                "name": f"pager-{i % 7}-{i:02d}",
+                "type": "User",
+                "isAdmin": False,
+                "roleAttributes": ["even"] if i % 2 == 0 else [],
+            },
+        )
     query = 'name contains "pager" and anyOf(roleAttributes) = "even" sort by name desc'
     whole = admin.get("/identities", params={"filter": query, "limit": "-1"}).json()["data"]
     names = [x["name"] for x in whole]

@@ -104,7 +104,9 @@ def test_summary(admin):
 def test_summary_is_admin_only(admin, anon):
     assert_error(anon.get("/summary"), 401, "UNAUTHORIZED")
     iid = admin.create("identities", {"name": "someone", "type": "User", "isAdmin": False})
-    admin.create("authenticators", {"method": "updb", "identityId": iid, "username": "someone", "password": "Secret-pw1"})
+    admin.create(
+        "authenticators", {"method": "updb", "identityId": iid, "username": "someone", "password": "Secret-pw1"}
+    )
     user = Api(admin.client, MGMT).login("someone", "Secret-pw1")
     assert_error(user.get("/summary"), 401, "UNAUTHORIZED")
 
@@ -113,8 +115,9 @@ def test_summary_is_not_on_the_client_api(admin):
     assert_error(admin.as_prefix(CLIENT).get("/summary"), 404, "NOT_FOUND")
 
 
-@pytest.mark.parametrize("path", ["/.well-known/est/cacerts", MGMT + "/.well-known/est/cacerts",
-                                  CLIENT + "/.well-known/est/cacerts"])
+@pytest.mark.parametrize(
+    "path", ["/.well-known/est/cacerts", MGMT + "/.well-known/est/cacerts", CLIENT + "/.well-known/est/cacerts"]
+)
 def test_cacerts_bundle(client, ctl, path):
     r = client.get(path)
     assert r.status_code == 200
@@ -122,6 +125,7 @@ def test_cacerts_bundle(client, ctl, path):
     certs = pkcs7.load_der_pkcs7_certificates(base64.b64decode(r.content))
     subjects = {c.subject for c in certs}
     from cryptography import x509
+
     want = {x509.load_pem_x509_certificate(ctl.state[k].encode()).subject for k in ("root_cert", "signer_cert")}
     assert want <= subjects
 

@@ -28,8 +28,16 @@ def _invalid(admin, body, field, method="post", path="/posture-checks"):
 
 # ------------------------------------------------------------------ each type
 def test_domain_check(admin):
-    id = admin.create("posture-checks", {"name": "dom", "typeId": "DOMAIN", "domains": ["b.example", "a.example", "b.example"],
-                                         "roleAttributes": ["pc"], "tags": {"k": "v"}})
+    id = admin.create(
+        "posture-checks",
+        {
+            "name": "dom",
+            "typeId": "DOMAIN",
+            "domains": ["b.example", "a.example", "b.example"],
+            "roleAttributes": ["pc"],
+            "tags": {"k": "v"},
+        },
+    )
     d = _detail(admin, id)
     assert set(d) == BASE_KEYS | {"domains"}
     assert (d["typeId"], d["version"], d["roleAttributes"], d["tags"]) == ("DOMAIN", 1, ["pc"], {"k": "v"})
@@ -38,14 +46,22 @@ def test_domain_check(admin):
 
 
 def test_os_check(admin):
-    id = admin.create("posture-checks", {"name": "os", "typeId": "OS", "operatingSystems": [
-        {"type": "Windows", "versions": ["1.0.0"]},
-        {"type": "Linux", "versions": []},
-        {"type": "Windows", "versions": [">=10.0.19041", ">=10.0.0 <11.0.0", ">=10.0.19041"]},
-        {"type": "macOS", "versions": ["11.2.x || >= 12.0.0"]}]})
+    id = admin.create(
+        "posture-checks",
+        {
+            "name": "os",
+            "typeId": "OS",
+            "operatingSystems": [
+                {"type": "Windows", "versions": ["1.0.0"]},
+                {"type": "Linux", "versions": []},
+                {"type": "Windows", "versions": [">=10.0.19041", ">=10.0.0 <11.0.0", ">=10.0.19041"]},
+                {"type": "macOS", "versions": ["11.2.x || >= 12.0.0"]},
+            ],
+        },
+    )
     d = _detail(admin, id)
     assert set(d) == BASE_KEYS | {"operatingSystems"}
-    assert d["operatingSystems"] == [          # by type; the last entry of a type wins
+    assert d["operatingSystems"] == [  # by type; the last entry of a type wins
         {"type": "Linux", "versions": None},
         {"type": "Windows", "versions": [">=10.0.0 <11.0.0", ">=10.0.19041"]},
         {"type": "macOS", "versions": ["11.2.x || >= 12.0.0"]},
@@ -54,35 +70,72 @@ def test_os_check(admin):
 
 @pytest.mark.parametrize("version", ["abc", "10", "10.0", ">>10.0.0", "=> 1.0.0", "1.0.0 ||", "", "01.0.0"])
 def test_os_check_bad_version(admin, version):
-    cause = _invalid(admin, {"name": "os-bad", "typeId": "OS",
-                             "operatingSystems": [{"type": "Windows", "versions": ["1.0.0", version]}]},
-                     "operatingSystems[Windows][1]")
+    cause = _invalid(
+        admin,
+        {"name": "os-bad", "typeId": "OS", "operatingSystems": [{"type": "Windows", "versions": ["1.0.0", version]}]},
+        "operatingSystems[Windows][1]",
+    )
     assert cause["value"] == version
 
 
 def test_mac_check(admin):
-    id = admin.create("posture-checks", {"name": "mac", "typeId": "MAC",
-                                         "macAddresses": ["AA:BB:CC:DD:EE:FF", "aa-bb-cc-dd-ee-ff", "00:11:22:33:44:55"]})
+    id = admin.create(
+        "posture-checks",
+        {
+            "name": "mac",
+            "typeId": "MAC",
+            "macAddresses": ["AA:BB:CC:DD:EE:FF", "aa-bb-cc-dd-ee-ff", "00:11:22:33:44:55"],
+        },
+    )
     d = _detail(admin, id)
     assert set(d) == BASE_KEYS | {"macAddresses"}
     assert d["macAddresses"] == ["001122334455", "aabbccddeeff"]
 
 
 def test_process_check(admin):
-    id = admin.create("posture-checks", {"name": "proc", "typeId": "PROCESS", "process": {
-        "osType": "Windows", "path": "C:\\app.exe", "hashes": ["ABCDEF", "abcdef"], "signerFingerprint": "FFEE"}})
+    id = admin.create(
+        "posture-checks",
+        {
+            "name": "proc",
+            "typeId": "PROCESS",
+            "process": {
+                "osType": "Windows",
+                "path": "C:\\app.exe",
+                "hashes": ["ABCDEF", "abcdef"],
+                "signerFingerprint": "FFEE",
+            },
+        },
+    )
     d = _detail(admin, id)
     assert set(d) == BASE_KEYS | {"process"}
-    assert d["process"] == {"osType": "Windows", "path": "C:\\app.exe", "hashes": ["abcdef"], "signerFingerprint": "ffee"}
-    bare = _detail(admin, admin.create("posture-checks", {"name": "proc2", "typeId": "PROCESS",
-                                                          "process": {"osType": "Linux", "path": "/bin/x"}}))
+    assert d["process"] == {
+        "osType": "Windows",
+        "path": "C:\\app.exe",
+        "hashes": ["abcdef"],
+        "signerFingerprint": "ffee",
+    }
+    bare = _detail(
+        admin,
+        admin.create(
+            "posture-checks", {"name": "proc2", "typeId": "PROCESS", "process": {"osType": "Linux", "path": "/bin/x"}}
+        ),
+    )
     assert bare["process"] == {"osType": "Linux", "path": "/bin/x", "hashes": None}
 
 
 def test_process_multi_check(admin):
-    id = admin.create("posture-checks", {"name": "pm", "typeId": "PROCESS_MULTI", "semantic": "AllOf", "processes": [
-        {"osType": "Linux", "path": "/usr/bin/b", "hashes": ["h2", "h1"]},
-        {"osType": "Linux", "path": "/usr/bin/a", "signerFingerprints": ["s1"]}]})
+    id = admin.create(
+        "posture-checks",
+        {
+            "name": "pm",
+            "typeId": "PROCESS_MULTI",
+            "semantic": "AllOf",
+            "processes": [
+                {"osType": "Linux", "path": "/usr/bin/b", "hashes": ["h2", "h1"]},
+                {"osType": "Linux", "path": "/usr/bin/a", "signerFingerprints": ["s1"]},
+            ],
+        },
+    )
     d = _detail(admin, id)
     assert set(d) == BASE_KEYS | {"processes", "semantic"}
     assert d["semantic"] == "AllOf"
@@ -97,8 +150,19 @@ def test_mfa_check(admin):
     d = _detail(admin, id)
     assert set(d) == BASE_KEYS | {"timeoutSeconds", "promptOnWake"}, "false flags are omitted"
     assert d["timeoutSeconds"] == -1 and d["promptOnWake"] is True
-    other = _detail(admin, admin.create("posture-checks", {"name": "mfa2", "typeId": "MFA", "timeoutSeconds": 300,
-                                                           "promptOnUnlock": True, "ignoreLegacyEndpoints": True}))
+    other = _detail(
+        admin,
+        admin.create(
+            "posture-checks",
+            {
+                "name": "mfa2",
+                "typeId": "MFA",
+                "timeoutSeconds": 300,
+                "promptOnUnlock": True,
+                "ignoreLegacyEndpoints": True,
+            },
+        ),
+    )
     assert (other["timeoutSeconds"], other["promptOnUnlock"], other["ignoreLegacyEndpoints"]) == (300, True, True)
     assert "promptOnWake" not in other
     assert admin.patch(f"/posture-checks/{id}", json={"timeoutSeconds": -20, "promptOnWake": False}).status_code == 200
@@ -107,32 +171,47 @@ def test_mfa_check(admin):
 
 
 def test_other_types_fields_are_ignored(admin):
-    id = admin.create("posture-checks", {"name": "dom2", "typeId": "DOMAIN", "domains": ["x"],
-                                         "macAddresses": ["aa"], "timeoutSeconds": 5})
+    id = admin.create(
+        "posture-checks",
+        {"name": "dom2", "typeId": "DOMAIN", "domains": ["x"], "macAddresses": ["aa"], "timeoutSeconds": 5},
+    )
     assert set(_detail(admin, id)) == BASE_KEYS | {"domains"}
 
 
 # ------------------------------------------------------------------ validation
-@pytest.mark.parametrize("body,field", [
-    ({"name": "x", "typeId": "NOPE"}, "typeId"),
-    ({"name": "x"}, "typeId"),
-    ({"typeId": "MFA"}, "name"),
-    ({"name": "", "typeId": "MFA"}, "name"),
-    ({"name": "x", "typeId": "DOMAIN", "domains": []}, "domains"),
-    ({"name": "x", "typeId": "DOMAIN"}, "domains"),
-    ({"name": "x", "typeId": "MAC", "macAddresses": []}, "macAddresses"),
-    ({"name": "x", "typeId": "OS", "operatingSystems": []}, "operatingSystems"),
-    ({"name": "x", "typeId": "OS", "operatingSystems": [{"type": "BeOS", "versions": []}]}, "operatingSystems.0.type"),
-    ({"name": "x", "typeId": "OS", "operatingSystems": [{"type": "Linux"}]}, "operatingSystems.0.versions"),
-    ({"name": "x", "typeId": "PROCESS"}, "process"),
-    ({"name": "x", "typeId": "PROCESS", "process": {"osType": "Linux"}}, "process.path"),
-    ({"name": "x", "typeId": "PROCESS_MULTI", "semantic": "AnyOf", "processes": []}, "processes"),
-    ({"name": "x", "typeId": "PROCESS_MULTI", "processes": [{"osType": "Linux", "path": "/a"}]}, "semantic"),
-    ({"name": "x", "typeId": "PROCESS_MULTI", "semantic": "Most", "processes": [{"osType": "Linux", "path": "/a"}]},
-     "semantic"),
-    ({"name": "x", "typeId": "MFA", "timeoutSeconds": "soon"}, "timeoutSeconds"),
-    ({"name": "x", "typeId": "MFA", "roleAttributes": ["@x"]}, "roleAttributes"),
-])
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        ({"name": "x", "typeId": "NOPE"}, "typeId"),
+        ({"name": "x"}, "typeId"),
+        ({"typeId": "MFA"}, "name"),
+        ({"name": "", "typeId": "MFA"}, "name"),
+        ({"name": "x", "typeId": "DOMAIN", "domains": []}, "domains"),
+        ({"name": "x", "typeId": "DOMAIN"}, "domains"),
+        ({"name": "x", "typeId": "MAC", "macAddresses": []}, "macAddresses"),
+        ({"name": "x", "typeId": "OS", "operatingSystems": []}, "operatingSystems"),
+        (
+            {"name": "x", "typeId": "OS", "operatingSystems": [{"type": "BeOS", "versions": []}]},
+            "operatingSystems.0.type",
+        ),
+        ({"name": "x", "typeId": "OS", "operatingSystems": [{"type": "Linux"}]}, "operatingSystems.0.versions"),
+        ({"name": "x", "typeId": "PROCESS"}, "process"),
+        ({"name": "x", "typeId": "PROCESS", "process": {"osType": "Linux"}}, "process.path"),
+        ({"name": "x", "typeId": "PROCESS_MULTI", "semantic": "AnyOf", "processes": []}, "processes"),
+        ({"name": "x", "typeId": "PROCESS_MULTI", "processes": [{"osType": "Linux", "path": "/a"}]}, "semantic"),
+        (
+            {
+                "name": "x",
+                "typeId": "PROCESS_MULTI",
+                "semantic": "Most",
+                "processes": [{"osType": "Linux", "path": "/a"}],
+            },
+            "semantic",
+        ),
+        ({"name": "x", "typeId": "MFA", "timeoutSeconds": "soon"}, "timeoutSeconds"),
+        ({"name": "x", "typeId": "MFA", "roleAttributes": ["@x"]}, "roleAttributes"),
+    ],
+)
 def test_create_validation(admin, body, field):
     _invalid(admin, body, field)
     assert admin.get("/posture-checks").json()["meta"]["pagination"]["totalCount"] == 0
@@ -145,27 +224,52 @@ def test_name_unique(admin):
 
 # ------------------------------------------------------------------ update
 def test_put_replaces(admin):
-    id = admin.create("posture-checks", {"name": "put", "typeId": "DOMAIN", "domains": ["a"], "roleAttributes": ["r"],
-                                         "tags": {"t": 1}})
+    id = admin.create(
+        "posture-checks",
+        {"name": "put", "typeId": "DOMAIN", "domains": ["a"], "roleAttributes": ["r"], "tags": {"t": 1}},
+    )
     r = admin.put(f"/posture-checks/{id}", json={"name": "put2", "typeId": "DOMAIN", "domains": ["z", "y"]})
     assert r.status_code == 200 and r.json() == {"data": {}, "meta": {}}
     d = _detail(admin, id)
     assert (d["name"], d["domains"], d["roleAttributes"], d["tags"], d["version"]) == ("put2", ["y", "z"], [], {}, 1)
     _invalid(admin, {"name": "put2", "typeId": "DOMAIN"}, "domains", method="put", path=f"/posture-checks/{id}")
-    _invalid(admin, {"name": "put2", "typeId": "DOMAIN", "domains": []}, "domains", method="put", path=f"/posture-checks/{id}")
-    _invalid(admin, {"name": "put2", "typeId": "MAC", "macAddresses": ["aa"]}, "typeId", method="put",
-             path=f"/posture-checks/{id}")
+    _invalid(
+        admin,
+        {"name": "put2", "typeId": "DOMAIN", "domains": []},
+        "domains",
+        method="put",
+        path=f"/posture-checks/{id}",
+    )
+    _invalid(
+        admin,
+        {"name": "put2", "typeId": "MAC", "macAddresses": ["aa"]},
+        "typeId",
+        method="put",
+        path=f"/posture-checks/{id}",
+    )
     assert _detail(admin, id)["domains"] == ["y", "z"]
 
 
 def test_patch_writes_only_sent_fields(admin):
-    id = admin.create("posture-checks", {"name": "pat", "typeId": "PROCESS_MULTI", "semantic": "AnyOf",
-                                         "processes": [{"osType": "Linux", "path": "/a"}], "roleAttributes": ["r"]})
+    id = admin.create(
+        "posture-checks",
+        {
+            "name": "pat",
+            "typeId": "PROCESS_MULTI",
+            "semantic": "AnyOf",
+            "processes": [{"osType": "Linux", "path": "/a"}],
+            "roleAttributes": ["r"],
+        },
+    )
     assert admin.patch(f"/posture-checks/{id}", json={"semantic": "AllOf"}).status_code == 200
     d = _detail(admin, id)
     assert d["semantic"] == "AllOf" and d["processes"][0]["path"] == "/a" and d["roleAttributes"] == ["r"]
-    assert admin.patch(f"/posture-checks/{id}", json={"typeId": "PROCESS_MULTI",
-                                                      "processes": [{"osType": "macOS", "path": "/b"}]}).status_code == 200
+    assert (
+        admin.patch(
+            f"/posture-checks/{id}", json={"typeId": "PROCESS_MULTI", "processes": [{"osType": "macOS", "path": "/b"}]}
+        ).status_code
+        == 200
+    )
     d = _detail(admin, id)
     assert [p["path"] for p in d["processes"]] == ["/b"] and d["name"] == "pat"
     _invalid(admin, {"typeId": "OS"}, "typeId", method="patch", path=f"/posture-checks/{id}")
@@ -210,8 +314,10 @@ def test_posture_check_types(admin, anon):
     d = admin.get("/posture-check-types/MAC").json()["data"]
     assert d["name"] == "MAC Address Check" and d["_links"]["self"]["href"] == "./posture-check-types/MAC"
     assert "version" in d
-    assert _ids(admin.get("/posture-check-types", params={"filter": 'name contains "Process" sort by id'})) == \
-        ["PROCESS", "PROCESS_MULTI"]
+    assert _ids(admin.get("/posture-check-types", params={"filter": 'name contains "Process" sort by id'})) == [
+        "PROCESS",
+        "PROCESS_MULTI",
+    ]
     assert_error(admin.get("/posture-check-types/MFA"), 404, "NOT_FOUND")
     assert admin.post("/posture-check-types", json={"name": "x"}).status_code == 405
     assert admin.delete("/posture-check-types/OS").status_code == 405

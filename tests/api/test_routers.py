@@ -50,7 +50,9 @@ def test_edge_router_create_and_detail(admin):
 
 def test_edge_router_verified_hides_enrollment(admin, ctl):
     id = admin.create("edge-routers", {"name": "er-verified"})
-    ctl.store.execute("UPDATE routers SET is_verified = 1, fingerprint = 'abc123', cert_pem = 'PEM' WHERE id = ?", (id,))
+    ctl.store.execute(
+        "UPDATE routers SET is_verified = 1, fingerprint = 'abc123', cert_pem = 'PEM' WHERE id = ?", (id,)
+    )
     d = _detail(admin, "edge-routers", id)
     assert d["isVerified"] is True and d["fingerprint"] == "abc123" and d["certPem"] == "PEM"
     for key in ("enrollmentJwt", "enrollmentToken", "enrollmentCreatedAt", "enrollmentExpiresAt"):
@@ -66,22 +68,40 @@ def test_edge_router_validation(admin):
     assert err["cause"]["field"] == "name"
     err = assert_error(admin.post("/edge-routers", json={"name": ""}), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"] == "name"
-    err = assert_error(admin.post("/edge-routers", json={"name": "er", "roleAttributes": ["#bad"]}), 400,
-                       "COULD_NOT_VALIDATE")
+    err = assert_error(
+        admin.post("/edge-routers", json={"name": "er", "roleAttributes": ["#bad"]}), 400, "COULD_NOT_VALIDATE"
+    )
     assert err["cause"]["field"] == "roleAttributes"
     assert admin.post("/edge-routers", json={"name": "er", "cost": 65535}).status_code == 201
 
 
 def test_edge_router_put_and_patch(admin):
-    id = admin.create("edge-routers", {"name": "er-up", "isTunnelerEnabled": True, "cost": 9, "noTraversal": True,
-                                       "disabled": True, "roleAttributes": ["a"], "appData": {"x": 1}, "tags": {"t": "1"}})
+    id = admin.create(
+        "edge-routers",
+        {
+            "name": "er-up",
+            "isTunnelerEnabled": True,
+            "cost": 9,
+            "noTraversal": True,
+            "disabled": True,
+            "roleAttributes": ["a"],
+            "appData": {"x": 1},
+            "tags": {"t": "1"},
+        },
+    )
     assert admin.patch(f"/edge-routers/{id}", json={"cost": 12, "name": None}).status_code == 200
     d = _detail(admin, "edge-routers", id)
     assert d["cost"] == 12 and d["name"] == "er-up" and d["isTunnelerEnabled"] is True and d["roleAttributes"] == ["a"]
     r = admin.put(f"/edge-routers/{id}", json={"name": "er-up2"})
     assert r.status_code == 200 and r.json() == {"data": {}, "meta": {}}
     d = _detail(admin, "edge-routers", id)
-    assert (d["name"], d["cost"], d["noTraversal"], d["disabled"], d["isTunnelerEnabled"]) == ("er-up2", 0, False, False, False)
+    assert (d["name"], d["cost"], d["noTraversal"], d["disabled"], d["isTunnelerEnabled"]) == (
+        "er-up2",
+        0,
+        False,
+        False,
+        False,
+    )
     assert d["roleAttributes"] == [] and d["appData"] == {} and d["tags"] == {}
     err = assert_error(admin.put(f"/edge-routers/{id}", json={"name": "x", "cost": 65536}), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"] == "cost"
@@ -94,13 +114,24 @@ def test_edge_router_list_and_filters(admin):
     r = admin.get("/edge-routers")
     assert sorted(_ids(r)) == sorted([a, b]), "transit routers are not edge routers"
     fields = r.json()["meta"]["filterableFields"]
-    for f in ("name", "roleAttributes", "isVerified", "isTunnelerEnabled", "cost", "fingerprint", "connected", "online"):
+    for f in (
+        "name",
+        "roleAttributes",
+        "isVerified",
+        "isTunnelerEnabled",
+        "cost",
+        "fingerprint",
+        "connected",
+        "online",
+    ):
         assert f in fields
     assert _ids(admin.get("/edge-routers", params={"filter": 'anyOf(roleAttributes) = "red"'})) == [a]
     assert _ids(admin.get("/edge-routers", params={"filter": "isTunnelerEnabled = true"})) == [b]
     assert _ids(admin.get("/edge-routers", params={"filter": "cost > 1"})) == [a]
     assert _ids(admin.get("/edge-routers", params={"filter": 'name contains "er-" sort by name desc'})) == [b, a]
-    assert sorted(_ids(admin.get("/edge-routers", params={"filter": "isVerified = false and online = false"}))) == sorted([a, b])
+    assert sorted(
+        _ids(admin.get("/edge-routers", params={"filter": "isVerified = false and online = false"}))
+    ) == sorted([a, b])
     assert _ids(admin.get("/edge-routers", params={"filter": "connected = true"})) == []
     assert_error(admin.get(f"/edge-routers/{t}"), 404, "NOT_FOUND")
 
@@ -182,8 +213,11 @@ def test_name_unique_across_edge_and_transit(admin):
 
 def test_delete_edge_router_through_routers_notifies_edge_listeners(admin, ctl, monkeypatch):
     seen = []
-    monkeypatch.setitem(crud.LISTENERS, "edge-routers",
-                        [*crud.LISTENERS.get("edge-routers", []), lambda ctx, id, before, values: seen.append((id, values))])
+    monkeypatch.setitem(
+        crud.LISTENERS,
+        "edge-routers",
+        [*crud.LISTENERS.get("edge-routers", []), lambda ctx, id, before, values: seen.append((id, values))],
+    )
     e = admin.create("edge-routers", {"name": "er-gone", "isTunnelerEnabled": True})
     assert seen == [(e, seen[0][1])] and seen[0][1]["is_tunneler_enabled"] is True
     assert admin.delete(f"/routers/{e}").status_code == 200

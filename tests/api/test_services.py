@@ -37,8 +37,11 @@ def test_config_type_schema_must_be_a_valid_object_schema(admin):
     err = assert_error(admin.post("/config-types", json={"name": "bad", "schema": {"type": "array"}}),
                        400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"] == "schema"
-    err = assert_error(admin.post("/config-types", json={"name": "bad", "schema": {"type": "object", "minProperties": "x"}}),
-                       400, "COULD_NOT_VALIDATE")
+    err = assert_error(
+        admin.post("/config-types", json={"name": "bad", "schema": {"type": "object", "minProperties": "x"}}),
+        400,
+        "COULD_NOT_VALIDATE",
+    )
     assert err["cause"]["field"] == "schema"
     assert_error(admin.post("/config-types", json={"name": "bad", "schema": "nope"}), 400, "COULD_NOT_VALIDATE")
     id = admin.create("config-types", {"name": "no-schema"})
@@ -62,35 +65,45 @@ def test_delete_config_type_in_use_is_409(admin):
 
 
 # ------------------------------------------------------------------ configs against built-in schemas
-@pytest.mark.parametrize("type_id,data", [
-    (INTERCEPT, GOOD_INTERCEPT),
-    (INTERCEPT, {**GOOD_INTERCEPT, "protocols": ["tcp", "udp"], "dialOptions": {"identity": "x"}}),
-    (HOST, GOOD_HOST),
-    (HOST, {"forwardProtocol": True, "allowedProtocols": ["udp"], "address": "a", "port": 1}),
-    ("host.v2", {"terminators": [GOOD_HOST]}),
-    ("f2dd2df0-9c04-4b84-a91e-71437ac229f1", {"hostname": "web.ziti", "port": 80}),
-    ("cea49285-6c07-42cf-9f52-09a9b115c783", {"hostname": "localhost", "port": 8080, "protocol": "tcp"}),
-])
+@pytest.mark.parametrize(
+    "type_id,data",
+    [
+        (INTERCEPT, GOOD_INTERCEPT),
+        (INTERCEPT, {**GOOD_INTERCEPT, "protocols": ["tcp", "udp"], "dialOptions": {"identity": "x"}}),
+        (HOST, GOOD_HOST),
+        (HOST, {"forwardProtocol": True, "allowedProtocols": ["udp"], "address": "a", "port": 1}),
+        ("host.v2", {"terminators": [GOOD_HOST]}),
+        ("f2dd2df0-9c04-4b84-a91e-71437ac229f1", {"hostname": "web.ziti", "port": 80}),
+        ("cea49285-6c07-42cf-9f52-09a9b115c783", {"hostname": "localhost", "port": 8080, "protocol": "tcp"}),
+    ],
+)
 def test_valid_config_data(admin, type_id, data):
     r = config(admin, "c", type_id, data)
     assert r.status_code == 201, r.text
     d = admin.get(f"/configs/{r.json()['data']['id']}").json()["data"]
     assert d["data"] == data and d["configTypeId"] == type_id
-    assert d["configType"] == {"entity": "config-types", "id": type_id, "name": BUILTIN[type_id],
-                               "_links": {"self": {"href": f"./config-types/{type_id}"}}}
+    assert d["configType"] == {
+        "entity": "config-types",
+        "id": type_id,
+        "name": BUILTIN[type_id],
+        "_links": {"self": {"href": f"./config-types/{type_id}"}},
+    }
 
 
-@pytest.mark.parametrize("type_id,data", [
-    (INTERCEPT, {"protocols": ["tcp"], "addresses": ["web.ziti"]}),                         # portRanges missing
-    (INTERCEPT, {**GOOD_INTERCEPT, "protocols": ["icmp"]}),
-    (INTERCEPT, {**GOOD_INTERCEPT, "portRanges": [{"low": 80, "high": 70000}]}),
-    (INTERCEPT, {**GOOD_INTERCEPT, "addresses": []}),
-    (HOST, {"protocol": "tcp", "address": "localhost"}),                                     # port missing
-    (HOST, {**GOOD_HOST, "port": "8080"}),
-    (HOST, {**GOOD_HOST, "surprise": 1}),
-    ("host.v2", {"terminators": []}),
-    ("f2dd2df0-9c04-4b84-a91e-71437ac229f1", {"hostname": "web.ziti", "port": -1}),
-])
+@pytest.mark.parametrize(
+    "type_id,data",
+    [
+        (INTERCEPT, {"protocols": ["tcp"], "addresses": ["web.ziti"]}),  # portRanges missing
+        (INTERCEPT, {**GOOD_INTERCEPT, "protocols": ["icmp"]}),
+        (INTERCEPT, {**GOOD_INTERCEPT, "portRanges": [{"low": 80, "high": 70000}]}),
+        (INTERCEPT, {**GOOD_INTERCEPT, "addresses": []}),
+        (HOST, {"protocol": "tcp", "address": "localhost"}),  # port missing
+        (HOST, {**GOOD_HOST, "port": "8080"}),
+        (HOST, {**GOOD_HOST, "surprise": 1}),
+        ("host.v2", {"terminators": []}),
+        ("f2dd2df0-9c04-4b84-a91e-71437ac229f1", {"hostname": "web.ziti", "port": -1}),
+    ],
+)
 def test_invalid_config_data_is_400(admin, type_id, data):
     err = assert_error(config(admin, "c", type_id, data), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"].startswith("data"), err
@@ -103,13 +116,18 @@ def test_config_with_unknown_type(admin):
 
 def test_config_data_required_and_object(admin):
     assert_error(admin.post("/configs", json={"name": "c", "configTypeId": HOST}), 400, "COULD_NOT_VALIDATE")
-    assert_error(admin.post("/configs", json={"name": "c", "configTypeId": HOST, "data": [1]}), 400, "COULD_NOT_VALIDATE")
+    assert_error(
+        admin.post("/configs", json={"name": "c", "configTypeId": HOST, "data": [1]}), 400, "COULD_NOT_VALIDATE"
+    )
 
 
 def test_config_updates_are_validated_and_type_is_fixed(admin):
     cid = admin.create("configs", {"name": "h", "configTypeId": HOST, "data": GOOD_HOST})
-    err = assert_error(admin.patch(f"/configs/{cid}", json={"data": {"protocol": "sctp", "address": "a", "port": 1}}),
-                       400, "COULD_NOT_VALIDATE")
+    err = assert_error(
+        admin.patch(f"/configs/{cid}", json={"data": {"protocol": "sctp", "address": "a", "port": 1}}),
+        400,
+        "COULD_NOT_VALIDATE",
+    )
     assert err["cause"]["field"].startswith("data")
     assert_error(admin.put(f"/configs/{cid}", json={"name": "h", "data": {}}), 400, "COULD_NOT_VALIDATE")
     r = admin.put(f"/configs/{cid}", json={"name": "h2", "configTypeId": INTERCEPT, "data": {**GOOD_HOST, "port": 9}})
@@ -117,7 +135,9 @@ def test_config_updates_are_validated_and_type_is_fixed(admin):
     d = admin.get(f"/configs/{cid}").json()["data"]
     assert d["configTypeId"] == HOST and d["data"]["port"] == 9 and d["name"] == "h2"
     # PATCH replaces data as a whole
-    assert admin.patch(f"/configs/{cid}", json={"data": {"protocol": "udp", "address": "b", "port": 2}}).status_code == 200
+    assert (
+        admin.patch(f"/configs/{cid}", json={"data": {"protocol": "udp", "address": "b", "port": 2}}).status_code == 200
+    )
     assert admin.get(f"/configs/{cid}").json()["data"]["data"] == {"protocol": "udp", "address": "b", "port": 2}
 
 
@@ -150,16 +170,20 @@ def test_service_configs_by_id_or_name(admin):
     h = admin.create("configs", {"name": "hst", "configTypeId": HOST, "data": GOOD_HOST})
     sid = admin.create("services", {"name": "svc", "encryptionRequired": True, "configs": [i, "hst"]})
     assert admin.get(f"/services/{sid}").json()["data"]["configs"] == [i, h]
-    err = assert_error(admin.post("/services", json={"name": "s2", "encryptionRequired": True, "configs": ["nope"]}),
-                       404, "NOT_FOUND")
+    err = assert_error(
+        admin.post("/services", json={"name": "s2", "encryptionRequired": True, "configs": ["nope"]}), 404, "NOT_FOUND"
+    )
     assert "nope" in err["cause"]["message"]
 
 
 def test_two_configs_of_one_type_on_a_service_is_400(admin):
     a = admin.create("configs", {"name": "h-a", "configTypeId": HOST, "data": GOOD_HOST})
     b = admin.create("configs", {"name": "h-b", "configTypeId": HOST, "data": GOOD_HOST})
-    err = assert_error(admin.post("/services", json={"name": "s", "encryptionRequired": True, "configs": [a, b]}),
-                       400, "COULD_NOT_VALIDATE")
+    err = assert_error(
+        admin.post("/services", json={"name": "s", "encryptionRequired": True, "configs": [a, b]}),
+        400,
+        "COULD_NOT_VALIDATE",
+    )
     assert err["cause"]["field"] == "configs"
     sid = admin.create("services", {"name": "s", "encryptionRequired": True, "configs": [a]})
     assert_error(admin.patch(f"/services/{sid}", json={"configs": [a, b]}), 400, "COULD_NOT_VALIDATE")
@@ -178,25 +202,51 @@ def test_deleting_a_config_removes_it_from_services(admin):
 def test_terminator_strategy(admin):
     sid = admin.create("services", {"name": "s", "encryptionRequired": True, "terminatorStrategy": "weighted"})
     assert admin.get(f"/services/{sid}").json()["data"]["terminatorStrategy"] == "weighted"
-    assert_error(admin.post("/services", json={"name": "s2", "encryptionRequired": True, "terminatorStrategy": "best"}),
-                 404, "NOT_FOUND")
+    assert_error(
+        admin.post("/services", json={"name": "s2", "encryptionRequired": True, "terminatorStrategy": "best"}),
+        404,
+        "NOT_FOUND",
+    )
 
 
 def test_service_put_resets_and_patch_keeps(admin):
     c = admin.create("configs", {"name": "h", "configTypeId": HOST, "data": GOOD_HOST})
-    sid = admin.create("services", {"name": "s", "encryptionRequired": True, "configs": [c], "roleAttributes": ["x"],
-                                    "maxIdleTimeMillis": 5, "terminatorStrategy": "random", "tags": {"a": 1}})
+    sid = admin.create(
+        "services",
+        {
+            "name": "s",
+            "encryptionRequired": True,
+            "configs": [c],
+            "roleAttributes": ["x"],
+            "maxIdleTimeMillis": 5,
+            "terminatorStrategy": "random",
+            "tags": {"a": 1},
+        },
+    )
     assert admin.patch(f"/services/{sid}", json={"name": "s1"}).status_code == 200
     d = admin.get(f"/services/{sid}").json()["data"]
-    assert (d["name"], d["configs"], d["roleAttributes"], d["maxIdleTimeMillis"], d["terminatorStrategy"], d["tags"]) == \
-           ("s1", [c], ["x"], 5, "random", {"a": 1})
+    assert (
+        d["name"],
+        d["configs"],
+        d["roleAttributes"],
+        d["maxIdleTimeMillis"],
+        d["terminatorStrategy"],
+        d["tags"],
+    ) == ("s1", [c], ["x"], 5, "random", {"a": 1})
     assert admin.put(f"/services/{sid}", json={"name": "s2"}).status_code == 200
     d = admin.get(f"/services/{sid}").json()["data"]
-    assert (d["configs"], d["roleAttributes"], d["maxIdleTimeMillis"], d["terminatorStrategy"], d["tags"]) == \
-           ([], [], 0, "smartrouting", {})
+    assert (d["configs"], d["roleAttributes"], d["maxIdleTimeMillis"], d["terminatorStrategy"], d["tags"]) == (
+        [],
+        [],
+        0,
+        "smartrouting",
+        {},
+    )
 
 
 def test_service_names_unique(admin):
     admin.create("services", {"name": "same", "encryptionRequired": True})
-    err = assert_error(admin.post("/services", json={"name": "same", "encryptionRequired": True}), 400, "COULD_NOT_VALIDATE")
+    err = assert_error(
+        admin.post("/services", json={"name": "same", "encryptionRequired": True}), 400, "COULD_NOT_VALIDATE"
+    )
     assert err["cause"] == {"field": "name", "reason": "name must be unique", "value": "same"}

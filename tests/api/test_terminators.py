@@ -90,7 +90,9 @@ def test_filters(admin, net):
         assert f in fields
     assert _ids(admin.get("/terminators", params={"filter": 'router.name="er-a"'})) == [a]
     assert _ids(admin.get("/terminators", params={"filter": 'service.name = "svc-b"'})) == [b]
-    assert _ids(admin.get("/terminators", params={"filter": f'binding="edge" and router="{net["er"]}" limit none'})) == [a]
+    assert _ids(
+        admin.get("/terminators", params={"filter": f'binding="edge" and router="{net["er"]}" limit none'})
+    ) == [a]
     assert _ids(admin.get("/terminators", params={"filter": f'service = "{net["svc2"]}"'})) == [b]
     assert _ids(admin.get("/terminators", params={"filter": "true sort by router.name desc"})) == [b, a]
     assert _ids(admin.get("/terminators", params={"filter": 'address contains "hosted"'})) == [a]
@@ -100,12 +102,20 @@ def test_filters(admin, net):
 def test_put_and_patch(admin, net):
     id = _term(admin, net, cost=5, precedence="failed", identity="inst", tags={"a": "1"})
     # PUT: every updatable field replaced; the service never changes
-    r = admin.put(f"/terminators/{id}", json={"service": net["svc2"], "router": net["tr"], "binding": "",
-                                             "address": "udp:9.9.9.9:1"})
+    r = admin.put(
+        f"/terminators/{id}",
+        json={"service": net["svc2"], "router": net["tr"], "binding": "", "address": "udp:9.9.9.9:1"},
+    )
     assert r.status_code == 200 and r.json() == {"data": {}, "meta": {}}
     d = _detail(admin, id)
     assert d["serviceId"] == net["svc"] and d["routerId"] == net["tr"] and d["router"]["name"] == "tr-a"
-    assert (d["binding"], d["address"], d["cost"], d["precedence"], d["tags"]) == ("udp", "udp:9.9.9.9:1", 0, "default", {})
+    assert (d["binding"], d["address"], d["cost"], d["precedence"], d["tags"]) == (
+        "udp",
+        "udp:9.9.9.9:1",
+        0,
+        "default",
+        {},
+    )
     assert d["identity"] == "inst"
     # PATCH: only what was sent
     assert admin.patch(f"/terminators/{id}", json={"cost": 9, "precedence": "required"}).status_code == 200
@@ -141,8 +151,9 @@ def test_service_delete_cascades(admin, net):
     assert _detail(admin, b)["serviceId"] == net["svc2"]
 
 
-@pytest.mark.parametrize("collection,key", [("edge-routers", "er"), ("routers", "er"), ("transit-routers", "tr"),
-                                            ("routers", "tr")])
+@pytest.mark.parametrize(
+    "collection,key", [("edge-routers", "er"), ("routers", "er"), ("transit-routers", "tr"), ("routers", "tr")]
+)
 def test_router_delete_cascades(admin, net, collection, key):
     id = _term(admin, net, router=net[key])
     other = _term(admin, net, router=net["tr" if key == "er" else "er"], address="tcp:keep:1")

@@ -10,8 +10,8 @@ import urllib.parse
 import pyotp
 import pytest
 
-from ziti_lite import clock
 from tests.conftest import CLIENT, MGMT, Api
+from ziti_lite import clock
 
 PASSWORD = "Secret-Passw0rd"
 

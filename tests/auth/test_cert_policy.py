@@ -12,10 +12,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from starlette.testclient import TestClient
 
-from ziti_lite import clock, tls
-from tests.conftest import CLIENT, assert_error
 from tests.auth.conftest import code, enroll_totp
-from tests.conftest import Api
+from tests.conftest import CLIENT, Api, assert_error
+from ziti_lite import clock, tls
 
 
 def client_cert(ctl, cn: str, days: int = 1) -> str:

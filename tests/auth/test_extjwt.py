@@ -24,9 +24,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import NameOID
 
-from ziti_lite import clock
-from tests.conftest import CLIENT, MGMT, assert_error
 from tests.auth.conftest import code, enroll_totp
+from tests.conftest import CLIENT, MGMT, assert_error
+from ziti_lite import clock
 
 ISSUER = "https://idp.example.test"
 AUDIENCE = "openziti-test"
@@ -34,7 +34,7 @@ AUDIENCE = "openziti-test"
 
 # ---------------------------------------------------------------- keys, certificates, tokens
 def self_signed(key, cn: str, ip: str | None = None, days: int = 30) -> x509.Certificate:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
     b = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
          .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(days=1))
@@ -279,7 +279,8 @@ def test_policy_ext_jwt_allowed_and_signers(net, admin):
     signer = cert_signer(admin)
     other = admin.create("external-jwt-signers", {"name": "other", "enabled": True, "issuer": "https://other.test",
                                                    "audience": AUDIENCE, "jwksEndpoint": "https://127.0.0.1:9/x"})
-    token = lambda ident: sign(Keys.main, fp_kid(), claims(ident))
+    def token(ident):
+        return sign(Keys.main, fp_kid(), claims(ident))
     off = net.identity(policy=net.policy(primary={"extJwt": {"allowed": False}}))
     assert_error(ext_login(net.client, token(off)), 401, "INVALID_AUTH")
     wrong = net.identity(policy=net.policy(primary={"extJwt": {"allowedSigners": [other]}}))

@@ -10,8 +10,8 @@ import zlib
 
 import pytest
 
-from tests.conftest import CLIENT, MGMT, assert_error
 from tests.auth.conftest import code, enroll_totp, secret_of
+from tests.conftest import CLIENT, MGMT, assert_error
 
 RECOVERY = re.compile(r"[A-Z2-7]{6}")
 
@@ -91,6 +91,7 @@ def test_qr_code_png_only_while_unverified(user):
 
 def test_qr_code_encodes_the_provisioning_url(user):
     import segno
+
     from ziti_lite.auth import mfa
     api, _ = user
     api.post("/current-identity/mfa")
@@ -259,9 +260,10 @@ def test_totp_parameters_match_a_standard_authenticator():
     """SHA1, 6 digits, 30 s steps: RFC 6238's SHA1 test vector (truncated to 6 digits)."""
     import base64
     import datetime as dt
+
     from ziti_lite.auth import mfa
     secret = base64.b32encode(b"12345678901234567890").decode()
     t = mfa.totp(secret)
-    assert t.at(dt.datetime.fromtimestamp(59, dt.timezone.utc)) == "287082"
-    assert t.at(dt.datetime.fromtimestamp(1111111109, dt.timezone.utc)) == "081804"
+    assert t.at(dt.datetime.fromtimestamp(59, dt.UTC)) == "287082"
+    assert t.at(dt.datetime.fromtimestamp(1111111109, dt.UTC)) == "081804"
     assert len(mfa.new_secret()) == 16

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ziti_lite import clock
-from tests.conftest import assert_error
 from tests.auth.conftest import PASSWORD
+from tests.conftest import assert_error
+from ziti_lite import clock
 
 WRONG = "Wrong-Passw0rd"
 
@@ -128,6 +128,7 @@ def test_policy_change_applies_to_the_next_login(net, admin):
 
 def test_check_primary_rules():
     import pytest
+
     from ziti_lite.api.authentication import check_primary
     from ziti_lite.errors import InvalidAuth
     p = {"primary": {"cert": {"allowed": True, "allowExpiredCerts": False},

@@ -13,9 +13,9 @@ import threading
 import pytest
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 
-from ziti_lite.auth import passwords
 from tests.auth.conftest import PASSWORD
 from tests.conftest import CLIENT, assert_error
+from ziti_lite.auth import passwords
 
 # computed with cryptography 's Argon2id(length=32, iterations=1, lanes=4, memory_cost=3072),
 # the KDF ziti-lite used before: databases written by it keep working
@@ -54,13 +54,17 @@ def test_concurrent_logins(net, client):
         try:
             user = users[i % 4]
             if i % 3 == 0:
-                r = client.post(CLIENT + "/authenticate?method=password", json={"username": user, "password": "wrong-pw"})
+                r = client.post(
+                    CLIENT + "/authenticate?method=password", json={"username": user, "password": "wrong-pw"}
+                )
                 results.append((r.status_code, 401))
             elif i % 3 == 1:
                 r = client.post(CLIENT + "/authenticate?method=password", json={"username": user, "password": PASSWORD})
                 results.append((r.status_code, 200))
             else:
-                r = client.post(CLIENT + "/authenticate?method=password", json={"username": f"nobody-{i}", "password": PASSWORD})
+                r = client.post(
+                    CLIENT + "/authenticate?method=password", json={"username": f"nobody-{i}", "password": PASSWORD}
+                )
                 results.append((r.status_code, 401))
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
@@ -73,7 +77,7 @@ def test_concurrent_logins(net, client):
     assert not errors
     assert len(results) == 48
     assert all(got in (want, 429) for got, want in results), results
-    assert sum(got == want for got, want in results) >= passwords.Limiter.MIN   # admitted at least
+    assert sum(got == want for got, want in results) >= passwords.Limiter.MIN  # admitted at least
 
 
 # ---------------------------------------------------------------------------- turn order

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import CLIENT, MGMT, assert_error
 from tests.auth.conftest import code, enroll_totp, secret_of
+from tests.conftest import CLIENT, MGMT, assert_error
 
 TOTP_QUERY = {"typeId": "MFA", "provider": "ziti", "httpMethod": "POST", "httpUrl": "./authenticate/mfa",
               "minLength": 4, "maxLength": 6, "format": "alphaNumeric", "scopes": None}
@@ -174,8 +174,11 @@ def test_row_require_totp_without_enrollment_is_partial_and_may_enroll(net):
     detail = api.get("/current-identity/mfa").json()["data"]
     assert api.get("/current-identity/mfa/qr-code").status_code == 200
     secret = secret_of(detail)
-    assert_error(api.post("/current-identity/mfa/verify", json={"code": "000000" if code(secret) != "000000" else "111111"}),
-                 400, "MFA_INVALID_TOKEN")
+    assert_error(
+        api.post("/current-identity/mfa/verify", json={"code": "000000" if code(secret) != "000000" else "111111"}),
+        400,
+        "MFA_INVALID_TOKEN",
+    )
     assert api.post("/current-identity/mfa/verify", json={"code": code(secret)}).status_code == 200
     s = state(api)
     assert (s["authQueries"], s["isMfaRequired"], s["isMfaComplete"]) == ([], True, True)
@@ -211,6 +214,7 @@ def test_admin_list_shows_no_auth_queries(net, enrolled, admin):
 
 def test_mfa_pass_is_recorded_on_the_session(net, enrolled, ctl):
     from ziti_lite.auth import mfa
+
     user, secret, _ = enrolled
     api = net.login(user)
     sid = state(api)["id"]

@@ -4,8 +4,8 @@ repeated query parameters take the first value."""
 
 from __future__ import annotations
 
-from tests.conftest import MGMT, assert_error
 from tests.client.test_posture import _dial, _guard_web, _respond
+from tests.conftest import MGMT, assert_error
 
 
 def test_a_changed_posture_that_still_passes_keeps_the_session(net):

@@ -4,12 +4,11 @@ per identity and readable by the admin and the identity itself only."""
 
 from __future__ import annotations
 
+from tests.client.conftest import mgmt
+from tests.conftest import assert_error
 from ziti_lite import clock
 from ziti_lite.auth import mfa
 from ziti_lite.client import sessions
-
-from tests.client.conftest import mgmt
-from tests.conftest import assert_error
 
 
 def _guard_web(net, check: dict) -> tuple[str, str]:
@@ -64,7 +63,9 @@ def test_os_check_with_version_ranges(net):
         {"type": "Windows", "versions": [">=10.0.19041"]}, {"type": "Linux", "versions": []}]})
     alice = net.login(net.alice)
     assert_error(_dial(alice, net.web), 409, "INVALID_POSTURE")
-    bulk = alice.post("/posture-response-bulk", json=[{"id": "x", "typeId": "OS", "type": "windows", "version": "10.0.17763"}])
+    bulk = alice.post(
+        "/posture-response-bulk", json=[{"id": "x", "typeId": "OS", "type": "windows", "version": "10.0.17763"}]
+    )
     assert bulk.status_code == 201, bulk.text
     assert_error(_dial(alice, net.web), 409, "INVALID_POSTURE")
     _respond(alice, {"id": "x", "typeId": "OS", "type": "Windows", "version": "10.0.19045", "build": "1"})
@@ -85,8 +86,15 @@ def test_failed_service_requests_and_posture_data(net):
     assert fail["apiSessionId"] == alice.get("/current-api-session").json()["data"]["id"]
     (pf,) = fail["policyFailures"]
     assert pf["policyId"] == pid and pf["policyName"] == "dial-web"
-    assert pf["checks"] == [{"postureCheckId": cid, "postureCheckName": "domain", "postureCheckType": "DOMAIN",
-                             "actualValue": "", "expectedValue": ["corp.example"]}]
+    assert pf["checks"] == [
+        {
+            "postureCheckId": cid,
+            "postureCheckName": "domain",
+            "postureCheckType": "DOMAIN",
+            "actualValue": "",
+            "expectedValue": ["corp.example"],
+        }
+    ]
 
     empty = net.admin.get(f"/identities/{net.alice[0]}/posture-data").json()["data"]
     assert empty["domain"] == {"postureCheckId": "", "timedOut": False, "lastUpdatedAt": None, "domain": None}
@@ -96,10 +104,21 @@ def test_failed_service_requests_and_posture_data(net):
     assert _dial(alice, net.web).status_code == 201
     data = net.admin.get(f"/identities/{net.alice[0]}/posture-data").json()["data"]
     assert data["domain"]["domain"] == "CORP.example" and data["domain"]["postureCheckId"] == cid
-    assert data["processes"] == [{"postureCheckId": "p1", "timedOut": False, "isRunning": True, "binaryHash": "abcd",
-                                  "lastUpdatedAt": data["processes"][0]["lastUpdatedAt"], "signerFingerprints": None}]
+    assert data["processes"] == [
+        {
+            "postureCheckId": "p1",
+            "timedOut": False,
+            "isRunning": True,
+            "binaryHash": "abcd",
+            "lastUpdatedAt": data["processes"][0]["lastUpdatedAt"],
+            "signerFingerprints": None,
+        }
+    ]
     (sess_data,) = data["apiSessionPostureData"].values()
-    assert sess_data["mfa"]["passedMfa"] is False and sess_data["endpointState"] == {"wokenAt": None, "unlockedAt": None}
+    assert sess_data["mfa"]["passedMfa"] is False and sess_data["endpointState"] == {
+        "wokenAt": None,
+        "unlockedAt": None,
+    }
     # an identity reads its own, not another's
     assert mgmt(alice).get(f"/identities/{net.alice[0]}/posture-data").status_code == 200
     bob = net.login(net.bob)
@@ -108,8 +127,14 @@ def test_failed_service_requests_and_posture_data(net):
 
 
 def test_process_checks(net):
-    cid, _ = _guard_web(net, {"name": "proc", "typeId": "PROCESS",
-                              "process": {"osType": "Linux", "path": "/usr/bin/agent", "hashes": ["ABCDEF"]}})
+    cid, _ = _guard_web(
+        net,
+        {
+            "name": "proc",
+            "typeId": "PROCESS",
+            "process": {"osType": "Linux", "path": "/usr/bin/agent", "hashes": ["ABCDEF"]},
+        },
+    )
     alice = net.login(net.alice)
     q = alice.get(f"/services/{net.web}").json()["data"]["postureQueries"][0]["postureQueries"][0]
     assert q["process"] == {"osType": "Linux", "path": "/usr/bin/agent"}
@@ -152,8 +177,13 @@ def test_bad_posture_responses_are_400(net):
     alice = net.login(net.alice)
     assert_error(alice.post("/posture-response", json={"typeId": "MAC", "macAddresses": []}), 400, "COULD_NOT_VALIDATE")
     assert_error(alice.post("/posture-response", json={"id": "x", "typeId": "MFA"}), 400, "COULD_NOT_VALIDATE")
-    assert_error(alice.post("/posture-response", json={"id": "x", "typeId": "OS", "type": "Linux"}), 400, "COULD_NOT_VALIDATE")
-    assert_error(alice.post("/posture-response", json={"id": "x", "typeId": "MAC", "macAddresses": "aa"}),
-                 400, "COULD_NOT_VALIDATE")
+    assert_error(
+        alice.post("/posture-response", json={"id": "x", "typeId": "OS", "type": "Linux"}), 400, "COULD_NOT_VALIDATE"
+    )
+    assert_error(
+        alice.post("/posture-response", json={"id": "x", "typeId": "MAC", "macAddresses": "aa"}),
+        400,
+        "COULD_NOT_VALIDATE",
+    )
     assert_error(alice.post("/posture-response-bulk", json={"id": "x"}), 400, "COULD_NOT_PARSE_BODY")
     assert_error(alice.post("/posture-response", content=b"[1"), 400, "COULD_NOT_PARSE_BODY")

@@ -82,7 +82,12 @@ def test_list_detail_delete_own_sessions(net):
     # the admin sees both, on either API
     ids = {s["id"] for s in net.admin.get("/sessions").json()["data"]}
     assert ids == {a["id"], b["id"]}
-    assert net.admin.get(f'/sessions?filter=service="{net.web}" and type="Dial"').json()["meta"]["pagination"]["totalCount"] == 2
+    assert (
+        net.admin.get(f'/sessions?filter=service="{net.web}" and type="Dial"').json()["meta"]["pagination"][
+            "totalCount"
+        ]
+        == 2
+    )
     assert net.admin.get(f"/sessions/{b['id']}/route-path").json() == {"data": {"routePath": []}, "meta": {}}
     r = alice.delete(f"/sessions/{a['id']}")
     assert r.status_code == 200 and r.json() == {"data": {}, "meta": {}}
@@ -108,8 +113,11 @@ def test_sessions_end_with_their_api_session(net, ctl):
 
 def test_identity_presence(net):
     assert net.admin.get(f"/identities/{net.alice[0]}").json()["data"]["hasApiSession"] is False
-    alice = net.login(net.alice, envInfo={"os": "linux", "arch": "amd64", "hostname": "box"},
-                      sdkInfo={"type": "ziti-sdk-golang", "version": "0.23.1", "appId": "demo"})
+    alice = net.login(
+        net.alice,
+        envInfo={"os": "linux", "arch": "amd64", "hostname": "box"},
+        sdkInfo={"type": "ziti-sdk-golang", "version": "0.23.1", "appId": "demo"},
+    )
     ident = net.admin.get(f"/identities/{net.alice[0]}").json()["data"]
     assert ident["hasApiSession"] is True
     assert ident["envInfo"] == {"os": "linux", "arch": "amd64", "hostname": "box"}

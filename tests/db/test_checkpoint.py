@@ -115,15 +115,16 @@ def test_writes_through_the_api_are_checkpointed_in_the_background(app, ctl, db_
         wait_for(lambda: write() < grown, "the WAL file to shrink")
         assert admin.get(f'/identities?filter=name="{names[-1]}"').json()["meta"]["pagination"]["totalCount"] == 1
     ctl.store.close()
-    assert rows_in_main_file(db_path, tmp_path, "SELECT count(*) FROM identities WHERE name LIKE 'ckpt-%'") == len(names)
+    assert rows_in_main_file(db_path, tmp_path, "SELECT count(*) FROM identities WHERE name LIKE 'ckpt-%'") == len(
+        names
+    )
 
 
 def test_shutdown_copies_the_whole_log_into_the_database_file(app, ctl, db_path, tmp_path):
     with TestClient(app) as c:
         admin = Api(c).login()
-        ids = [admin.create("identities", {"name": f"keep-{i}", "type": "User", "isAdmin": False})
-               for i in range(30)]
-        assert wal_size(db_path) > 0   # below the threshold: still in the log while serving
+        ids = [admin.create("identities", {"name": f"keep-{i}", "type": "User", "isAdmin": False}) for i in range(30)]
+        assert wal_size(db_path) > 0  # below the threshold: still in the log while serving
     assert ctl.checkpointer.final == (0, 0)
     assert wal_size(db_path) == 0
     assert rows_in_main_file(db_path, tmp_path, "SELECT count(*) FROM identities WHERE name LIKE 'keep-%'") == 30
@@ -135,11 +136,15 @@ def test_shutdown_copies_the_whole_log_into_the_database_file(app, ctl, db_path,
         again.close()
 
 
-@pytest.mark.parametrize("big_commit, rewind_pages, max_pages, limit", [
-    (4096, 40, None, 40),          # past rewind_pages the next write waits for the pass, rewinds
-    (2, 10**6, None, 0),           # every commit is "big": it waits for its own copy
-    (10**6, 10**6, 60, 60),        # neither: the commit that reaches max_pages waits
-], ids=["next-write-waits", "big-commit-waits", "bound-reached"])
+@pytest.mark.parametrize(
+    "big_commit, rewind_pages, max_pages, limit",
+    [
+        (4096, 40, None, 40),  # past rewind_pages the next write waits for the pass, rewinds
+        (2, 10**6, None, 0),  # every commit is "big": it waits for its own copy
+        (10**6, 10**6, 60, 60),  # neither: the commit that reaches max_pages waits
+    ],
+    ids=["next-write-waits", "big-commit-waits", "bound-reached"],
+)
 def test_writes_back_to_back_keep_the_log_bounded(tmp_path, monkeypatch, big_commit, rewind_pages, max_pages, limit):
     """No pause between commits, so no pass ever finishes before the next write begins: left
     alone the log would never be rewound (it reached 160,000 frames here)."""
@@ -152,7 +157,7 @@ def test_writes_back_to_back_keep_the_log_bounded(tmp_path, monkeypatch, big_com
     assert ck.start() and store.before_write is not None
     peak = n = 0
     try:
-        while ck.waits < 20 or n < 1000:   # every commit adds one frame at least
+        while ck.waits < 20 or n < 1000:  # every commit adds one frame at least
             assert n < 20000, f"writes never waited to rewind the log ({ck.__dict__})"
             _add(store, n)
             n += 1
@@ -171,7 +176,7 @@ def test_store_outside_a_lifespan_is_unchanged(tmp_path):
     store = Store(str(tmp_path / "s.db"))
     try:
         ck = Checkpointer(store)
-        ck.stop()   # never started: nothing to do
+        ck.stop()  # never started: nothing to do
         assert store.value("PRAGMA wal_autocheckpoint") == 1000
     finally:
         store.close()
@@ -184,12 +189,16 @@ def test_server_stopped_by_a_signal_leaves_no_log_behind(tmp_path, sig):
     try:
         s.wait_ready()
         with httpx.Client(base_url=s.base, verify=False, timeout=10) as c:
-            r = c.post("/edge/management/v1/authenticate?method=password",
-                       json={"username": "admin", "password": PASSWORD})
+            r = c.post(
+                "/edge/management/v1/authenticate?method=password", json={"username": "admin", "password": PASSWORD}
+            )
             h = {"zt-session": r.json()["data"]["token"]}
             for i in range(25):
-                r = c.post("/edge/management/v1/identities", headers=h,
-                           json={"name": f"served-{i}", "type": "User", "isAdmin": False})
+                r = c.post(
+                    "/edge/management/v1/identities",
+                    headers=h,
+                    json={"name": f"served-{i}", "type": "User", "isAdmin": False},
+                )
                 assert r.status_code == 201, r.text
         assert wal_size(db) > 0
     finally:

@@ -19,16 +19,28 @@ try:
 except ImportError:  # running without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.test_zitiql import render  # AST -> filter text, the parser tests' own renderer
 from ziti_lite import zitiql as z
 from ziti_lite.db import filters as f
-from ziti_lite.db.filters import (UNLIMITED_META, FilterError, PagingError, SortError, Symbol,
-                                  compile_query, paging)
-from ziti_lite.zitiql import (And, BareSymbol, Between, BoolLiteral, Compare, In, IsEmpty, Not, Or,
-                              ParseError, Query, Ref, SetFunction, parse)
+from ziti_lite.db.filters import UNLIMITED_META, FilterError, PagingError, SortError, Symbol, compile_query, paging
+from ziti_lite.zitiql import (
+    And,
+    BareSymbol,
+    Between,
+    BoolLiteral,
+    Compare,
+    In,
+    IsEmpty,
+    Not,
+    Or,
+    ParseError,
+    Query,
+    Ref,
+    SetFunction,
+    parse,
+)
 
-from tests.test_zitiql import render  # AST -> filter text, the parser tests' own renderer
-
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 # ====================================================================== fixture data
 SYMBOLS: f.Symbols = {

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import MGMT
 from ziti_lite import zitiql as zq
 from ziti_lite.db import filters as fq
 from ziti_lite.db import search
 from ziti_lite.db.store import SCHEMA_VERSION, Store, schema_sql
-from tests.conftest import MGMT
 
 # ---------------------------------------------------------------------------- the oracle
 PLAIN = {"name": fq.Symbol("string", "t.name")}
@@ -147,7 +147,8 @@ def test_search_through_the_api(admin):
     assert r.status_code == 200, r.text
     assert _names(admin, "identities", _filter("-00042")) == ["maria.garcia-laptop-00042"]
     assert _names(admin, "identities", _filter("silva-nas")) == ["jose.silva-nas-1"]
-    r = admin.client.delete(f"{MGMT}/identities/{ids['maria.garcia-laptop-00042']}", headers={"zt-session": admin.token})
+    gone = ids["maria.garcia-laptop-00042"]
+    r = admin.client.delete(f"{MGMT}/identities/{gone}", headers={"zt-session": admin.token})
     assert r.status_code == 200, r.text
     assert _names(admin, "identities", _filter("garcia-lap")) == []
     # other collections with a search index
@@ -179,16 +180,21 @@ def test_v1_schema_is_v2_without_the_search_ddl(tmp_path):
     a.close()
     b.close()
     _downgrade_to_v1(tmp_path / "b.db")
-    dump = [apsw.Connection(str(tmp_path / f)).execute(
-        "SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall() for f in ("a.db", "b.db")]
+    dump = [
+        apsw.Connection(str(tmp_path / f))
+        .execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+        .fetchall()
+        for f in ("a.db", "b.db")
+    ]
     assert dump[0] == dump[1]
 
 
 def test_migration_from_version_1_indexes_existing_rows(app, admin, db_path):
     from starlette.testclient import TestClient
+
+    from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, Api
     from ziti_lite.app import create_app
     from ziti_lite.config import Settings
-    from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, Api
 
     admin.create("identities", {"name": "before-migration-laptop", "type": "User", "isAdmin": False})
     admin.create("services", {"name": "before-migration-svc", "encryptionRequired": True})
@@ -200,15 +206,19 @@ def test_migration_from_version_1_indexes_existing_rows(app, admin, db_path):
     try:
         store = migrated.state.controller.store
         assert store.value("PRAGMA user_version") == SCHEMA_VERSION == 2
-        assert store.value("SELECT count(*) FROM identities_search WHERE name MATCH ?",
-                           (search.phrase("migration-lap"),)) == 1
+        assert (
+            store.value("SELECT count(*) FROM identities_search WHERE name MATCH ?", (search.phrase("migration-lap"),))
+            == 1
+        )
         with TestClient(migrated) as client:
             api = Api(client).login()
             assert _names(api, "identities", _filter("migration-lap")) == ["before-migration-laptop"]
             assert _names(api, "services", _filter("migration-svc")) == ["before-migration-svc"]
             api.create("identities", {"name": "after-migration-laptop", "type": "User", "isAdmin": False})
-            assert _names(api, "identities", _filter("migration-lap")) == ["after-migration-laptop",
-                                                                            "before-migration-laptop"]
+            assert _names(api, "identities", _filter("migration-lap")) == [
+                "after-migration-laptop",
+                "before-migration-laptop",
+            ]
         assert not [p for p in store.conn.execute("PRAGMA integrity_check") if p[0] != "ok"]
     finally:
         migrated.state.controller.store.close()
@@ -217,16 +227,20 @@ def test_migration_from_version_1_indexes_existing_rows(app, admin, db_path):
 
 def test_check_finds_and_rebuilds_a_stale_index(ctl, admin):
     from ziti_lite import integrity
+
     admin.create("identities", {"name": "stale-entry-laptop", "type": "User", "isAdmin": False})
     store = ctl.store
     assert not [p for p in integrity.run(store) if "search index" in p.description]
-    with store.write():   # drop one row from the index behind the triggers' back
-        store.execute("INSERT INTO identities_search(identities_search, rowid, name)"
-                      " SELECT 'delete', rowid, name FROM identities WHERE name = 'stale-entry-laptop'")
+    with store.write():  # drop one row from the index behind the triggers' back
+        store.execute(
+            "INSERT INTO identities_search(identities_search, rowid, name)"
+            " SELECT 'delete', rowid, name FROM identities WHERE name = 'stale-entry-laptop'"
+        )
     assert _names(admin, "identities", _filter("entry-lap")) == []
     found = [p for p in integrity.run(store, fix=True) if "search index" in p.description]
     assert [p.description for p in found] == [
-        "search index identities_search differs from the rows of identities (1 rows missing, 0 stray)"]
+        "search index identities_search differs from the rows of identities (1 rows missing, 0 stray)"
+    ]
     assert found[0].fixed
     assert not [p for p in integrity.run(store) if "search index" in p.description]
     assert _names(admin, "identities", _filter("entry-lap")) == ["stale-entry-laptop"]
@@ -235,6 +249,7 @@ def test_check_finds_and_rebuilds_a_stale_index(ctl, admin):
 def test_many_matches_page_by_probing_the_index(admin, monkeypatch):
     """Above SEARCH_PROBE_ABOVE matches a page walks the sort order: same pages, same totals."""
     from ziti_lite.api import crud
+
     for n in range(12):
         admin.create("identities", {"name": f"probe-{n:02d}-{'x' if n % 3 else 'y'}", "type": "User", "isAdmin": False})
 
@@ -242,8 +257,10 @@ def test_many_matches_page_by_probing_the_index(admin, monkeypatch):
         out = []
         for f in ('name contains "probe-"', 'name icontains "PROBE-"', 'name contains "-x"', 'name icontains "e-0"'):
             for offset in (0, 5):
-                r = admin.client.get(f"{MGMT}/identities?limit=5&offset={offset}&filter={urllib.parse.quote(f)}",
-                                     headers={"zt-session": admin.token})
+                r = admin.client.get(
+                    f"{MGMT}/identities?limit=5&offset={offset}&filter={urllib.parse.quote(f)}",
+                    headers={"zt-session": admin.token},
+                )
                 assert r.status_code == 200, r.text
                 body = r.json()
                 out.append(([d["name"] for d in body["data"]], body["meta"]["pagination"]["totalCount"]))

@@ -20,7 +20,15 @@ def store(tmp_path):
 def test_new_file_gets_schema_and_version(store):
     assert store.value("PRAGMA user_version") == SCHEMA_VERSION
     tables = set(store.column("SELECT name FROM sqlite_master WHERE type = 'table'"))
-    assert {"controller", "identities", "authenticators", "api_sessions", "services", "configs", "config_types"} <= tables
+    assert {
+        "controller",
+        "identities",
+        "authenticators",
+        "api_sessions",
+        "services",
+        "configs",
+        "config_types",
+    } <= tables
     assert store.migrate() is False  # idempotent
 
 
@@ -38,7 +46,9 @@ def test_pragmas(store):
     assert store.value("PRAGMA journal_mode") == "wal"
     assert store.value("PRAGMA foreign_keys") == 1
     with pytest.raises(apsw.ConstraintError):
-        store.execute("INSERT INTO configs (id, created_at, updated_at, name, config_type_id) VALUES ('c','t','t','n','missing')")
+        store.execute(
+            "INSERT INTO configs (id, created_at, updated_at, name, config_type_id) VALUES ('c','t','t','n','missing')"
+        )
 
 
 def test_reads_on_empty_results(store):
@@ -84,8 +94,10 @@ def test_one_returns_a_dict(store):
 
 def test_executemany(store):
     with store.write():
-        store.executemany("INSERT INTO identity_types (id, created_at, updated_at, name) VALUES (?, 't', 't', ?)",
-                          [("a", "a"), ("b", "b")])
+        store.executemany(
+            "INSERT INTO identity_types (id, created_at, updated_at, name) VALUES (?, 't', 't', ?)",
+            [("a", "a"), ("b", "b")],
+        )
     assert store.value("SELECT count(*) FROM identity_types") == 2
 
 
@@ -121,6 +133,8 @@ def test_sql_now_follows_the_controller_clock(store):
         before = store.value("SELECT zl_now()")
         clock.advance(3600)
         later = store.value("SELECT zl_now()")
-        assert later > before and clock.parse(later) - clock.parse(before) >= __import__("datetime").timedelta(minutes=59)
+        assert later > before and clock.parse(later) - clock.parse(before) >= __import__("datetime").timedelta(
+            minutes=59
+        )
     finally:
         clock.reset()

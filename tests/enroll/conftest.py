@@ -35,7 +35,7 @@ from ziti_lite.config import Settings
 from ziti_lite.pki.ca import KeyPair
 from ziti_lite.pki.csr import build_csr
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 # ------------------------------------------------------------------ keys and certificates
@@ -125,7 +125,7 @@ class CertClient:
     client: TestClient
     wrapper: tls.WithClientCert
 
-    def present(self, *chain) -> "CertClient":
+    def present(self, *chain) -> CertClient:
         self.wrapper.chain = [c for c in chain if c]
         return self
 
@@ -179,7 +179,7 @@ class Live:
         self.clients.append(c)
         return c
 
-    def admin(self) -> "LiveApi":
+    def admin(self) -> LiveApi:
         c = self.client()
         r = c.post(MGMT + "/authenticate?method=password", json={"username": ADMIN_USER, "password": ADMIN_PASSWORD})
         assert r.status_code == 200, r.text

@@ -132,7 +132,7 @@ def test_extend_errors(certs, cadmin, keys, ctl):
     assert_error(me.post(path + "/extend-verify", json={"clientCert": "nope"}), 400, "INVALID_CLIENT_CERT")
     assert certs.cert_login(chain).status_code == 200  # nothing switched
 
-    uid = _updb_identity(cadmin, "ext-updb", "ext-updb-user")
+    _updb_identity(cadmin, "ext-updb", "ext-updb-user")
     user = Api(certs.client, CLIENT).login("ext-updb-user", "Passw0rd-1")
     updb = user.get("/current-identity/authenticators").json()["data"][0]["id"]
     assert_error(user.post(f"/current-identity/authenticators/{updb}/extend", json=body),

@@ -59,7 +59,7 @@ def test_auto_enrollment_errors(certs, cadmin, keys):
     assert_error(certs.present().post("/enroll?method=ca", json={}), 400, "CERT_FAILED_VALIDATION")
     token = cadmin.get(f"/cas/{ca_id}").json()["data"]["verificationToken"]
     assert _verify(cadmin, ca_id, issue(root, token, keys[3], eku=())).status_code == 200
-    expired = issue(root, "old", keys[1], not_before=dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=40), days=10)
+    expired = issue(root, "old", keys[1], not_before=dt.datetime.now(dt.UTC) - dt.timedelta(days=40), days=10)
     server_only = issue(root, "srv", keys[1], eku=(ExtendedKeyUsageOID.SERVER_AUTH,))
     for cert in (expired, server_only):
         assert_error(certs.present(cert).post("/enroll?method=ca", json={}), 400, "CERT_FAILED_VALIDATION")

@@ -42,7 +42,10 @@ def test_cert_login_on_every_prefix(certs, cadmin, keys, prefix):
 
 def test_leaf_only_and_any_intermediate_order(certs, cadmin, keys, ctl):
     iid, chain = enrolled(certs, cadmin, keys, "orders")
-    leaf, signer = chain.split("-----END CERTIFICATE-----\n")[0] + "-----END CERTIFICATE-----\n", ctl.state["signer_cert"]
+    leaf, signer = (
+        chain.split("-----END CERTIFICATE-----\n")[0] + "-----END CERTIFICATE-----\n",
+        ctl.state["signer_cert"],
+    )
     for presented in ([leaf], [leaf, signer], [leaf, ctl.state["root_cert"], signer]):
         r = certs.cert_login(*presented)
         assert r.status_code == 200, r.text
@@ -103,8 +106,9 @@ def test_admin_created_cert_authenticator(certs, cadmin, keys):
 def test_admin_cert_authenticator_must_chain_to_a_trusted_ca(cadmin, keys):
     iid = cadmin.create("identities", {"name": "untrusted-cert", "type": "Device", "isAdmin": False})
     stranger = make_ca("Unregistered CA", keys[0])
-    r = cadmin.post("/authenticators", json={"method": "cert", "identityId": iid,
-                                             "certPem": issue(stranger, "x", keys[1])})
+    r = cadmin.post(
+        "/authenticators", json={"method": "cert", "identityId": iid, "certPem": issue(stranger, "x", keys[1])}
+    )
     assert_error(r, 400, "CERT_FAILED_VALIDATION")
     r = cadmin.post("/authenticators", json={"method": "cert", "identityId": iid, "certPem": "garbage"})
     assert_error(r, 400, "COULD_NOT_PARSE_PEM_BLOCK")
@@ -121,8 +125,14 @@ def test_ca_without_auth_enabled_does_not_authenticate(certs, cadmin, keys):
 
 def test_external_id_claim_login(certs, cadmin, keys):
     root = make_ca("Spiffe CA", keys[0])
-    claim = {"location": "SAN_URI", "matcher": "SCHEME", "matcherCriteria": "spiffe", "parser": "SPLIT",
-             "parserCriteria": "/", "index": 4}
+    claim = {
+        "location": "SAN_URI",
+        "matcher": "SCHEME",
+        "matcherCriteria": "spiffe",
+        "parser": "SPLIT",
+        "parserCriteria": "/",
+        "index": 4,
+    }
     register_ca(cadmin, root, "spiffe-ca", keys[1], externalIdClaim=claim, identityNameFormat="[caName]-[commonName]")
     leaf = issue(root, "workload", keys[2], uris=["https://ignored.example.com/a/b", "spiffe://example.org/device/42"])
     r = certs.present(leaf).post(CLIENT + "/enroll?method=ca", json={})
@@ -135,7 +145,9 @@ def test_external_id_claim_login(certs, cadmin, keys):
     assert r.status_code == 200 and r.json()["data"]["identityId"] == found[0]["id"]
     assert r.json()["data"]["authenticatorId"] == "internal"
     # no claim in the certificate
-    assert_error(certs.present(issue(root, "no-uri", keys[4])).post("/enroll?method=ca", json={}),
-                 400, "MISSING_CERT_CLAIM")
-    assert_error(certs.cert_login(issue(root, "unknown", keys[4], uris=["spiffe://example.org/device/7"])),
-                 401, "INVALID_AUTH")
+    assert_error(
+        certs.present(issue(root, "no-uri", keys[4])).post("/enroll?method=ca", json={}), 400, "MISSING_CERT_CLAIM"
+    )
+    assert_error(
+        certs.cert_login(issue(root, "unknown", keys[4], uris=["spiffe://example.org/device/7"])), 401, "INVALID_AUTH"
+    )

@@ -7,12 +7,19 @@ from __future__ import annotations
 import datetime as dt
 import ssl
 
-import httpx
-import pytest
 from cryptography import x509
 
 from tests.conftest import CLIENT
-from tests.enroll.conftest import ADMIN_PASSWORD, ADMIN_USER, csr, fingerprint, issue, make_ca, ott_identity, register_ca
+from tests.enroll.conftest import (
+    ADMIN_PASSWORD,
+    ADMIN_USER,
+    csr,
+    fingerprint,
+    issue,
+    make_ca,
+    ott_identity,
+    register_ca,
+)
 from ziti_lite.pki import tokens
 
 
@@ -209,7 +216,7 @@ def test_extend_then_verify_switches_certificates(live, keys):
 def test_expired_certificate_passes_the_handshake_and_the_default_policy(live, keys):
     from tests.pki.conftest import make_ca as dated_ca
     admin = live.admin()
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     root = dated_ca("Live Dated Root", not_before=now - dt.timedelta(days=60), days=365)
     register_ca(admin, root, "live-dated", keys[0])
     iid = admin.create("identities", {"name": "live-expired", "type": "Device", "isAdmin": False})
@@ -234,4 +241,5 @@ def test_certificate_from_an_unregistered_ca_passes_the_handshake_and_gets_401(l
     selfie = make_ca("Live Self", keys[2])
     r = live.client(selfie.cert_pem, keys[2]).post(CLIENT + "/authenticate?method=cert", json={})
     assert r.status_code == 401 and r.json()["error"]["code"] == "INVALID_AUTH"
-    assert live.admin().get("/identities?filter=name contains \"intruder\"").json()["meta"]["pagination"]["totalCount"] == 0
+    listed = live.admin().get("/identities?filter=name contains \"intruder\"").json()
+    assert listed["meta"]["pagination"]["totalCount"] == 0

@@ -46,7 +46,7 @@ def _closed_by_server(sock) -> bool:
                 return True
     except (ConnectionError, ssl.SSLError):
         return True
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         return False
 
 

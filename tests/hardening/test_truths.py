@@ -8,7 +8,7 @@ import platform
 
 import pytest
 
-from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, CLIENT, MGMT, Api, assert_error
+from tests.conftest import ADMIN_USER, CLIENT, MGMT, Api, assert_error
 from ziti_lite import __version__, clock
 from ziti_lite.app import create_app
 from ziti_lite.config import Settings
@@ -42,15 +42,19 @@ def test_validation_errors_never_echo_a_password(admin):
         err = assert_error(r, 400, "COULD_NOT_VALIDATE")
         assert err["cause"]["field"] == "password"
         assert err["cause"]["value"] == "<redacted>"
-    r = admin.client.post(CLIENT + "/authenticate?method=password", json={"username": "a", "password": ["hunter2-secret"]})
+    r = admin.client.post(
+        CLIENT + "/authenticate?method=password", json={"username": "a", "password": ["hunter2-secret"]}
+    )
     assert r.status_code == 400 and "hunter2-secret" not in r.text
 
 
 def test_cert_pem_on_a_password_authenticator_is_not_stored(admin, ctl):
     iid = admin.create("identities", {"name": "updb-pem", "type": "User", "isAdmin": False})
     pem = ctl.state["root_cert"]
-    aid = admin.create("authenticators", {"method": "updb", "identityId": iid, "username": "updb-pem-user",
-                                          "password": "Passw0rd-1", "certPem": pem})
+    aid = admin.create(
+        "authenticators",
+        {"method": "updb", "identityId": iid, "username": "updb-pem-user", "password": "Passw0rd-1", "certPem": pem},
+    )
     assert ctl.store.value("SELECT cert_pem FROM authenticators WHERE id = ?", (aid,)) is None
     assert "certPem" not in admin.get(f"/authenticators/{aid}").json()["data"]
 
@@ -73,7 +77,9 @@ def test_enrollment_refresh_validates_the_body_before_the_lookup(admin):
 
 def test_auth_policies_list_needs_an_admin(admin):
     iid = admin.create("identities", {"name": "plain", "type": "User", "isAdmin": False})
-    admin.create("authenticators", {"method": "updb", "identityId": iid, "username": "plain-u", "password": "Plain-pw1"})
+    admin.create(
+        "authenticators", {"method": "updb", "identityId": iid, "username": "plain-u", "password": "Plain-pw1"}
+    )
     user = Api(admin.client, MGMT).login("plain-u", "Plain-pw1")
     assert_error(user.get("/auth-policies"), 401, "UNAUTHORIZED")
     assert_error(user.as_prefix(CLIENT).get("/auth-policies"), 404, "NOT_FOUND")

@@ -31,7 +31,7 @@ def make_ca(cn: str, *, key_type: str = "ec", issuer: ca.KeyPair | None = None,
         issuer_name, issuer_key = name, key
     else:
         issuer_name, issuer_key = issuer.cert.subject, issuer.key
-    nb = not_before or dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    nb = not_before or dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     b = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer_name)
          .public_key(key.public_key()).serial_number(x509.random_serial_number())
          .not_valid_before(nb).not_valid_after(nb + dt.timedelta(days=days))

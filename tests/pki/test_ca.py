@@ -20,7 +20,7 @@ from ziti_lite.pki.csr import build_csr, parse_csr
 
 from .conftest import make_ca
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _now() -> dt.datetime:
@@ -119,9 +119,11 @@ def test_sign_client_csr(pki, key_type):
     assert pem.startswith("-----BEGIN CERTIFICATE-----") and pem.count("BEGIN") == 1
     assert cert.subject == parsed.subject  # copied verbatim
     assert cert.issuer == pki.signer.cert.subject
-    assert cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) == \
-        serialization.load_pem_private_key(key_pem.encode(), None).public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    ) == serialization.load_pem_private_key(key_pem.encode(), None).public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     cert.verify_directly_issued_by(pki.signer.cert)
     assert isinstance(cert.signature_hash_algorithm, hashes.SHA256)
     # validity: now - 1 min .. now + 365 days
@@ -135,8 +137,10 @@ def test_sign_client_csr(pki, key_type):
     assert ku.value.digital_signature and ku.value.key_encipherment and ku.value.data_encipherment
     assert not ku.value.key_cert_sign
     assert list(_ext(cert, x509.ExtendedKeyUsage).value) == [ExtendedKeyUsageOID.CLIENT_AUTH]
-    assert (_ext(cert, x509.AuthorityKeyIdentifier).value.key_identifier
-            == _ext(pki.signer.cert, x509.SubjectKeyIdentifier).value.digest)
+    assert (
+        _ext(cert, x509.AuthorityKeyIdentifier).value.key_identifier
+        == _ext(pki.signer.cert, x509.SubjectKeyIdentifier).value.digest
+    )
     for absent in (x509.BasicConstraints, x509.SubjectAlternativeName, x509.SubjectKeyIdentifier):
         with pytest.raises(x509.ExtensionNotFound):
             _ext(cert, absent)
@@ -147,12 +151,17 @@ def test_sign_client_csr(pki, key_type):
 
 def test_sign_csr_server_usage_copies_sans(pki):
     cert = _issue(pki, "router-1", usage="server", csr_sans=["router.example", "10.9.9.9"])
-    assert set(_ext(cert, x509.ExtendedKeyUsage).value) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
+    assert set(_ext(cert, x509.ExtendedKeyUsage).value) == {
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        ExtendedKeyUsageOID.CLIENT_AUTH,
+    }
     san = _ext(cert, x509.SubjectAlternativeName).value
     assert san.get_values_for_type(x509.DNSName) == ["router.example"]
     assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.9.9.9")]
     # cryptography's strict server verifier accepts a router server cert
-    verifier = PolicyBuilder().store(Store([pki.root.cert])).time(_now()).build_server_verifier(x509.DNSName("router.example"))
+    verifier = (
+        PolicyBuilder().store(Store([pki.root.cert])).time(_now()).build_server_verifier(x509.DNSName("router.example"))
+    )
     verifier.verify(cert, [pki.signer.cert])
 
 
@@ -218,7 +227,9 @@ def test_cacerts_pkcs7(pki):
     der = base64.b64decode(body)
     certs = pkcs7.load_der_pkcs7_certificates(der)
     assert {c.public_bytes(serialization.Encoding.DER) for c in certs} == {
-        pki.root.cert.public_bytes(serialization.Encoding.DER), pki.signer.cert.public_bytes(serialization.Encoding.DER)}
+        pki.root.cert.public_bytes(serialization.Encoding.DER),
+        pki.signer.cert.public_bytes(serialization.Encoding.DER),
+    }
     assert der == pkcs7.serialize_certificates([pki.root.cert, pki.signer.cert], serialization.Encoding.DER)
     # duplicates collapse; a single bundle string works as well
     assert ca.cacerts_pkcs7([pki.ca_bundle_pem(), pki.root.cert_pem]) == body
@@ -265,14 +276,23 @@ def test_verify_chain_wrong_ca_same_name(pki):
     # an impostor CA with the signer's exact subject: issuer names match, signatures don't
     key = ec.generate_private_key(ec.SECP256R1())
     now = _now()
-    fake = (x509.CertificateBuilder().subject_name(pki.signer.cert.subject).issuer_name(pki.signer.cert.subject)
-            .public_key(key.public_key()).serial_number(1).not_valid_before(now - dt.timedelta(hours=1))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    fake_kp = ca.KeyPair(fake.public_bytes(serialization.Encoding.PEM).decode(),
-                         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()).decode())
+    fake = (
+        x509.CertificateBuilder()
+        .subject_name(pki.signer.cert.subject)
+        .issuer_name(pki.signer.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    fake_kp = ca.KeyPair(
+        fake.public_bytes(serialization.Encoding.PEM).decode(),
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode(),
+    )
     forged = _issue(pki, "forged", signer=fake_kp)
     with pytest.raises(ca.ChainError):
         ca.verify_chain(forged, [fake_kp.cert_pem], pki.ca_certs_pem())
@@ -347,6 +367,7 @@ def test_verify_chain_tampered_and_garbage(pki):
 
 def test_create_controller_pki_is_fresh():
     import time
+
     t = time.perf_counter()
     a = ca.create_controller_pki(["localhost"])
     assert time.perf_counter() - t < 5
@@ -359,5 +380,6 @@ def test_sign_csr_accepts_raw_pem(pki):
     cert = x509.load_pem_x509_certificate(ca.sign_csr(csr_pem, pki.signer).encode())
     assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "raw-1"
     from ziti_lite.pki.csr import CsrError
+
     with pytest.raises(CsrError):
         ca.sign_csr("garbage", pki.signer)

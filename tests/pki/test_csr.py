@@ -103,8 +103,9 @@ def test_parse_pem_der_base64(key_type):
         assert p.common_name == "ident-1"
         assert p.sans == [x509.DNSName("a.example"), x509.IPAddress(ipaddress.ip_address("10.0.0.1"))]
         assert p.fallback is False
-        assert p.public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) == \
-            key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+        assert p.public_key.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        ) == key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     assert parse_csr(parse_csr(der).pem).der == der
 
 
@@ -114,8 +115,11 @@ def test_build_csr_helper():
     assert p.common_name == "id-7"
     assert p.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == "OpenZiti"
     assert isinstance(p.public_key, rsa.RSAPublicKey)
-    assert p.sans == [x509.DNSName("r.example"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                      x509.UniformResourceIdentifier("spiffe://z/x")]
+    assert p.sans == [
+        x509.DNSName("r.example"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.UniformResourceIdentifier("spiffe://z/x"),
+    ]
     key = serialization.load_pem_private_key(key_pem.encode(), None)
     assert key.public_key().public_numbers() == p.public_key.public_numbers()
 
@@ -170,11 +174,15 @@ def test_mbedtls_csr_tampered_is_refused():
     other = ec.generate_private_key(ec.SECP256R1())
     req = a_csr.CertificationRequest.load(der)
     info = req["certification_request_info"]
-    forged = a_csr.CertificationRequest({
-        "certification_request_info": a_csr.CertificationRequestInfo.load(info.dump()),
-        "signature_algorithm": a_algos.SignedDigestAlgorithm({"algorithm": "sha256_ecdsa", "parameters": a_core.Null()}),
-        "signature": other.sign(info.dump(), ec.ECDSA(hashes.SHA256())),
-    }).dump()
+    forged = a_csr.CertificationRequest(
+        {
+            "certification_request_info": a_csr.CertificationRequestInfo.load(info.dump()),
+            "signature_algorithm": a_algos.SignedDigestAlgorithm(
+                {"algorithm": "sha256_ecdsa", "parameters": a_core.Null()}
+            ),
+            "signature": other.sign(info.dump(), ec.ECDSA(hashes.SHA256())),
+        }
+    ).dump()
     with pytest.raises(CsrError, match="signature"):
         parse_csr(forged)
 
@@ -184,11 +192,15 @@ def test_mbedtls_rsa_style_csr_wrong_algorithm_for_key():
     rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     csr, _ = _crypto_csr("r", rsa_key)
     req = a_csr.CertificationRequest.load(csr.public_bytes(serialization.Encoding.DER))
-    bad = a_csr.CertificationRequest({
-        "certification_request_info": a_csr.CertificationRequestInfo.load(req["certification_request_info"].dump()),
-        "signature_algorithm": a_algos.SignedDigestAlgorithm({"algorithm": "sha256_ecdsa", "parameters": a_core.Null()}),
-        "signature": req["signature"].native,
-    }).dump()
+    bad = a_csr.CertificationRequest(
+        {
+            "certification_request_info": a_csr.CertificationRequestInfo.load(req["certification_request_info"].dump()),
+            "signature_algorithm": a_algos.SignedDigestAlgorithm(
+                {"algorithm": "sha256_ecdsa", "parameters": a_core.Null()}
+            ),
+            "signature": req["signature"].native,
+        }
+    ).dump()
     with pytest.raises(CsrError):
         parse_csr(bad)
 
@@ -207,12 +219,27 @@ def test_tampered_regular_csr_is_refused():
         parse_csr(bytes(sig))
 
 
-@pytest.mark.parametrize("garbage", [
-    b"", "", "   \n", b"hello world", "hello world", b"\x30\x03\x02\x01\x00", b"\x30\x82\xff\xff\x00",
-    b"\x00\x01\x02\x03", "-----BEGIN CERTIFICATE REQUEST-----\n!!!!\n-----END CERTIFICATE REQUEST-----\n",
-    "-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n",
-    "-----BEGIN CERTIFICATE REQUEST-----\nnot closed", "TWFu", "é", None, 42, {"csr": "x"},
-])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"",
+        "",
+        "   \n",
+        b"hello world",
+        "hello world",
+        b"\x30\x03\x02\x01\x00",
+        b"\x30\x82\xff\xff\x00",
+        b"\x00\x01\x02\x03",
+        "-----BEGIN CERTIFICATE REQUEST-----\n!!!!\n-----END CERTIFICATE REQUEST-----\n",
+        "-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n",
+        "-----BEGIN CERTIFICATE REQUEST-----\nnot closed",
+        "TWFu",
+        "é",
+        None,
+        42,
+        {"csr": "x"},
+    ],
+)
 def test_garbage_is_csr_error(garbage):
     with pytest.raises(CsrError):
         parse_csr(garbage)

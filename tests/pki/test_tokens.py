@@ -11,7 +11,7 @@ import pytest
 from ziti_lite.pki import ca, tokens
 from ziti_lite.pki.tokens import TokenError, enrollment_jwt, verify_enrollment_jwt
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _seg(token: str, i: int) -> bytes:

@@ -23,7 +23,13 @@ def test_policy_advice(admin, net):
     assert d["identityId"] == i and d["identity"]["name"] == "ann" and d["identity"]["entity"] == "identities"
     assert {"self", "services", "service-configs", "auth-policies"} <= set(d["identity"]["_links"])
     assert d["serviceId"] == s and d["service"]["name"] == "web"
-    assert set(d["service"]["_links"]) == {"self", "service-edge-router-policies", "service-policies", "terminators", "configs"}
+    assert set(d["service"]["_links"]) == {
+        "self",
+        "service-edge-router-policies",
+        "service-policies",
+        "terminators",
+        "configs",
+    }
 
     net.sp("Dial", identities=[f"@{i}"], services=["#web"])
     d = admin.get(f"/identities/{i}/policy-advice/{s}").json()["data"]
@@ -49,11 +55,14 @@ def test_identity_service_configs(admin, net):
     c = admin.create("configs", {"name": "c", "configTypeId": t2, "data": {}})
 
     r = admin.get(f"/identities/{i}/service-configs")
-    assert r.json() == {"data": [], "meta": {"pagination": {"limit": 0, "offset": 0, "totalCount": 0},
-                                             "filterableFields": []}}
-    r = admin.post(f"/identities/{i}/service-configs", json=[{"serviceId": s1, "configId": a},
-                                                             {"serviceId": s1, "configId": c},
-                                                             {"serviceId": s2, "configId": a}])
+    assert r.json() == {
+        "data": [],
+        "meta": {"pagination": {"limit": 0, "offset": 0, "totalCount": 0}, "filterableFields": []},
+    }
+    r = admin.post(
+        f"/identities/{i}/service-configs",
+        json=[{"serviceId": s1, "configId": a}, {"serviceId": s1, "configId": c}, {"serviceId": s2, "configId": a}],
+    )
     assert r.status_code == 200 and r.json() == {"data": {}, "meta": {}}
     # one config per type per service: b replaces a for s1
     admin.post(f"/identities/{i}/service-configs", json=[{"serviceId": s1, "configId": b}])
@@ -84,14 +93,19 @@ def test_identity_service_config_errors(admin, net):
     i, s = net.identity(), net.service()
     t = admin.create("config-types", {"name": "t", "schema": {}})
     c = admin.create("configs", {"name": "c", "configTypeId": t, "data": {}})
-    assert_error(admin.post(f"/identities/{i}/service-configs", json=[{"serviceId": s, "configId": "nope"}]),
-                 404, "NOT_FOUND")
-    assert_error(admin.post(f"/identities/{i}/service-configs", json=[{"serviceId": "nope", "configId": c}]),
-                 404, "NOT_FOUND")
-    assert_error(admin.post("/identities/nope/service-configs", json=[{"serviceId": s, "configId": c}]), 404, "NOT_FOUND")
+    assert_error(
+        admin.post(f"/identities/{i}/service-configs", json=[{"serviceId": s, "configId": "nope"}]), 404, "NOT_FOUND"
+    )
+    assert_error(
+        admin.post(f"/identities/{i}/service-configs", json=[{"serviceId": "nope", "configId": c}]), 404, "NOT_FOUND"
+    )
+    assert_error(
+        admin.post("/identities/nope/service-configs", json=[{"serviceId": s, "configId": c}]), 404, "NOT_FOUND"
+    )
     assert_error(admin.get("/identities/nope/service-configs"), 404, "NOT_FOUND")
-    assert_error(admin.post(f"/identities/{i}/service-configs", json={"serviceId": s, "configId": c}), 400,
-                 "COULD_NOT_VALIDATE")
+    assert_error(
+        admin.post(f"/identities/{i}/service-configs", json={"serviceId": s, "configId": c}), 400, "COULD_NOT_VALIDATE"
+    )
     assert_error(admin.post(f"/identities/{i}/service-configs", json=[{"serviceId": s}]), 400, "COULD_NOT_VALIDATE")
     # a failed request leaves nothing behind
     assert admin.get(f"/identities/{i}/service-configs").json()["data"] == []

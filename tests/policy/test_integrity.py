@@ -27,20 +27,29 @@ def test_check_and_fix(admin, ctl, net):
 
     with store.write():  # drift behind the engine's back
         store.execute("DELETE FROM service_policy_identities WHERE policy_id = ?", (sp,))
-        store.execute("INSERT INTO service_policy_identities (policy_id, identity_id, type) VALUES (?, ?, 'Dial')", (sp, i2))
+        store.execute(
+            "INSERT INTO service_policy_identities (policy_id, identity_id, type) VALUES (?, ?, 'Dial')", (sp, i2)
+        )
         store.execute("DELETE FROM edge_router_policy_routers WHERE policy_id = ?", (erp,))
         store.execute("DELETE FROM entity_role_attributes WHERE entity_id = ?", (i1,))
-        store.execute("INSERT INTO policy_roles (kind, side, role, policy_id) VALUES ('sp', 'identity', '#zzz', ?)", (sp,))
+        store.execute(
+            "INSERT INTO policy_roles (kind, side, role, policy_id) VALUES ('sp', 'identity', '#zzz', ?)", (sp,)
+        )
     found = _results(admin, ctl, "/database/check-data-integrity")
     texts = [x["description"] for x in found]
-    assert any(t.startswith(f"service-policies {sp}: identityRoles selects 1 identities that are not linked and 1") for t in texts)
+    assert any(
+        t.startswith(f"service-policies {sp}: identityRoles selects 1 identities that are not linked and 1")
+        for t in texts
+    )
     assert any(t.startswith(f"edge-router-policies {erp}: edgeRouterRoles") for t in texts)
     assert any(t.startswith("role attribute index of identities: 1 missing") for t in texts)
     assert any(t.startswith("role index of service-policies") for t in texts)
     assert not any(x["fixed"] for x in found)
 
     fixed = _results(admin, ctl, "/database/fix-data-integrity")
-    assert {x["description"] for x in fixed} >= set(texts) - {t for t in texts if not t.startswith(("role", "service-", "edge-"))}
+    assert {x["description"] for x in fixed} >= set(texts) - {
+        t for t in texts if not t.startswith(("role", "service-", "edge-"))
+    }
     assert all(x["fixed"] for x in fixed if x["description"] in texts)
     assert _policy_problems(store) == []
     assert net.ids(f"/identities/{i1}/services") == {s}

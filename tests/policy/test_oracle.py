@@ -262,16 +262,27 @@ class Driver:
             assert self.ids(f"/identities/{iid}/services") == self.m.identity_services(iid, None)
             assert self.ids(f"/identities/{iid}/services?policyType=dial") == self.m.identity_services(iid, "Dial")
             assert self.ids(f"/identities/{iid}/services?policyType=BIND") == self.m.identity_services(iid, "Bind")
-            assert self.ids(f"/identities/{iid}/edge-routers") == self.m.via("erp", "identityRoles", "edgeRouterRoles", iid)
-            want = {pid for pid, p in self.m.policies.items() if p.kind == "sp" and iid in self.m.members(pid, "identityRoles")}
+            expected = self.m.via("erp", "identityRoles", "edgeRouterRoles", iid)
+            assert self.ids(f"/identities/{iid}/edge-routers") == expected
+            want = {
+                pid
+                for pid, p in self.m.policies.items()
+                if p.kind == "sp" and iid in self.m.members(pid, "identityRoles")
+            }
             assert self.ids(f"/identities/{iid}/service-policies") == want
         for sid in self.m.entities["service"]:
             want = {i for i in self.m.entities["identity"] if sid in self.m.identity_services(i, "Dial")}
             assert self.ids(f"/services/{sid}/identities?policyType=dial") == want
-            assert self.ids(f"/services/{sid}/edge-routers") == self.m.via("serp", "serviceRoles", "edgeRouterRoles", sid)
+            assert self.ids(f"/services/{sid}/edge-routers") == self.m.via(
+                "serp", "serviceRoles", "edgeRouterRoles", sid
+            )
         for rid in self.m.entities["router"]:
-            assert self.ids(f"/edge-routers/{rid}/identities") == self.m.via("erp", "edgeRouterRoles", "identityRoles", rid)
-            assert self.ids(f"/edge-routers/{rid}/services") == self.m.via("serp", "edgeRouterRoles", "serviceRoles", rid)
+            assert self.ids(f"/edge-routers/{rid}/identities") == self.m.via(
+                "erp", "edgeRouterRoles", "identityRoles", rid
+            )
+            assert self.ids(f"/edge-routers/{rid}/services") == self.m.via(
+                "serp", "edgeRouterRoles", "serviceRoles", rid
+            )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
@@ -294,13 +305,16 @@ def test_rebuild_and_integrity_agree_with_oracle(bare, ctl):
     """links.rebuild from scratch gives the same tables, and the integrity checks find nothing."""
     from ziti_lite import integrity
     from ziti_lite.policy import links
+
     d = Driver(admin, ctl, random.Random(99))
     for _ in range(3):
         for side in SIDE_COLLECTION:
             d.create_entity(side)
     for _ in range(25):
         d.step()
-    assert [p.description for p in integrity.run(ctl.store) if "polic" in p.description or "role" in p.description] == []
+    assert [
+        p.description for p in integrity.run(ctl.store) if "polic" in p.description or "role" in p.description
+    ] == []
     with ctl.store.write():
         links.rebuild(ctl.store)
     d.check_tables()

@@ -39,28 +39,40 @@ def test_unknown_id_messages_name_the_store(admin, net):
     transit = admin.create("routers", {"name": "transit"})
     r = admin.post("/edge-router-policies", json={"name": "p", "semantic": "AnyOf", "edgeRouterRoles": [f"@{transit}"]})
     assert _cause(r)["reason"] == "no routers found with the given ids"  # a transit router is not an edge router
-    r = admin.post("/service-policies", json={"name": "p", "type": "Dial", "semantic": "AnyOf", "postureCheckRoles": ["@x"]})
+    r = admin.post(
+        "/service-policies", json={"name": "p", "type": "Dial", "semantic": "AnyOf", "postureCheckRoles": ["@x"]}
+    )
     assert _cause(r)["reason"] == "no postureChecks found with the given ids"
     r = admin.post("/service-edge-router-policies", json={"name": "p", "semantic": "AnyOf", "serviceRoles": ["@x"]})
     assert _cause(r)["reason"] == "no services found with the given ids"
-    r = admin.post("/service-policies", json={"name": "p", "type": "Dial", "semantic": "AnyOf", "identityRoles": ["@x"]})
+    r = admin.post(
+        "/service-policies", json={"name": "p", "type": "Dial", "semantic": "AnyOf", "identityRoles": ["@x"]}
+    )
     assert _cause(r)["reason"] == "no identities found with the given ids"
 
 
 def test_required_and_enumerated_fields(admin):
-    for body, field in (({"name": "p", "type": "Dial"}, "semantic"),
-                        ({"name": "p", "type": "Dial", "semantic": "Some"}, "semantic"),
-                        ({"name": "p", "semantic": "AnyOf"}, "type"),
-                        ({"name": "p", "type": "Invalid", "semantic": "AnyOf"}, "type"),
-                        ({"type": "Dial", "semantic": "AnyOf"}, "name")):
+    for body, field in (
+        ({"name": "p", "type": "Dial"}, "semantic"),
+        ({"name": "p", "type": "Dial", "semantic": "Some"}, "semantic"),
+        ({"name": "p", "semantic": "AnyOf"}, "type"),
+        ({"name": "p", "type": "Invalid", "semantic": "AnyOf"}, "type"),
+        ({"type": "Dial", "semantic": "AnyOf"}, "name"),
+    ):
         assert _cause(admin.post("/service-policies", json=body))["field"] == field
     assert _cause(admin.post("/edge-router-policies", json={"name": "p"}))["field"] == "semantic"
-    assert _cause(admin.post("/service-policies", json={"name": "", "type": "Dial", "semantic": "AnyOf"}))["field"] == "name"
+    assert (
+        _cause(admin.post("/service-policies", json={"name": "", "type": "Dial", "semantic": "AnyOf"}))["field"]
+        == "name"
+    )
 
 
 def test_name_unique_per_kind(admin, net):
     net.sp(name="same")
-    assert _cause(admin.post("/service-policies", json={"name": "same", "type": "Bind", "semantic": "AnyOf"}))["field"] == "name"
+    assert (
+        _cause(admin.post("/service-policies", json={"name": "same", "type": "Bind", "semantic": "AnyOf"}))["field"]
+        == "name"
+    )
     net.erp(name="same")  # another kind, another namespace
 
 
@@ -73,7 +85,9 @@ def test_detail_sorted_roles_and_display(admin, net):
     d = admin.get(f"/service-policies/{sp}").json()["data"]
     assert d["type"] == "Bind" and d["semantic"] == "AnyOf"
     assert d["identityRoles"] == sorted(["#a", "#b", f"@{i}"])
-    assert d["identityRolesDisplay"] == [{"role": r, "name": "@alice" if r.startswith("@") else r} for r in d["identityRoles"]]
+    assert d["identityRolesDisplay"] == [
+        {"role": r, "name": "@alice" if r.startswith("@") else r} for r in d["identityRoles"]
+    ]
     assert d["serviceRolesDisplay"] == [{"role": f"@{s}", "name": "@web"}]
     assert {x["name"] for x in d["postureCheckRolesDisplay"]} == {"#pc", "@domain-check"}
     assert set(d["_links"]) == {"self", "services", "identities", "posture-checks"}
@@ -158,14 +172,23 @@ def test_filters(admin, net):
     dial = net.sp("Dial", identities=["#all"], name="dial-all")
     bind = net.sp("Bind", identities=[f"@{i}"], semantic="AllOf", name="bind-one")
     meta = admin.get("/service-policies").json()["meta"]
-    assert {"name", "type", "semantic", "identityRoles", "serviceRoles", "postureCheckRoles",
-            "identities", "services"} <= set(meta["filterableFields"])
+    assert {
+        "name",
+        "type",
+        "semantic",
+        "identityRoles",
+        "serviceRoles",
+        "postureCheckRoles",
+        "identities",
+        "services",
+    } <= set(meta["filterableFields"])
     q = {
-        'type = 1': {dial}, 'type = 2': {bind},
+        "type = 1": {dial},
+        "type = 2": {bind},
         'anyOf(identityRoles) = "#all"': {dial},
         'semantic = "AllOf"': {bind},
         f'anyOf(identities) = "{i}"': {dial, bind},
-        'isEmpty(services)': {dial, bind},
+        "isEmpty(services)": {dial, bind},
         'name contains "one" and type = 2': {bind},
     }
     for f, want in q.items():
@@ -181,10 +204,15 @@ def test_filters(admin, net):
 # ------------------------------------------------------------------ system edge router policies
 def test_system_edge_router_policy_is_protected(admin, net):
     r = net.router(name="tun", tunneler=True)
-    cause = assert_error(admin.patch(f"/edge-router-policies/{r}", json={"name": "x"}), 400, "ENTITY_CAN_NOT_BE_UPDATED")
+    cause = assert_error(
+        admin.patch(f"/edge-router-policies/{r}", json={"name": "x"}), 400, "ENTITY_CAN_NOT_BE_UPDATED"
+    )
     assert "system" in cause["cause"]["message"]
-    assert_error(admin.put(f"/edge-router-policies/{r}", json={"name": "x", "semantic": "AllOf"}), 400,
-                 "ENTITY_CAN_NOT_BE_UPDATED")
+    assert_error(
+        admin.put(f"/edge-router-policies/{r}", json={"name": "x", "semantic": "AllOf"}),
+        400,
+        "ENTITY_CAN_NOT_BE_UPDATED",
+    )
     assert_error(admin.delete(f"/edge-router-policies/{r}"), 400, "ENTITY_CAN_NOT_BE_DELETED")
     d = admin.get(f"/edge-router-policies/{r}").json()["data"]
     assert d["isSystem"] is True and d["name"] == f"edge-router-{r}-system"

@@ -40,20 +40,27 @@ def test_role_attribute_lists(admin, net):
     net.router("edge-x")
     net.posture_check("pc-1")
     body = admin.get("/identity-role-attributes").json()
-    assert body == {"data": ["db", "eng", "web"],
-                    "meta": {"filterableFields": ["id"], "pagination": {"limit": UNLIMITED, "offset": 0, "totalCount": 3}}}
+    assert body == {
+        "data": ["db", "eng", "web"],
+        "meta": {"filterableFields": ["id"], "pagination": {"limit": UNLIMITED, "offset": 0, "totalCount": 3}},
+    }
     assert admin.get("/service-role-attributes").json()["data"] == ["svc-a", "svc-b"]
     assert admin.get("/edge-router-role-attributes").json()["data"] == ["edge-x"]
     assert admin.get("/posture-check-role-attributes").json()["data"] == ["pc-1"]
 
     body = admin.get("/identity-role-attributes", params={"filter": 'id contains "e"'}).json()
     assert body["data"] == ["eng", "web"] and body["meta"]["pagination"]["totalCount"] == 2
-    body = admin.get("/identity-role-attributes",
-                     params={"filter": 'true sort by id desc skip 1 limit 1', "limit": 50, "offset": 0}).json()
+    body = admin.get(
+        "/identity-role-attributes", params={"filter": "true sort by id desc skip 1 limit 1", "limit": 50, "offset": 0}
+    ).json()
     assert body["data"] == ["eng"]
     assert body["meta"]["pagination"] == {"limit": 1, "offset": 1, "totalCount": 3}
     # the limit/offset query params are not used by these lists
-    assert admin.get("/identity-role-attributes", params={"limit": 1, "offset": 2}).json()["data"] == ["db", "eng", "web"]
+    assert admin.get("/identity-role-attributes", params={"limit": 1, "offset": 2}).json()["data"] == [
+        "db",
+        "eng",
+        "web",
+    ]
     assert_error(admin.get("/identity-role-attributes", params={"filter": "id ="}), 400, "INVALID_FILTER")
     assert_error(admin.get("/identity-role-attributes", params={"filter": 'name = "x"'}), 400, "INVALID_FILTER")
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Annotated, Awaitable, Callable, Optional, Union
+from collections.abc import Awaitable, Callable
+from typing import Annotated
 
 import msgspec
 from msgspec import Meta
@@ -19,7 +20,7 @@ from ..api import crud
 from ..api import envelope as env
 from ..api.ops import BOTH, op
 from ..auth import passwords, sessions
-from ..errors import ApiError, CouldNotValidate, InvalidAuth
+from ..errors import CouldNotValidate, InvalidAuth
 from ..resources.common import Body, name_of
 
 S255 = Annotated[str, Meta(max_length=255)]
@@ -27,29 +28,29 @@ S253 = Annotated[str, Meta(max_length=253)]
 
 
 class EnvInfo(Body, omit_defaults=True):
-    arch: Optional[S255] = None
-    os: Optional[S255] = None
-    os_release: Optional[S255] = None
-    os_version: Optional[S255] = None
-    domain: Optional[S253] = None
-    hostname: Optional[S253] = None
+    arch: S255 | None = None
+    os: S255 | None = None
+    os_release: S255 | None = None
+    os_version: S255 | None = None
+    domain: S253 | None = None
+    hostname: S253 | None = None
 
 
 class SdkInfo(Body, omit_defaults=True):
-    app_id: Optional[S255] = None
-    app_version: Optional[S255] = None
-    branch: Optional[S255] = None
-    revision: Optional[S255] = None
-    type: Optional[S255] = None
-    version: Optional[S255] = None
+    app_id: S255 | None = None
+    app_version: S255 | None = None
+    branch: S255 | None = None
+    revision: S255 | None = None
+    type: S255 | None = None
+    version: S255 | None = None
 
 
 class Authenticate(Body):
-    username: Optional[Annotated[str, Meta(min_length=4, max_length=100)]] = None
-    password: Optional[Annotated[str, Meta(min_length=5, max_length=100)]] = None
-    config_types: Optional[Union[list[str], str]] = None
-    env_info: Optional[EnvInfo] = None
-    sdk_info: Optional[SdkInfo] = None
+    username: Annotated[str, Meta(min_length=4, max_length=100)] | None = None
+    password: Annotated[str, Meta(min_length=5, max_length=100)] | None = None
+    config_types: list[str] | str | None = None
+    env_info: EnvInfo | None = None
+    sdk_info: SdkInfo | None = None
 
 
 class Login(msgspec.Struct):
@@ -125,8 +126,10 @@ async def password_login(ctx, body: Authenticate) -> Login:
     if not body.username or not body.password:
         raise CouldNotValidate("username", "username and password fields are required", None)
     store = ctx.store
-    auth = store.one("SELECT id, identity_id, password_hash, salt FROM authenticators WHERE method = 'updb' AND username = ?",
-                     (body.username,))
+    auth = store.one(
+        "SELECT id, identity_id, password_hash, salt FROM authenticators WHERE method = 'updb' AND username = ?",
+        (body.username,),
+    )
     if auth is None:
         await passwords.verify_async(body.password, None, None, key=body.username)  # same cost as a wrong password
         raise InvalidAuth()
@@ -155,8 +158,10 @@ async def password_login(ctx, body: Authenticate) -> Login:
                 minutes = updb.get("lockoutDurationMinutes") or 0
                 now = clock.now()
                 until = clock.fmt(now + dt.timedelta(minutes=minutes)) if minutes > 0 else None
-                store.execute("UPDATE identities SET disabled_at = ?, disabled_until = ?, failed_logins = 0 WHERE id = ?",
-                              (clock.fmt(now), until, ident["id"]))
+                store.execute(
+                    "UPDATE identities SET disabled_at = ?, disabled_until = ?, failed_logins = 0 WHERE id = ?",
+                    (clock.fmt(now), until, ident["id"]),
+                )
                 store.execute("DELETE FROM api_sessions WHERE identity_id = ?", (ident["id"],))
     if not ok:
         raise InvalidAuth()
@@ -193,16 +198,28 @@ def session_detail(ctx, row: dict, current: bool = True) -> dict:
     timeout = ctx.ctl.settings.session_timeout
     cached = max(row["last_activity_at"], ctx.ctl.activity.get(row["token"], ""))
     out = {
-        "id": row["id"], "createdAt": row["created_at"], "updatedAt": row["updated_at"],
+        "id": row["id"],
+        "createdAt": row["created_at"],
+        "updatedAt": row["updated_at"],
         "tags": msgspec.Raw(row["tags"]),
-        "_links": {"self": {"href": f"./api-sessions/{row['id']}"}, "sessions": {"href": f"./api-sessions/{row['id']}/sessions"}},
-        "token": row["token"], "identityId": row["identity_id"],
-        "identity": env.entity_ref("identities", "identities", row["identity_id"], name_of(store, "identities", row["identity_id"])),
-        "ipAddress": row["ip_address"], "configTypes": msgspec.Raw(row["config_types"]),
+        "_links": {
+            "self": {"href": f"./api-sessions/{row['id']}"},
+            "sessions": {"href": f"./api-sessions/{row['id']}/sessions"},
+        },
+        "token": row["token"],
+        "identityId": row["identity_id"],
+        "identity": env.entity_ref(
+            "identities", "identities", row["identity_id"], name_of(store, "identities", row["identity_id"])
+        ),
+        "ipAddress": row["ip_address"],
+        "configTypes": msgspec.Raw(row["config_types"]),
         "authQueries": auth_queries(ctx, row) if current else [],
-        "isMfaRequired": bool(row["is_mfa_required"]), "isMfaComplete": bool(row["is_mfa_complete"]),
-        "authenticatorId": row["authenticator_id"], "isCertExtendable": bool(row["is_cert_extendable"]),
-        "lastActivityAt": row["last_activity_at"], "cachedLastActivityAt": cached,
+        "isMfaRequired": bool(row["is_mfa_required"]),
+        "isMfaComplete": bool(row["is_mfa_complete"]),
+        "authenticatorId": row["authenticator_id"],
+        "isCertExtendable": bool(row["is_cert_extendable"]),
+        "lastActivityAt": row["last_activity_at"],
+        "cachedLastActivityAt": cached,
     }
     if current:
         out["expiresAt"] = clock.fmt(clock.parse(cached) + dt.timedelta(seconds=timeout))
@@ -210,20 +227,37 @@ def session_detail(ctx, row: dict, current: bool = True) -> dict:
     return out
 
 
-@op("POST", "/authenticate", apis=BOTH, auth="public", op_id="authenticate", body=Authenticate,
-    tag="authentication", query=("method",))
+@op(
+    "POST",
+    "/authenticate",
+    apis=BOTH,
+    auth="public",
+    op_id="authenticate",
+    body=Authenticate,
+    tag="authentication",
+    query=("method",),
+)
 async def authenticate(ctx):
     name = ctx.q("method")
     fn = METHODS.get(name or "")
     if fn is None:
-        raise CouldNotValidate("method", f"method in query should be one of [password cert ext-jwt]", name)
+        raise CouldNotValidate("method", "method in query should be one of [password cert ext-jwt]", name)
     body = await ctx.json(Authenticate)
     login = await fn(ctx, body)
     store = ctx.store
     config_types = resolve_config_types(store, body.config_types)
-    mfa_required = store.value("SELECT 1 FROM mfa WHERE identity_id = ? AND is_verified = 1", (login.identity_id,)) is not None
-    created = sessions.create(ctx.ctl, login.identity_id, login.authenticator_id, ctx.client_ip, config_types,
-                              mfa_required=mfa_required, cert_extendable=login.cert_extendable)
+    mfa_required = (
+        store.value("SELECT 1 FROM mfa WHERE identity_id = ? AND is_verified = 1", (login.identity_id,)) is not None
+    )
+    created = sessions.create(
+        ctx.ctl,
+        login.identity_id,
+        login.authenticator_id,
+        ctx.client_ip,
+        config_types,
+        mfa_required=mfa_required,
+        cert_extendable=login.cert_extendable,
+    )
     info = {}
     if body.env_info is not None:
         info["env_info"] = msgspec.json.encode(body.env_info).decode()
@@ -231,8 +265,10 @@ async def authenticate(ctx):
         info["sdk_info"] = msgspec.json.encode(body.sdk_info).decode()
     if info:
         with store.write():
-            store.execute(f"UPDATE identities SET {', '.join(f'{k} = ?' for k in info)} WHERE id = ?",
-                          [*info.values(), login.identity_id])
+            store.execute(
+                f"UPDATE identities SET {', '.join(f'{k} = ?' for k in info)} WHERE id = ?",
+                [*info.values(), login.identity_id],
+            )
     row = store.one("SELECT * FROM api_sessions WHERE id = ?", (created["id"],))
     return env.ok(session_detail(ctx, row), headers={"zt-session": row["token"]})
 
@@ -243,7 +279,14 @@ async def current_api_session(ctx):
     return env.ok(session_detail(ctx, row))
 
 
-@op("DELETE", "/current-api-session", apis=BOTH, auth="partial", op_id="deleteCurrentApiSession", tag="current-api-session")
+@op(
+    "DELETE",
+    "/current-api-session",
+    apis=BOTH,
+    auth="partial",
+    op_id="deleteCurrentApiSession",
+    tag="current-api-session",
+)
 async def logout(ctx):
     with ctx.store.write():
         ctx.store.execute("DELETE FROM api_sessions WHERE id = ?", (ctx.session.id,))
@@ -254,6 +297,7 @@ async def logout(ctx):
 @op("GET", "/current-identity", apis=BOTH, auth="session", op_id="getCurrentIdentity", tag="current-identity")
 async def current_identity(ctx):
     from ..resources.identities import IDENTITIES
+
     row = crud.get_row(ctx.store, IDENTITIES, ctx.identity_id)
     out = crud.render(ctx, IDENTITIES, row)
     out["_links"] = {"self": {"href": "./current-identity"}, "mfa": {"href": "./current-identity/mfa"}}

@@ -124,7 +124,8 @@ def not_parsable(e: Exception) -> ApiError:
 
 
 def too_deep() -> ApiError:
-    return ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": "JSON document nested too deeply"})
+    cause = {"code": "UNHANDLED", "message": "JSON document nested too deeply"}
+    return ApiError("COULD_NOT_PARSE_BODY", 400, cause=cause)
 
 
 def _path_to_field(path: str) -> str:

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import apsw
 import msgspec
 from msgspec import UNSET
 
-from .. import clock
+from .. import clock, zitiql
 from ..db import filters as fq
 from ..db import search
 from ..errors import ApiError, CouldNotValidate, InvalidFilter, NotFound
 from ..ids import new_id
-from .. import zitiql
 from . import envelope as env
 from .context import Ctx
 from .resource import Resource
@@ -205,7 +205,9 @@ def _run_unique(store, res: Resource, sql: str, params: list, values: dict) -> N
             value = values.get(column)
             if name == "name":
                 raise CouldNotValidate("name", "name must be unique", value) from None
-            raise CouldNotValidate(name, f"duplicate value '{value}' in unique index on {res.name} store", value) from None
+            raise CouldNotValidate(
+                name, f"duplicate value '{value}' in unique index on {res.name} store", value
+            ) from None
         if "FOREIGN KEY" in text:
             raise ApiError("REFERENCED_ENTITY_NOT_FOUND", 400, cause={"code": "UNHANDLED", "message": text}) from None
         raise
@@ -217,8 +219,15 @@ def _run_unique(store, res: Resource, sql: str, params: list, values: dict) -> N
 SEARCH_PROBE_ABOVE = 2000
 
 
-def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbols=None,
-         filter_text: str | None = None, table: str | None = None) -> tuple[list[dict], int, int, int]:
+def page(
+    ctx: Ctx,
+    res: Resource,
+    where: str = "1",
+    params: Iterable = (),
+    symbols=None,
+    filter_text: str | None = None,
+    table: str | None = None,
+) -> tuple[list[dict], int, int, int]:
     """Rows of one page of ``res`` under the request's filter/sort/limit/offset, and the meta numbers."""
     text = ctx.q("filter") if filter_text is None else filter_text
     try:
@@ -229,7 +238,7 @@ def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbo
             except zitiql.ParseError as e:
                 raise ApiError("INVALID_SORT_IDENTIFIER", 400, cause={"code": "UNHANDLED", "message": str(e)})
         syms = symbols or res.symbols
-        if table and table != res.table:   # the search indexes follow the rows of res.table only
+        if table and table != res.table:  # the search indexes follow the rows of res.table only
             syms = {k: dataclasses.replace(v, search="") if v.search else v for k, v in syms.items()}
         compiled = fq.compile_query(query, syms, res.default_sort)
         limit, offset = fq.paging(compiled.skip, compiled.limit, ctx.q("limit"), ctx.q("offset"))
@@ -249,21 +258,22 @@ def page(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), symbo
     all_params = [*params, *compiled.params]
     tbl = table or res.table
     if compiled.count is not None and cond == f"({compiled.where})" and tbl == res.table:
-        total = ctx.store.value(*compiled.count)    # one indexed search and nothing else: count in the index
+        total = ctx.store.value(*compiled.count)  # one indexed search and nothing else: count in the index
     else:
         total = ctx.store.value(f"SELECT count(*) FROM {tbl} t" + (f" WHERE {cond}" if parts else ""), all_params)
     if total > SEARCH_PROBE_ABOVE and compiled.count is not None:
-        cond = search.probe_variant(cond)           # many matches: walk the sort order instead
+        cond = search.probe_variant(cond)  # many matches: walk the sort order instead
     order = compiled.order_by
     if offset > 0:
         # deep pages: skip through the ids alone (a covering index for the default and indexed
         # sorts) and fetch only the page's rows; OFFSET over whole rows reads every skipped row
         rows = ctx.store.all(
             f"SELECT t.* FROM {tbl} t WHERE t.id IN (SELECT t.id FROM {tbl} t WHERE {cond}"
-            f" ORDER BY {order} LIMIT ? OFFSET ?) ORDER BY {order}", [*all_params, limit, offset])
+            f" ORDER BY {order} LIMIT ? OFFSET ?) ORDER BY {order}",
+            [*all_params, limit, offset],
+        )
     else:
-        rows = ctx.store.all(f"SELECT t.* FROM {tbl} t WHERE {cond} ORDER BY {order} LIMIT ?",
-                             [*all_params, limit])
+        rows = ctx.store.all(f"SELECT t.* FROM {tbl} t WHERE {cond} ORDER BY {order} LIMIT ?", [*all_params, limit])
     return rows, (fq.UNLIMITED_META if limit < 0 else limit), offset, total
 
 
@@ -296,10 +306,12 @@ LIST_CONDITIONS: dict[str, Any] = {}
 
 def list_condition(resource_name: str):
     """Register fn as a list condition of the resource; several registrations are AND-ed."""
+
     def deco(fn):
         previous = LIST_CONDITIONS.get(resource_name)
         LIST_CONDITIONS[resource_name] = fn if previous is None else _both(previous, fn)
         return fn
+
     return deco
 
 
@@ -309,6 +321,7 @@ def _both(first, second):
         if not parts:
             return None
         return " AND ".join(f"({w})" for w, _ in parts), [p for _, ps in parts for p in ps]
+
     return condition
 
 
@@ -357,7 +370,11 @@ async def _change(res: Resource, ctx: Ctx, struct: type, patch: bool):
     with ctx.store.write():
         existing = get_row(ctx.store, res, id)
         if existing.get("is_system") and res.protect_system:
-            raise ApiError("ENTITY_CAN_NOT_BE_UPDATED", 400, cause={"code": "UNHANDLED", "message": f"cannot update system {res.entity}"})
+            raise ApiError(
+                "ENTITY_CAN_NOT_BE_UPDATED",
+                400,
+                cause={"code": "UNHANDLED", "message": f"cannot update system {res.entity}"},
+            )
         if res.prepare:
             res.prepare(ctx, values, existing)
         write_row(ctx.store, res, id, values)
@@ -370,7 +387,11 @@ async def delete(res: Resource, ctx: Ctx):
     with ctx.store.write():
         row = get_row(ctx.store, res, id)
         if row.get("is_system") and res.protect_system:
-            raise ApiError("ENTITY_CAN_NOT_BE_DELETED", 400, cause={"code": "UNHANDLED", "message": f"cannot delete system {res.entity}"})
+            raise ApiError(
+                "ENTITY_CAN_NOT_BE_DELETED",
+                400,
+                cause={"code": "UNHANDLED", "message": f"cannot delete system {res.entity}"},
+            )
         if res.before_delete:
             res.before_delete(ctx, row)
         ctx.store.execute(f"DELETE FROM {res.table} WHERE id = ?", (id,))

@@ -9,7 +9,7 @@ from ``ziti_lite.tls``.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Optional
+from typing import Annotated
 
 import msgspec
 from msgspec import Meta
@@ -18,12 +18,12 @@ from starlette.responses import Response
 from .. import clock, enroll, tls
 from ..auth import certs as certauth
 from ..auth import passwords
-from .context import not_parsable
 from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, field_cause
 from ..resources.common import Body, Tags
 from . import crud
 from . import envelope as env
 from .authentication import Login, method
+from .context import not_parsable
 from .ops import BOTH, op
 
 CLIENT = ("client",)
@@ -155,7 +155,7 @@ class ReEnroll(Body):
 
 
 def _future(t: dt.datetime) -> dt.datetime:
-    t = t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+    t = t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
     if t <= clock.now():
         raise CouldNotValidate("expiresAt", "must be after the current date and time", clock.fmt(t))
     return t
@@ -215,14 +215,14 @@ class OwnUpdate(Body):
     username: Username
     password: Password
     current_password: Password
-    tags: Optional[Tags] = None
+    tags: Tags | None = None
 
 
 class OwnPatch(Body, kw_only=True):
-    username: Optional[Username] = None
-    password: Optional[Password] = None
+    username: Username | None = None
+    password: Password | None = None
     current_password: Password
-    tags: Optional[Tags] = None
+    tags: Tags | None = None
 
 
 async def _change_own(ctx, struct):

@@ -6,11 +6,12 @@ from __future__ import annotations
 import functools
 import platform
 
+from starlette.responses import Response
+
 from .. import UPSTREAM_VERSION, __version__
 from ..api import envelope as env
 from ..api.ops import BOTH, op
 from ..errors import NotFound
-from starlette.responses import Response
 
 BUILD_DATE = "2026-11-22T00:00:00Z"
 REVISION = f"ziti-lite-{__version__}"
@@ -51,14 +52,22 @@ async def version(ctx):
     return env.JSON(_version_body(ctx.ctl))
 
 
-@op("GET", "/enumerated-capabilities", apis=BOTH, auth="public", op_id="listEnumeratedCapabilities", tag="informational")
+@op(
+    "GET", "/enumerated-capabilities", apis=BOTH, auth="public", op_id="listEnumeratedCapabilities", tag="informational"
+)
 async def capabilities(ctx):
     return env.ok(["OIDC_AUTH", "HA_CONTROLLER"])
 
 
 def _spec_item(id: str) -> dict:
-    return {"id": id, "name": id, "createdAt": ZERO_TIME, "updatedAt": ZERO_TIME, "tags": {},
-            "_links": {"self": {"href": f"./specs/{id}"}, "spec": {"href": f"./specs/{id}/spec"}}}
+    return {
+        "id": id,
+        "name": id,
+        "createdAt": ZERO_TIME,
+        "updatedAt": ZERO_TIME,
+        "tags": {},
+        "_links": {"self": {"href": f"./specs/{id}"}, "spec": {"href": f"./specs/{id}/spec"}},
+    }
 
 
 SPEC_IDS = {"edge-client": "client", "edge-management": "management"}
@@ -80,6 +89,7 @@ async def detail_spec(ctx):
 @op("GET", "/specs/{id}/spec", apis=BOTH, auth="public", op_id="detailSpecBody", tag="informational")
 async def spec_body(ctx):
     from . import spec
+
     id = ctx.params["id"]
     if id not in SPEC_IDS:
         raise NotFound("spec", id)
@@ -89,6 +99,7 @@ async def spec_body(ctx):
 @op("GET", "/.well-known/est/cacerts", apis=BOTH, auth="public", op_id="listWellKnownCas", tag="well-known")
 async def cacerts(ctx):
     from ..pki import ca
+
     body = ca.cacerts_pkcs7([ctx.ctl.state["signer_cert"], ctx.ctl.state["root_cert"]])
     return Response(body, media_type="application/pkcs7-mime", headers={"content-transfer-encoding": "base64"})
 
@@ -96,19 +107,37 @@ async def cacerts(ctx):
 @op("GET", "/network-jwts", apis=BOTH, auth="public", op_id="listNetworkJWTs", tag="informational")
 async def network_jwts(ctx):
     from ..enroll import network_jwt
+
     return env.ok([{"name": "default", "token": network_jwt(ctx.ctl)}])
 
 
 SUMMARY_TABLES = {
-    "apiSessionCertificates": "api_session_certificates", "apiSessions": "api_sessions",
-    "authPolicies": "auth_policies", "authenticators": "authenticators", "cas": "cas",
-    "configTypes": "config_types", "configs": "configs", "controllers": None,
-    "edgeRouterPolicies": "edge_router_policies", "enrollments": "enrollments", "eventualEvents": None,
-    "externalJwtSigners": "external_jwt_signers", "identities": "identities", "identityTypes": "identity_types",
-    "mfas": "mfa", "postureCheckTypes": "posture_check_types", "postureChecks": "posture_checks",
-    "revocations": None, "routers": "routers", "routers.edge": "routers WHERE is_edge = 1",
-    "serviceEdgeRouterPolicies": "service_edge_router_policies", "servicePolicies": "service_policies",
-    "services": "services", "services.edge": "services", "sessions": "sessions", "terminators": "terminators",
+    "apiSessionCertificates": "api_session_certificates",
+    "apiSessions": "api_sessions",
+    "authPolicies": "auth_policies",
+    "authenticators": "authenticators",
+    "cas": "cas",
+    "configTypes": "config_types",
+    "configs": "configs",
+    "controllers": None,
+    "edgeRouterPolicies": "edge_router_policies",
+    "enrollments": "enrollments",
+    "eventualEvents": None,
+    "externalJwtSigners": "external_jwt_signers",
+    "identities": "identities",
+    "identityTypes": "identity_types",
+    "mfas": "mfa",
+    "postureCheckTypes": "posture_check_types",
+    "postureChecks": "posture_checks",
+    "revocations": None,
+    "routers": "routers",
+    "routers.edge": "routers WHERE is_edge = 1",
+    "serviceEdgeRouterPolicies": "service_edge_router_policies",
+    "servicePolicies": "service_policies",
+    "services": "services",
+    "services.edge": "services",
+    "sessions": "sessions",
+    "terminators": "terminators",
 }
 
 

@@ -10,8 +10,6 @@ the enrollment is unverified; afterwards recovery codes are read with a current 
 
 from __future__ import annotations
 
-from typing import Optional
-
 from starlette.responses import Response
 
 from ..auth import mfa, sessions
@@ -31,7 +29,7 @@ class MfaCode(Body):
 
 
 class OptionalMfaCode(Body):
-    code: Optional[str] = None
+    code: str | None = None
 
 
 def invalid_token() -> ApiError:

@@ -9,8 +9,9 @@ same six handlers, ``routes.py`` mounts them and ``spec.py`` documents them from
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -57,7 +58,7 @@ BASE_SYMBOLS = {
     "isSystem": Symbol("bool", "t.is_system"),
 }
 
-Hook = Optional[Callable[..., Any]]
+Hook = Callable[..., Any] | None
 
 
 @dataclass(eq=False)
@@ -66,9 +67,9 @@ class Resource:
     entity: str                                 # singular used in messages, e.g. "identity"
     fields: tuple[Field, ...] = ()
     table: str = ""
-    create: Optional[type] = None               # msgspec Struct for POST bodies
-    update: Optional[type] = None               # msgspec Struct for PUT bodies
-    patch: Optional[type] = None                # derived from update when not given
+    create: type | None = None               # msgspec Struct for POST bodies
+    update: type | None = None               # msgspec Struct for PUT bodies
+    patch: type | None = None                # derived from update when not given
     ops: tuple[str, ...] = ("list", "detail", "create", "update", "patch", "delete")
     auth: dict[str, str] = field(default_factory=dict)  # op -> public|session|admin (default admin)
     apis: tuple[str, ...] = ("management",)
@@ -115,6 +116,6 @@ def derive_patch(update: type) -> type:
     """A PATCH struct: every field of the PUT struct, optional, UNSET when absent."""
     fields = []
     for f in msgspec.structs.fields(update):
-        fields.append((f.name, Union[f.type, None, UnsetType], UNSET))
+        fields.append((f.name, Union[f.type, None, UnsetType], UNSET))  # noqa: UP007 (f.type may be a string)
     return msgspec.defstruct(update.__name__.replace("Update", "") + "Patch", fields,
                              rename="camel", kw_only=True)

@@ -6,8 +6,9 @@ much as a point read, so ziti-lite resolves a path in one walk of a trie (a dict
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 
 @dataclass(eq=False)
@@ -28,8 +29,8 @@ class Route:
 
 @dataclass(eq=False)
 class _Node:
-    children: dict[str, "_Node"] = field(default_factory=dict)
-    param: "_Node | None" = None
+    children: dict[str, _Node] = field(default_factory=dict)
+    param: _Node | None = None
     param_name: str = ""
     methods: dict[str, Route] = field(default_factory=dict)
 

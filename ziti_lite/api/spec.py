@@ -99,9 +99,14 @@ def build(ctl, api: str) -> dict:
             ok["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/emptyEnvelope"}}}
         item["responses"][str(r.status)] = ok
         for status in ("400", "401", "404"):
-            item["responses"][status] = {"description": _ERRORS[status], "content": {"application/json": {"schema": _ERROR}}}
-        item["responses"]["default"] = {"description": "any other error, in the same envelope",
-                                        "content": {"application/json": {"schema": _ERROR}}}
+            item["responses"][status] = {
+                "description": _ERRORS[status],
+                "content": {"application/json": {"schema": _ERROR}},
+            }
+        item["responses"]["default"] = {
+            "description": "any other error, in the same envelope",
+            "content": {"application/json": {"schema": _ERROR}},
+        }
         paths.setdefault(r.path, {})[r.method.lower()] = item
     base = "/edge/management/v1" if api == "management" else "/edge/client/v1"
     return {
@@ -109,8 +114,10 @@ def build(ctl, api: str) -> dict:
         "info": {"title": f"ziti-lite edge {api} API", "version": __version__},
         "servers": [{"url": base}],
         "paths": paths,
-        "components": {"schemas": components, "securitySchemes": {
-            "ztSession": {"type": "apiKey", "in": "header", "name": "zt-session"}}},
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"ztSession": {"type": "apiKey", "in": "header", "name": "zt-session"}},
+        },
     }
 
 

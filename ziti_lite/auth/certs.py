@@ -220,7 +220,8 @@ def verify_ca(ctx, row: dict, body: bytes) -> None:
     if not text.strip() or m is None:
         raise ApiError("COULD_NOT_PARSE_BODY", 400)
     if m.group(1) != "CERTIFICATE":
-        raise error("EXPECTED_PEM_CERTIFICATE", cause={"code": "UNHANDLED", "message": f"encountered PEM block type {m.group(1)}"})
+        cause = {"code": "UNHANDLED", "message": f"encountered PEM block type {m.group(1)}"}
+        raise error("EXPECTED_PEM_CERTIFICATE", cause=cause)
     try:
         der = base64.b64decode("".join(m.group(2).split()), validate=True)
         cert = x509.load_der_x509_certificate(der)
@@ -263,10 +264,14 @@ def extend(ctx, auth: dict, certs: list[x509.Certificate], csr_pem: str) -> dict
     except x509.ExtensionNotFound:
         sans = []
     from ..enroll import signer_keypair
+
     leaf = pki.sign_csr(csr, signer_keypair(ctx.ctl), usage="client", sans=sans)
     with ctx.store.write():
-        ctx.store.execute("UPDATE authenticators SET unverified_cert_pem = ?, unverified_fingerprint = ?,"
-                          " updated_at = ? WHERE id = ?", (leaf, pki.fingerprint(leaf), clock.stamp(), auth["id"]))
+        ctx.store.execute(
+            "UPDATE authenticators SET unverified_cert_pem = ?, unverified_fingerprint = ?,"
+            " updated_at = ? WHERE id = ?",
+            (leaf, pki.fingerprint(leaf), clock.stamp(), auth["id"]),
+        )
     return {"clientCert": chain_pem(ctx.ctl, leaf), "ca": ca_bundle_pem(ctx.ctl)}
 
 
@@ -289,4 +294,5 @@ def verify_extension(ctx, auth: dict, cert_pem: str) -> None:
         ctx.store.execute(
             "UPDATE authenticators SET cert_pem = unverified_cert_pem, fingerprint = unverified_fingerprint,"
             " unverified_cert_pem = NULL, unverified_fingerprint = NULL, updated_at = ? WHERE id = ?",
-            (clock.stamp(), auth["id"]))
+            (clock.stamp(), auth["id"]),
+        )

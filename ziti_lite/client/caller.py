@@ -11,7 +11,6 @@ certificate is 404.
 from __future__ import annotations
 
 import functools
-from typing import Optional
 
 from cryptography import x509
 
@@ -81,7 +80,7 @@ async def protocols(ctx):
 
 # ------------------------------------------------------------------ API session certificates
 class CertificateCreate(Body):
-    csr: Optional[str] = None
+    csr: str | None = None
 
 
 API_SESSION_CERTIFICATES = Resource(

@@ -138,7 +138,8 @@ async def posture_response_bulk(ctx):
         raise CouldNotValidate("body", "body in body is required", None)
     body = await ctx.json_any()
     if not isinstance(body, list):
-        raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": "expected an array of posture responses"})
+        cause = {"code": "UNHANDLED", "message": "expected an array of posture responses"}
+        raise ApiError("COULD_NOT_PARSE_BODY", 400, cause=cause)
     return await _respond(ctx, [_validate(item, i) for i, item in enumerate(body)])
 
 
@@ -152,8 +153,11 @@ def _own_or_admin(ctx) -> str:
 
 def _slot(data: dict | None, **values) -> dict:
     data = data or {}
-    out = {"postureCheckId": data.get("postureCheckId", ""), "timedOut": False,
-           "lastUpdatedAt": data.get("lastUpdatedAt")}
+    out = {
+        "postureCheckId": data.get("postureCheckId", ""),
+        "timedOut": False,
+        "lastUpdatedAt": data.get("lastUpdatedAt"),
+    }
     for key, source in values.items():
         out[key] = data.get(source) if data else None
     return out
@@ -165,8 +169,12 @@ async def posture_data(ctx):
     st = posture_checks.states(ctx.ctl).get(id) or posture_checks.EMPTY
     processes = []
     for p in st.processes.values():
-        item = {"postureCheckId": p["postureCheckId"], "timedOut": False, "lastUpdatedAt": p["lastUpdatedAt"],
-                "signerFingerprints": p["signerFingerprints"] or None}
+        item = {
+            "postureCheckId": p["postureCheckId"],
+            "timedOut": False,
+            "lastUpdatedAt": p["lastUpdatedAt"],
+            "signerFingerprints": p["signerFingerprints"] or None,
+        }
         if p["isRunning"]:
             item["isRunning"] = True
         if p["hash"]:
@@ -175,27 +183,42 @@ async def posture_data(ctx):
     os_ = _slot(st.os, type="type", version="version")
     os_["build"] = None  # never mapped upstream
     sessions = {}
-    for r in ctx.store.all("SELECT s.id, i.sdk_info FROM api_sessions s JOIN identities i ON i.id = s.identity_id"
-                           " WHERE s.identity_id = ? ORDER BY s.created_at, s.id", (id,)):
+    for r in ctx.store.all(
+        "SELECT s.id, i.sdk_info FROM api_sessions s JOIN identities i ON i.id = s.identity_id"
+        " WHERE s.identity_id = ? ORDER BY s.created_at, s.id",
+        (id,),
+    ):
         sp = st.sessions.get(r["id"]) or SessionPosture()
         passed = posture_checks.Subject(ctx.ctl, id, r["id"]).mfa_passed_at()
         sessions[r["id"]] = {
-            "mfa": {"apiSessionId": r["id"], "passedMfa": passed is not None, "passedAt": None,
-                    "passedOnWake": None, "passedOnUnlock": None},
+            "mfa": {
+                "apiSessionId": r["id"],
+                "passedMfa": passed is not None,
+                "passedAt": None,
+                "passedOnWake": None,
+                "passedOnUnlock": None,
+            },
             "endpointState": {"wokenAt": sp.woken_at, "unlockedAt": sp.unlocked_at},
             "sdkInfo": msgspec.Raw(r["sdk_info"] or "{}"),
         }
-    return env.ok({
-        "mac": _slot(st.mac, addresses="addresses"),
-        "domain": _slot(st.domain, domain="domain"),
-        "os": os_,
-        "processes": processes,
-        "apiSessionPostureData": sessions,
-    })
+    return env.ok(
+        {
+            "mac": _slot(st.mac, addresses="addresses"),
+            "domain": _slot(st.domain, domain="domain"),
+            "os": os_,
+            "processes": processes,
+            "apiSessionPostureData": sessions,
+        }
+    )
 
 
-@op("GET", "/identities/{id}/failed-service-requests", auth="session", op_id="getIdentityFailedServiceRequests",
-    tag="identities")
+@op(
+    "GET",
+    "/identities/{id}/failed-service-requests",
+    auth="session",
+    op_id="getIdentityFailedServiceRequests",
+    tag="identities",
+)
 async def failed_service_requests(ctx):
     id = _own_or_admin(ctx)
     st = posture_checks.states(ctx.ctl).get(id) or posture_checks.EMPTY

@@ -92,7 +92,9 @@ class Subject:
         if self._mfa is None:
             text = None
             if self.api_session_id:
-                text = self.ctl.store.value("SELECT mfa_passed_at FROM api_sessions WHERE id = ?", (self.api_session_id,))
+                text = self.ctl.store.value(
+                    "SELECT mfa_passed_at FROM api_sessions WHERE id = ?", (self.api_session_id,)
+                )
             self._mfa = (clock.parse(text) if text else None,)
         return self._mfa[0]
 
@@ -176,8 +178,9 @@ def _mfa_passes(check: dict, subj: Subject) -> bool:
     if _mfa_timeout(check, subj) == 0:
         return False
     sess = subj.session
-    return (_prompt_passed(check["prompt_on_wake"], sess.woken_at, passed)
-            and _prompt_passed(check["prompt_on_unlock"], sess.unlocked_at, passed))
+    return _prompt_passed(check["prompt_on_wake"], sess.woken_at, passed) and _prompt_passed(
+        check["prompt_on_unlock"], sess.unlocked_at, passed
+    )
 
 
 def passes(check: dict, subj: Subject) -> bool:
@@ -196,9 +199,11 @@ def passes(check: dict, subj: Subject) -> bool:
         signer = proc.get("signerFingerprint")
         return _process_ok(st.processes.get(check["id"]), proc.get("hashes"), [signer] if signer else None)
     if t == "PROCESS_MULTI":
-        results = [bool(p.get("path")) and _process_ok(st.by_path.get(p.get("path")), p.get("hashes"),
-                                                       p.get("signerFingerprints"))
-                   for p in _json(check["processes"]) or ()]
+        results = [
+            bool(p.get("path"))
+            and _process_ok(st.by_path.get(p.get("path")), p.get("hashes"), p.get("signerFingerprints"))
+            for p in _json(check["processes"]) or ()
+        ]
         if check["semantic"] == "AnyOf":
             return any(results)
         return bool(results) and all(results)
@@ -223,9 +228,15 @@ def query(check: dict, subj: Subject, passing: bool) -> dict:
         sess = subj.session
         updated = max([updated] + [t for t in (sess.woken_at, sess.unlocked_at) if t])
     out = {
-        "id": check["id"], "createdAt": check["created_at"], "updatedAt": updated,
-        "_links": {"self": {"href": f"./posture-checks/{check['id']}"}}, "tags": msgspec.Raw(check["tags"]),
-        "queryType": check["type_id"], "isPassing": passing, "timeout": timeout, "timeoutRemaining": remaining,
+        "id": check["id"],
+        "createdAt": check["created_at"],
+        "updatedAt": updated,
+        "_links": {"self": {"href": f"./posture-checks/{check['id']}"}},
+        "tags": msgspec.Raw(check["tags"]),
+        "queryType": check["type_id"],
+        "isPassing": passing,
+        "timeout": timeout,
+        "timeoutRemaining": remaining,
         "processes": None,
     }
     if check["type_id"] == "PROCESS":
@@ -238,8 +249,11 @@ def query(check: dict, subj: Subject, passing: bool) -> dict:
 
 def _process_actual(resp: dict | None, path: str | None = None) -> dict:
     resp = resp or {}
-    out = {"hash": resp.get("hash") or "", "isRunning": bool(resp.get("isRunning")),
-           "signerFingerprints": resp.get("signerFingerprints") or []}
+    out = {
+        "hash": resp.get("hash") or "",
+        "isRunning": bool(resp.get("isRunning")),
+        "signerFingerprints": resp.get("signerFingerprints") or [],
+    }
     if path is not None:
         out["path"] = path
     return out
@@ -271,15 +285,24 @@ def failure(check: dict, subj: Subject) -> dict:
         passed, sess = subj.mfa_passed_at(), subj.session
         remaining = _mfa_timeout(check, subj)
         out["actualValue"] = {
-            "passedMfa": passed is not None, "timedOut": remaining == 0 and passed is not None,
+            "passedMfa": passed is not None,
+            "timedOut": remaining == 0 and passed is not None,
             "passedOnWake": _prompt_passed(check["prompt_on_wake"], sess.woken_at, passed),
-            "passedOnUnlock": _prompt_passed(check["prompt_on_unlock"], sess.unlocked_at, passed)}
-        out["expectedValue"] = {"passedMfa": True, "timedOut": False,
-                                "passedOnWake": bool(check["prompt_on_wake"]),
-                                "passedOnUnlock": bool(check["prompt_on_unlock"])}
-        out["criteria"] = {"passedMfaAt": clock.fmt(passed), "timeoutSeconds": check["timeout_seconds"],
-                           "timeoutRemainingSeconds": remaining, "unlockedAt": sess.unlocked_at,
-                           "wokenAt": sess.woken_at}
+            "passedOnUnlock": _prompt_passed(check["prompt_on_unlock"], sess.unlocked_at, passed),
+        }
+        out["expectedValue"] = {
+            "passedMfa": True,
+            "timedOut": False,
+            "passedOnWake": bool(check["prompt_on_wake"]),
+            "passedOnUnlock": bool(check["prompt_on_unlock"]),
+        }
+        out["criteria"] = {
+            "passedMfaAt": clock.fmt(passed),
+            "timeoutSeconds": check["timeout_seconds"],
+            "timeoutRemainingSeconds": remaining,
+            "unlockedAt": sess.unlocked_at,
+            "wokenAt": sess.woken_at,
+        }
     return out
 
 

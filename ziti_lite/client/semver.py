@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Callable
+from collections.abc import Callable
 
 _VERSION = re.compile(
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -71,7 +71,8 @@ def _comparator(token: str) -> Callable[[tuple], bool] | None:
             ">": lambda k: k > low, ">=": lambda k: k >= low,
             "<": lambda k: k < low, "<=": lambda k: k <= low,
         }[op]
-    inside = (lambda k: low <= k < high)
+    def inside(k):
+        return (low <= k < high)
     return {
         "": inside, "=": inside, "==": inside,
         "!=": lambda k: not inside(k), "!": lambda k: not inside(k),

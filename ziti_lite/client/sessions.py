@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Literal, Optional
+from typing import Literal
 
 import msgspec
 
@@ -38,9 +38,9 @@ NO_ROUTERS_MESSAGE = "No edge routers are assigned and online to handle the requ
 
 
 class SessionCreate(Body):
-    service_id: Optional[str] = None
-    type: Optional[Literal["Dial", "Bind"]] = None
-    tags: Optional[Tags] = None
+    service_id: str | None = None
+    type: Literal["Dial", "Bind"] | None = None
+    tags: Tags | None = None
 
 
 SESSIONS = Resource(
@@ -184,9 +184,19 @@ def render(ctx, row: dict, management: bool = True, routers: list[dict] | None =
     }
     if management:
         policies = json.loads(row["service_policies"] or "[]")
-        names = dict(store.conn.execute("SELECT id, name FROM service_policies WHERE id IN (SELECT value FROM json_each(?))",
-                                        (json.dumps(policies),)).fetchall()) if policies else {}
-        out["servicePolicies"] = [env.entity_ref("service-policies", "service-policies", p, names.get(p)) for p in policies]
+        names = (
+            dict(
+                store.conn.execute(
+                    "SELECT id, name FROM service_policies WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(policies),),
+                ).fetchall()
+            )
+            if policies
+            else {}
+        )
+        out["servicePolicies"] = [
+            env.entity_ref("service-policies", "service-policies", p, names.get(p)) for p in policies
+        ]
     return out
 
 
@@ -205,16 +215,25 @@ def _get(ctx, id: str) -> dict:
 
 
 # ------------------------------------------------------------------ operations
-@op("POST", "/sessions", apis=("client",), auth="session", op_id="createSession", body=SessionCreate,
-    status=201, tag="sessions")
+@op(
+    "POST",
+    "/sessions",
+    apis=("client",),
+    auth="session",
+    op_id="createSession",
+    body=SessionCreate,
+    status=201,
+    tag="sessions",
+)
 async def create_session(ctx):
     body = await ctx.json(SessionCreate)
     kind = body.type or "Dial"
     service_id = body.service_id or ""
     store, sess = ctx.store, ctx.session
     ensure_sweeper(ctx.ctl)
-    existing = store.one("SELECT * FROM sessions WHERE api_session_id = ? AND service_id = ? AND type = ?",
-                         (sess.id, service_id, kind))
+    existing = store.one(
+        "SELECT * FROM sessions WHERE api_session_id = ? AND service_id = ? AND type = ?", (sess.id, service_id, kind)
+    )
     if existing is not None:
         return env.ok(render(ctx, existing, management=False), status=201)
     service = store.one("SELECT id, name FROM services WHERE id = ?", (service_id,))
@@ -235,17 +254,37 @@ async def create_session(ctx):
         store.execute(
             "INSERT OR IGNORE INTO sessions (id, created_at, updated_at, tags, token, api_session_id, identity_id,"
             " service_id, type, service_policies) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (new_cuid(), now, now, tags, new_token(), sess.id, sess.identity_id, service_id, kind,
-             json.dumps(result.passing)))
-        row = store.one("SELECT * FROM sessions WHERE api_session_id = ? AND service_id = ? AND type = ?",
-                        (sess.id, service_id, kind))
+            (
+                new_cuid(),
+                now,
+                now,
+                tags,
+                new_token(),
+                sess.id,
+                sess.identity_id,
+                service_id,
+                kind,
+                json.dumps(result.passing),
+            ),
+        )
+        row = store.one(
+            "SELECT * FROM sessions WHERE api_session_id = ? AND service_id = ? AND type = ?",
+            (sess.id, service_id, kind),
+        )
     if row is None:  # the API session went away meanwhile
         raise NotFound("apiSession", sess.id)
     return env.ok(render(ctx, row, management=False, routers=routers), status=201)
 
 
-@op("GET", "/sessions", apis=BOTH, auth="session", op_id="listSessions", tag="sessions",
-    query=("limit", "offset", "filter"))
+@op(
+    "GET",
+    "/sessions",
+    apis=BOTH,
+    auth="session",
+    op_id="listSessions",
+    tag="sessions",
+    query=("limit", "offset", "filter"),
+)
 async def list_sessions(ctx):
     where, params = _own(ctx)
     rows, limit, offset, total = crud.page(ctx, SESSIONS, where, params)

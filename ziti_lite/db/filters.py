@@ -153,7 +153,7 @@ def _num_text(v: int | float) -> str:
 def _dt_texts(v: _dt.datetime) -> tuple[str, str, bool]:
     """(floor, ceiling, exact) of a datetime in the stored millisecond text format."""
     try:
-        u = (v if v.tzinfo else v.replace(tzinfo=_dt.timezone.utc)).astimezone(_dt.timezone.utc)
+        u = (v if v.tzinfo else v.replace(tzinfo=_dt.UTC)).astimezone(_dt.UTC)
         floor = u.replace(microsecond=u.microsecond // 1000 * 1000)
         exact = floor == u
         ceil = floor if exact else floor + _ONE_MS

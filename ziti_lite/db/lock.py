@@ -35,8 +35,10 @@ def acquire(db: str) -> int:
         finally:
             os.close(fd)
         who = f" (pid {holder})" if holder.isdigit() else ""
-        raise DatabaseInUse(f"{db} is already being served by another ziti-lite process{who}"
-                            f" (lock {path}); stop it first, or use `ziti-lite snapshot` to copy the live database") from None
+        raise DatabaseInUse(
+            f"{db} is already being served by another ziti-lite process{who}"
+            f" (lock {path}); stop it first, or use `ziti-lite snapshot` to copy the live database"
+        ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd

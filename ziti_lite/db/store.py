@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import apsw
 import apsw.bestpractice
@@ -159,7 +160,7 @@ class Store:
 
     # -- writes ---------------------------------------------------------------------------
     @contextlib.contextmanager
-    def write(self) -> Iterator["Store"]:
+    def write(self) -> Iterator[Store]:
         with self._lock:
             if self._depth:
                 name = f"sp{self._depth}"

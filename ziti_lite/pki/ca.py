@@ -20,9 +20,10 @@ import datetime as dt
 import hashlib
 import ipaddress
 import secrets
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterable, Sequence, Union
+from typing import Any, Union
 from urllib.parse import urlsplit
 
 from cryptography import x509
@@ -56,7 +57,7 @@ __all__ = [
     "random_serial",
 ]
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 CA_DAYS = 3650
 SERVER_DAYS = 365
 CLIENT_DAYS = 365
@@ -111,7 +112,7 @@ class Pki:
                 for n, kp in (("root", self.root), ("signer", self.signer), ("server", self.server))}
 
     @classmethod
-    def from_dict(cls, d: dict[str, dict[str, str]]) -> "Pki":
+    def from_dict(cls, d: dict[str, dict[str, str]]) -> Pki:
         return cls(**{n: KeyPair(d[n]["cert_pem"], d[n]["key_pem"]) for n in ("root", "signer", "server")})
 
 
@@ -249,7 +250,8 @@ def _make_ca(
     days: int,
 ) -> KeyPair:
     if issuer is None:
-        issuer_name, issuer_key, aki = subject, key, x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key())
+        aki = x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key())
+        issuer_name, issuer_key = subject, key
     else:
         ic = issuer.cert
         issuer_name, issuer_key, aki = ic.subject, issuer.key, _aki(ic)
@@ -508,7 +510,7 @@ def cacerts_pkcs7(certs_pem: Sequence[CertLike]) -> str:
         raise ValueError("no certificates for the PKCS#7 bundle")
     der = pkcs7.serialize_certificates(certs, serialization.Encoding.DER)
     b64 = base64.b64encode(der).decode("ascii")
-    return "\n".join(b64[i:i + 64] for i in range(0, len(b64), 64))
+    return "\n".join(b64[i : i + 64] for i in range(0, len(b64), 64))
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ import base64
 import binascii
 import ipaddress
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from asn1crypto import algos as a_algos
 from asn1crypto import core as a_core

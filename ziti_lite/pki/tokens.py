@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -69,7 +70,7 @@ def sign_jwt(server: KeyPair, claims: dict[str, Any]) -> str:
 
 def _epoch(t: dt.datetime) -> int:
     if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
+        t = t.replace(tzinfo=dt.UTC)
     return int(t.timestamp())  # Go's jwt NumericDate: whole seconds, truncated
 
 
@@ -160,7 +161,7 @@ def verify_enrollment_jwt(
     if check_exp and "exp" in claims:
         now = at or clock.now()
         if now.tzinfo is None:
-            now = now.replace(tzinfo=dt.timezone.utc)
+            now = now.replace(tzinfo=dt.UTC)
         try:
             exp = float(claims["exp"])
         except (TypeError, ValueError):

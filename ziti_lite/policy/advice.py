@@ -61,18 +61,24 @@ async def policy_advice(ctx):
     common = None
     if shared:
         common = []
-        for r in store.all("SELECT id, name FROM routers WHERE id IN (SELECT value FROM json_each(?)) ORDER BY name, id",
-                           (env.encode(sorted(shared)).decode(),)):
+        for r in store.all(
+            "SELECT id, name FROM routers WHERE id IN (SELECT value FROM json_each(?)) ORDER BY name, id",
+            (env.encode(sorted(shared)).decode(),),
+        ):
             item = ref("edge-routers", r["id"], r["name"], ("edge-router-policies",))
             item["isOnline"] = _online(ctx, r["id"])
             common.append(item)
     identity_ref = ref("identities", identity_id, identity["name"], IDENTITY_LINKS)
     identity_ref["_links"]["auth-policies"] = {"href": f"./auth-policies/{identity['auth_policy_id']}"}
     out = {
-        "identityId": identity_id, "identity": identity_ref,
-        "serviceId": service_id, "service": ref("services", service_id, service["name"], SERVICE_LINKS),
-        "isBindAllowed": "Bind" in perms, "isDialAllowed": "Dial" in perms,
-        "identityRouterCount": len(by_identity), "serviceRouterCount": len(by_service),
+        "identityId": identity_id,
+        "identity": identity_ref,
+        "serviceId": service_id,
+        "service": ref("services", service_id, service["name"], SERVICE_LINKS),
+        "isBindAllowed": "Bind" in perms,
+        "isDialAllowed": "Dial" in perms,
+        "identityRouterCount": len(by_identity),
+        "serviceRouterCount": len(by_service),
     }
     out = {k: v for k, v in out.items() if v}  # upstream's omitempty
     out["commonRouters"] = common

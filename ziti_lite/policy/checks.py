@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..integrity import Problem, check
 from . import evaluate, links
@@ -26,16 +26,27 @@ def role_attribute_index(store) -> Iterator[Problem]:
     for side in SIDES.values():
         if not table_exists(store, side.table):
             continue
-        want = _pairs(store, f"SELECT j.value, t.id FROM {side.table} t, json_each(t.role_attributes) j WHERE {side.where('t')}")
+        want = _pairs(
+            store, f"SELECT j.value, t.id FROM {side.table} t, json_each(t.role_attributes) j WHERE {side.where('t')}"
+        )
         have = _pairs(store, "SELECT attribute, entity_id FROM entity_role_attributes WHERE kind = ?", (side.name,))
         if want != have:
+
             def fix(s, side=side):
                 s.execute("DELETE FROM entity_role_attributes WHERE kind = ?", (side.name,))
-                s.execute("INSERT OR IGNORE INTO entity_role_attributes (kind, attribute, entity_id)"
-                          f" SELECT ?, j.value, t.id FROM {side.table} t, json_each(t.role_attributes) j"
-                          f" WHERE {side.where('t')}", (side.name,))
-            yield Problem(f"role attribute index of {side.entity_type}: {len(want - have)} missing and "
-                          f"{len(have - want)} stale entries", True, fix)
+                s.execute(
+                    "INSERT OR IGNORE INTO entity_role_attributes (kind, attribute, entity_id)"
+                    f" SELECT ?, j.value, t.id FROM {side.table} t, json_each(t.role_attributes) j"
+                    f" WHERE {side.where('t')}",
+                    (side.name,),
+                )
+
+            yield Problem(
+                f"role attribute index of {side.entity_type}: {len(want - have)} missing and "
+                f"{len(have - want)} stale entries",
+                True,
+                fix,
+            )
 
 
 @check
@@ -43,15 +54,22 @@ def policy_role_index(store) -> Iterator[Problem]:
     for kind in KINDS.values():
         want: set[tuple] = set()
         for ln in kind.links:
-            want |= _pairs(store, f"SELECT ?, j.value, p.id FROM {kind.table} p, json_each(p.{ln.roles}) j", (ln.side.name,))
+            want |= _pairs(
+                store, f"SELECT ?, j.value, p.id FROM {kind.table} p, json_each(p.{ln.roles}) j", (ln.side.name,)
+            )
         have = _pairs(store, "SELECT side, role, policy_id FROM policy_roles WHERE kind = ?", (kind.name,))
         if want != have:
+
             def fix(s, kind=kind):
                 s.execute("DELETE FROM policy_roles WHERE kind = ?", (kind.name,))
                 for row in s.all(f"SELECT * FROM {kind.table}"):
                     links.index_policy_roles(s, kind, row)
-            yield Problem(f"role index of {kind.resource}: {len(want - have)} missing and "
-                          f"{len(have - want)} stale entries", True, fix)
+
+            yield Problem(
+                f"role index of {kind.resource}: {len(want - have)} missing and {len(have - want)} stale entries",
+                True,
+                fix,
+            )
 
 
 def _attribute_sets(store, side: Side) -> tuple[set[str], dict[str, set[str]]]:
@@ -106,5 +124,10 @@ def _membership_problem(kind: Kind, ln: Link, pid: str, missing: int, extra: int
         row = s.one(f"SELECT * FROM {kind.table} WHERE id = ?", (pid,))
         if row is not None:
             links.evaluate_policy(s, kind, ln, row, fresh=True)
-    return Problem(f"{kind.resource} {pid}: {ln.wire} selects {missing} {ln.side.entity_type} that are not linked "
-                   f"and {extra} linked ones it does not select", True, fix)
+
+    return Problem(
+        f"{kind.resource} {pid}: {ln.wire} selects {missing} {ln.side.entity_type} that are not linked "
+        f"and {extra} linked ones it does not select",
+        True,
+        fix,
+    )

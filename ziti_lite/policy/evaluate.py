@@ -15,7 +15,7 @@ JSON. ``role_filter_sql`` is the different rule of the lists' ``roleFilter`` par
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..errors import CouldNotValidate
 from .model import Side
@@ -71,12 +71,16 @@ def member_sql(side: Side, roles: list[str], semantic: str) -> tuple[str, list]:
         return f"SELECT e.id AS id FROM {side.table} e WHERE {scope}", []
     parts, params = [], []
     if ids:
-        parts.append(f"SELECT e.id AS id FROM {side.table} e WHERE e.id IN (SELECT value FROM json_each(?)) AND {scope}")
+        parts.append(
+            f"SELECT e.id AS id FROM {side.table} e WHERE e.id IN (SELECT value FROM json_each(?)) AND {scope}"
+        )
         params.append(json.dumps(ids))
     if want:
         want = sorted(set(want))
-        base = ("SELECT entity_id AS id FROM entity_role_attributes"
-                " WHERE kind = ? AND attribute IN (SELECT value FROM json_each(?))")
+        base = (
+            "SELECT entity_id AS id FROM entity_role_attributes"
+            " WHERE kind = ? AND attribute IN (SELECT value FROM json_each(?))"
+        )
         params += [side.name, json.dumps(want)]
         if canonical_semantic(semantic) == ANY_OF or len(want) == 1:
             parts.append(base)
@@ -107,8 +111,10 @@ def role_filter_sql(side: Side, values: list[str], semantic: str | None) -> tupl
     want = sorted(set(want))
     parts, params = [], []
     if want:
-        sub = ("SELECT entity_id FROM entity_role_attributes"
-               " WHERE kind = ? AND attribute IN (SELECT value FROM json_each(?))")
+        sub = (
+            "SELECT entity_id FROM entity_role_attributes"
+            " WHERE kind = ? AND attribute IN (SELECT value FROM json_each(?))"
+        )
         params += [side.name, json.dumps(want)]
         if semantic.lower() == "allof" and len(want) > 1:
             sub += " GROUP BY entity_id HAVING count(*) = ?"

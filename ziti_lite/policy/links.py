@@ -42,7 +42,9 @@ def index_attributes(store, side: Side, entity_id: str, attrs: list[str]) -> Non
 
 def current_attributes(store, side: Side, entity_id: str) -> list[str] | None:
     """The entity's role attributes, or None when no such entity (of this side) exists."""
-    row = store.one(f"SELECT t.role_attributes AS ra FROM {side.table} t WHERE t.id = ? AND {side.where('t')}", (entity_id,))
+    row = store.one(
+        f"SELECT t.role_attributes AS ra FROM {side.table} t WHERE t.id = ? AND {side.where('t')}", (entity_id,)
+    )
     return None if row is None else _roles(row["ra"])
 
 
@@ -68,23 +70,28 @@ def evaluate_entity(store, kind: Kind, ln: Link, entity_id: str, attrs: list[str
         f"SELECT DISTINCT p.id AS id, p.semantic AS semantic, p.{ln.roles} AS roles, {type_col} AS type"
         f" FROM policy_roles pr JOIN {kind.table} p ON p.id = pr.policy_id"
         " WHERE pr.kind = ? AND pr.side = ? AND pr.role IN (SELECT value FROM json_each(?))",
-        (kind.name, ln.side.name, probe))
-    want = {r["id"]: r["type"] for r in rows
-            if evaluate.matches(entity_id, attrs, _roles(r["roles"]), r["semantic"])}
-    have = dict(store.conn.execute(
-        f"SELECT policy_id, {'type' if ln.typed else 'NULL'} FROM {ln.table} WHERE {ln.column} = ?",
-        (entity_id,)).fetchall())
+        (kind.name, ln.side.name, probe),
+    )
+    want = {r["id"]: r["type"] for r in rows if evaluate.matches(entity_id, attrs, _roles(r["roles"]), r["semantic"])}
+    have = dict(
+        store.conn.execute(
+            f"SELECT policy_id, {'type' if ln.typed else 'NULL'} FROM {ln.table} WHERE {ln.column} = ?", (entity_id,)
+        ).fetchall()
+    )
     drop = [(p, entity_id) for p in have if p not in want or (ln.typed and have[p] != want[p])]
     add = [p for p in want if p not in have or (ln.typed and have[p] != want[p])]
     if drop:
         store.executemany(f"DELETE FROM {ln.table} WHERE policy_id = ? AND {ln.column} = ?", drop)
     if add:
         if ln.typed:
-            store.executemany(f"INSERT INTO {ln.table} (policy_id, {ln.column}, type) VALUES (?, ?, ?)",
-                              [(p, entity_id, want[p]) for p in add])
+            store.executemany(
+                f"INSERT INTO {ln.table} (policy_id, {ln.column}, type) VALUES (?, ?, ?)",
+                [(p, entity_id, want[p]) for p in add],
+            )
         else:
-            store.executemany(f"INSERT INTO {ln.table} (policy_id, {ln.column}) VALUES (?, ?)",
-                              [(p, entity_id) for p in add])
+            store.executemany(
+                f"INSERT INTO {ln.table} (policy_id, {ln.column}) VALUES (?, ?)", [(p, entity_id) for p in add]
+            )
 
 
 def entity_deleted(store, side: Side, entity_id: str) -> None:
@@ -96,13 +103,20 @@ def entity_deleted(store, side: Side, entity_id: str) -> None:
         if ln is None:
             continue
         store.execute(f"DELETE FROM {ln.table} WHERE {ln.column} = ?", (entity_id,))
-        for pid in store.column("SELECT policy_id FROM policy_roles WHERE kind = ? AND side = ? AND role = ?",
-                                (kind.name, side.name, ref)):
-            roles = [r for r in _roles(store.value(f"SELECT {ln.roles} FROM {kind.table} WHERE id = ?", (pid,))) if r != ref]
-            store.execute(f"UPDATE {kind.table} SET {ln.roles} = ?, updated_at = ? WHERE id = ?",
-                          (json.dumps(roles, separators=(",", ":")), clock.stamp(), pid))
-            store.execute("DELETE FROM policy_roles WHERE kind = ? AND side = ? AND role = ? AND policy_id = ?",
-                          (kind.name, side.name, ref, pid))
+        for pid in store.column(
+            "SELECT policy_id FROM policy_roles WHERE kind = ? AND side = ? AND role = ?", (kind.name, side.name, ref)
+        ):
+            roles = [
+                r for r in _roles(store.value(f"SELECT {ln.roles} FROM {kind.table} WHERE id = ?", (pid,))) if r != ref
+            ]
+            store.execute(
+                f"UPDATE {kind.table} SET {ln.roles} = ?, updated_at = ? WHERE id = ?",
+                (json.dumps(roles, separators=(",", ":")), clock.stamp(), pid),
+            )
+            store.execute(
+                "DELETE FROM policy_roles WHERE kind = ? AND side = ? AND role = ? AND policy_id = ?",
+                (kind.name, side.name, ref, pid),
+            )
 
 
 # ------------------------------------------------------------------ policy side
@@ -110,7 +124,9 @@ def index_policy_roles(store, kind: Kind, row: dict) -> None:
     store.execute("DELETE FROM policy_roles WHERE policy_id = ? AND kind = ?", (row["id"], kind.name))
     entries = [(kind.name, ln.side.name, r, row["id"]) for ln in kind.links for r in _roles(row[ln.roles])]
     if entries:
-        store.executemany("INSERT OR IGNORE INTO policy_roles (kind, side, role, policy_id) VALUES (?, ?, ?, ?)", entries)
+        store.executemany(
+            "INSERT OR IGNORE INTO policy_roles (kind, side, role, policy_id) VALUES (?, ?, ?, ?)", entries
+        )
 
 
 def policy_member_sql(store, ln: Link, row: dict) -> tuple[str, list]:
@@ -179,14 +195,17 @@ def _rebuild(store) -> None:
             store.execute(
                 "INSERT OR IGNORE INTO entity_role_attributes (kind, attribute, entity_id)"
                 f" SELECT ?, j.value, t.id FROM {side.table} t, json_each(t.role_attributes) j WHERE {side.where('t')}",
-                (side.name,))
+                (side.name,),
+            )
     store.execute("DELETE FROM policy_roles")
     for kind in KINDS.values():
         for ln in kind.links:
             store.execute(f"DELETE FROM {ln.table}")
-            store.execute("INSERT OR IGNORE INTO policy_roles (kind, side, role, policy_id)"
-                          f" SELECT ?, ?, j.value, p.id FROM {kind.table} p, json_each(p.{ln.roles}) j",
-                          (kind.name, ln.side.name))
+            store.execute(
+                "INSERT OR IGNORE INTO policy_roles (kind, side, role, policy_id)"
+                f" SELECT ?, ?, j.value, p.id FROM {kind.table} p, json_each(p.{ln.roles}) j",
+                (kind.name, ln.side.name),
+            )
         for row in store.all(f"SELECT * FROM {kind.table}"):
             for ln in kind.links:
                 evaluate_policy(store, kind, ln, row, fresh=True)
@@ -208,4 +227,5 @@ for _side in SIDES.values():
 def after_policy_write(kind: Kind):
     def hook(ctx, id: str, before: dict | None, values: dict | None) -> None:
         policy_written(ctx.store, kind, id, before)
+
     return hook

@@ -59,19 +59,43 @@ class Kind:
         return None
 
 
-SP = Kind("sp", "service_policies", "service-policies", "servicePolicy", (
-    Link("identity_roles", "identityRoles", IDENTITY, "service_policy_identities", "identity_id", True),
-    Link("service_roles", "serviceRoles", SERVICE, "service_policy_services", "service_id", True),
-    Link("posture_check_roles", "postureCheckRoles", POSTURE_CHECK, "service_policy_posture_checks", "posture_check_id"),
-))
-ERP = Kind("erp", "edge_router_policies", "edge-router-policies", "edgeRouterPolicy", (
-    Link("identity_roles", "identityRoles", IDENTITY, "edge_router_policy_identities", "identity_id"),
-    Link("edge_router_roles", "edgeRouterRoles", ROUTER, "edge_router_policy_routers", "router_id"),
-))
-SERP = Kind("serp", "service_edge_router_policies", "service-edge-router-policies", "serviceEdgeRouterPolicy", (
-    Link("service_roles", "serviceRoles", SERVICE, "service_edge_router_policy_services", "service_id"),
-    Link("edge_router_roles", "edgeRouterRoles", ROUTER, "service_edge_router_policy_routers", "router_id"),
-))
+SP = Kind(
+    "sp",
+    "service_policies",
+    "service-policies",
+    "servicePolicy",
+    (
+        Link("identity_roles", "identityRoles", IDENTITY, "service_policy_identities", "identity_id", True),
+        Link("service_roles", "serviceRoles", SERVICE, "service_policy_services", "service_id", True),
+        Link(
+            "posture_check_roles",
+            "postureCheckRoles",
+            POSTURE_CHECK,
+            "service_policy_posture_checks",
+            "posture_check_id",
+        ),
+    ),
+)
+ERP = Kind(
+    "erp",
+    "edge_router_policies",
+    "edge-router-policies",
+    "edgeRouterPolicy",
+    (
+        Link("identity_roles", "identityRoles", IDENTITY, "edge_router_policy_identities", "identity_id"),
+        Link("edge_router_roles", "edgeRouterRoles", ROUTER, "edge_router_policy_routers", "router_id"),
+    ),
+)
+SERP = Kind(
+    "serp",
+    "service_edge_router_policies",
+    "service-edge-router-policies",
+    "serviceEdgeRouterPolicy",
+    (
+        Link("service_roles", "serviceRoles", SERVICE, "service_edge_router_policy_services", "service_id"),
+        Link("edge_router_roles", "edgeRouterRoles", ROUTER, "service_edge_router_policy_routers", "router_id"),
+    ),
+)
 KINDS = {k.name: k for k in (SP, ERP, SERP)}
 KIND_BY_RESOURCE = {k.resource: k for k in KINDS.values()}
 

@@ -39,15 +39,26 @@ async def list_service_configs(ctx):
         "SELECT x.service_id, s.name AS service_name, x.config_id, c.name AS config_name"
         " FROM identity_service_configs x JOIN services s ON s.id = x.service_id JOIN configs c ON c.id = x.config_id"
         " WHERE x.identity_id = ? ORDER BY s.name, x.service_id, c.name", (id,))
-    data = [{"serviceId": r["service_id"], "service": ref("services", r["service_id"], r["service_name"], SERVICE_LINKS),
-             "configId": r["config_id"], "config": ref("configs", r["config_id"], r["config_name"], ())}
-            for r in rows]
+    data = [
+        {
+            "serviceId": r["service_id"],
+            "service": ref("services", r["service_id"], r["service_name"], SERVICE_LINKS),
+            "configId": r["config_id"],
+            "config": ref("configs", r["config_id"], r["config_name"], ()),
+        }
+        for r in rows
+    ]
     meta = {"pagination": {"limit": len(data), "offset": 0, "totalCount": len(data)}, "filterableFields": []}
     return env.ok(data, meta)
 
 
-@op("POST", "/identities/{id}/service-configs", op_id="associateIdentitysServiceConfigs", tag="identities",
-    body=list[ServiceConfigAssign])
+@op(
+    "POST",
+    "/identities/{id}/service-configs",
+    op_id="associateIdentitysServiceConfigs",
+    tag="identities",
+    body=list[ServiceConfigAssign],
+)
 async def assign_service_configs(ctx):
     id = ctx.params["id"]
     _identity(ctx.store, id)
@@ -58,13 +69,21 @@ async def assign_service_configs(ctx):
             type_id = _config_type(store, p.config_id)
             if store.value("SELECT 1 FROM services WHERE id = ?", (p.service_id,)) is None:
                 raise NotFound("service", p.service_id)
-            store.execute("INSERT OR REPLACE INTO identity_service_configs (identity_id, service_id, config_type_id, config_id)"
-                          " VALUES (?, ?, ?, ?)", (id, p.service_id, type_id, p.config_id))
+            store.execute(
+                "INSERT OR REPLACE INTO identity_service_configs (identity_id, service_id, config_type_id, config_id)"
+                " VALUES (?, ?, ?, ?)",
+                (id, p.service_id, type_id, p.config_id),
+            )
     return env.empty()
 
 
-@op("DELETE", "/identities/{id}/service-configs", op_id="disassociateIdentitysServiceConfigs", tag="identities",
-    body=list[ServiceConfigAssign])
+@op(
+    "DELETE",
+    "/identities/{id}/service-configs",
+    op_id="disassociateIdentitysServiceConfigs",
+    tag="identities",
+    body=list[ServiceConfigAssign],
+)
 async def remove_service_configs(ctx):
     id = ctx.params["id"]
     _identity(ctx.store, id)
@@ -76,6 +95,8 @@ async def remove_service_configs(ctx):
     with store.write():
         for p in pairs:
             type_id = _config_type(store, p.config_id)
-            store.execute("DELETE FROM identity_service_configs WHERE identity_id = ? AND service_id = ? AND config_type_id = ?",
-                          (id, p.service_id, type_id))
+            store.execute(
+                "DELETE FROM identity_service_configs WHERE identity_id = ? AND service_id = ? AND config_type_id = ?",
+                (id, p.service_id, type_id),
+            )
     return env.empty()

@@ -35,11 +35,20 @@ def enable(ctx, router_id: str, name: str) -> None:
         finally:
             ctx.pending_enrollment = pending
     elif row["type_id"] != "Router":
-        raise ApiError("COULD_NOT_VALIDATE", 400, cause={"field": "id", "reason": "an identity with the router's id exists", "value": router_id})
+        raise ApiError(
+            "COULD_NOT_VALIDATE",
+            400,
+            cause={"field": "id", "reason": "an identity with the router's id exists", "value": router_id},
+        )
     if store.value("SELECT 1 FROM edge_router_policies WHERE id = ?", (router_id,)) is None:
         ref = ["@" + router_id]
-        values = {"name": policy_name(router_id), "semantic": "AnyOf", "identity_roles": ref,
-                  "edge_router_roles": ref, "is_system": 1}
+        values = {
+            "name": policy_name(router_id),
+            "semantic": "AnyOf",
+            "identity_roles": ref,
+            "edge_router_roles": ref,
+            "is_system": 1,
+        }
         crud.insert(store, erps, values, id=router_id)
         links.policy_written(store, ERP, router_id, None)
 

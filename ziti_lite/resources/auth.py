@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Literal, Optional
+from typing import Literal
 
 import msgspec
 
@@ -43,7 +43,7 @@ class AuthPolicyPrimaryCert(Body):
 
 class AuthPolicyPrimaryExtJwt(Body):
     allowed: bool
-    allowed_signers: Optional[list[str]]
+    allowed_signers: list[str] | None
 
 
 class AuthPolicyPrimaryUpdb(Body):
@@ -64,14 +64,14 @@ class AuthPolicyPrimary(Body):
 
 class AuthPolicySecondary(Body):
     require_totp: bool
-    require_ext_jwt_signer: Optional[str] = None
+    require_ext_jwt_signer: str | None = None
 
 
 class AuthPolicyCreate(Body):
     name: str
     primary_: AuthPolicyPrimary = msgspec.field(name="primary")
     secondary: AuthPolicySecondary
-    tags: Optional[Tags] = None
+    tags: Tags | None = None
 
 
 class AuthPolicyUpdate(AuthPolicyCreate):
@@ -80,41 +80,41 @@ class AuthPolicyUpdate(AuthPolicyCreate):
 
 # PATCH: every leaf optional; null (or absent) leaves the stored value alone
 class AuthPolicyPrimaryCertPatch(Body):
-    allowed: Optional[bool] = None
-    allow_expired_certs: Optional[bool] = None
+    allowed: bool | None = None
+    allow_expired_certs: bool | None = None
 
 
 class AuthPolicyPrimaryExtJwtPatch(Body):
-    allowed: Optional[bool] = None
-    allowed_signers: Optional[list[str]] = None
+    allowed: bool | None = None
+    allowed_signers: list[str] | None = None
 
 
 class AuthPolicyPrimaryUpdbPatch(Body):
-    allowed: Optional[bool] = None
-    lockout_duration_minutes: Optional[int] = None
-    max_attempts: Optional[int] = None
-    min_password_length: Optional[int] = None
-    require_mixed_case: Optional[bool] = None
-    require_number_char: Optional[bool] = None
-    require_special_char: Optional[bool] = None
+    allowed: bool | None = None
+    lockout_duration_minutes: int | None = None
+    max_attempts: int | None = None
+    min_password_length: int | None = None
+    require_mixed_case: bool | None = None
+    require_number_char: bool | None = None
+    require_special_char: bool | None = None
 
 
 class AuthPolicyPrimaryPatch(Body):
-    cert: Optional[AuthPolicyPrimaryCertPatch] = None
-    ext_jwt: Optional[AuthPolicyPrimaryExtJwtPatch] = None
-    updb: Optional[AuthPolicyPrimaryUpdbPatch] = None
+    cert: AuthPolicyPrimaryCertPatch | None = None
+    ext_jwt: AuthPolicyPrimaryExtJwtPatch | None = None
+    updb: AuthPolicyPrimaryUpdbPatch | None = None
 
 
 class AuthPolicySecondaryPatch(Body):
-    require_ext_jwt_signer: Optional[str] = None
-    require_totp: Optional[bool] = None
+    require_ext_jwt_signer: str | None = None
+    require_totp: bool | None = None
 
 
 class AuthPolicyPatch(Body):
-    name: Optional[str] = None
-    primary_: Optional[AuthPolicyPrimaryPatch] = msgspec.field(default=None, name="primary")
-    secondary: Optional[AuthPolicySecondaryPatch] = None
-    tags: Optional[Tags] = None
+    name: str | None = None
+    primary_: AuthPolicyPrimaryPatch | None = msgspec.field(default=None, name="primary")
+    secondary: AuthPolicySecondaryPatch | None = None
+    tags: Tags | None = None
 
 
 # what a policy reads as when a key was never stored (upstream's read defaults)
@@ -226,17 +226,17 @@ class ExternalJwtSignerCreate(Body):
     name: str
     enabled: bool
     issuer: str
-    audience: Optional[str]
-    cert_pem: Optional[str] = None
-    jwks_endpoint: Optional[str] = None
-    kid: Optional[str] = None
-    claims_property: Optional[str] = None
-    use_external_id: Optional[bool] = None
-    external_auth_url: Optional[str] = None
-    client_id: Optional[str] = None
-    scopes: Optional[list[str]] = None
-    target_token: Optional[Literal["ACCESS", "ID"]] = None
-    tags: Optional[Tags] = None
+    audience: str | None
+    cert_pem: str | None = None
+    jwks_endpoint: str | None = None
+    kid: str | None = None
+    claims_property: str | None = None
+    use_external_id: bool | None = None
+    external_auth_url: str | None = None
+    client_id: str | None = None
+    scopes: list[str] | None = None
+    target_token: Literal["ACCESS", "ID"] | None = None
+    tags: Tags | None = None
 
 
 class ExternalJwtSignerUpdate(ExternalJwtSignerCreate):

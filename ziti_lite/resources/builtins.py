@@ -135,21 +135,32 @@ _HOST_TERMINATOR = {
         "forwardPort": _forward_flag("port"),
         "allowedPortRanges": _set_of("portRange", "ports that may be forwarded"),
         "allowedSourceAddresses": _set_of(
-            "listenAddress", "source addresses the hosting tunneler routes locally so binding succeeds"),
-        "listenOptions": _object({
-            "connectTimeoutSeconds": {**_ref("timeoutSeconds", "use connectTimeout (default 5)"),
-                                      "deprecated": True},
-            "connectTimeout": _ref("duration", "timeout of outbound connections (default '5s'); wins over connectTimeoutSeconds"),
-            "maxConnections": {"type": "integer", "minimum": 1, "description": "default 3"},
-            "identity": {"type": "string",
-                         "description": "identity of the hosting terminator; '$tunneler_id.name' and "
-                                        "'$tunneler_id.tag[name]' are replaced by the hosting tunneler's"},
-            "bindUsingEdgeIdentity": {"type": "boolean",
-                                      "description": "same as identity: '$tunneler_id.name'"},
-            "cost": {"type": "integer", "minimum": 0, "maximum": UINT16, "description": "default 0"},
-            "precedence": {"type": "string", "enum": ["default", "required", "failed"],
-                           "description": "default 'default'"},
-        }),
+            "listenAddress", "source addresses the hosting tunneler routes locally so binding succeeds"
+        ),
+        "listenOptions": _object(
+            {
+                "connectTimeoutSeconds": {
+                    **_ref("timeoutSeconds", "use connectTimeout (default 5)"),
+                    "deprecated": True,
+                },
+                "connectTimeout": _ref(
+                    "duration", "timeout of outbound connections (default '5s'); wins over connectTimeoutSeconds"
+                ),
+                "maxConnections": {"type": "integer", "minimum": 1, "description": "default 3"},
+                "identity": {
+                    "type": "string",
+                    "description": "identity of the hosting terminator; '$tunneler_id.name' and "
+                    "'$tunneler_id.tag[name]' are replaced by the hosting tunneler's",
+                },
+                "bindUsingEdgeIdentity": {"type": "boolean", "description": "same as identity: '$tunneler_id.name'"},
+                "cost": {"type": "integer", "minimum": 0, "maximum": UINT16, "description": "default 0"},
+                "precedence": {
+                    "type": "string",
+                    "enum": ["default", "required", "failed"],
+                    "description": "default 'default'",
+                },
+            }
+        ),
         "proxy": _ref("proxyConfiguration", "send outbound connections through this proxy"),
     },
     "additionalProperties": False,
@@ -173,33 +184,46 @@ TUNNELER_CLIENT_V1 = {
 TUNNELER_SERVER_V1 = {
     "$id": _SCHEMAS + "ziti-tunneler-server.v1.config.json",
     "definitions": _HEALTH_DEFINITIONS,
-    **_object({
-        "protocol": {"type": ["string", "null"], "enum": ["tcp", "udp"]},
-        "hostname": {"type": "string"},
-        "port": _integer(0, UINT16),
-        **_HEALTH_PROPERTIES,
-    }, required=("hostname", "port")),
+    **_object(
+        {
+            "protocol": {"type": ["string", "null"], "enum": ["tcp", "udp"]},
+            "hostname": {"type": "string"},
+            "port": _integer(0, UINT16),
+            **_HEALTH_PROPERTIES,
+        },
+        required=("hostname", "port"),
+    ),
 }
 
 INTERCEPT_V1 = {
     "$id": _SCHEMAS + "intercept.v1.config.json",
     "definitions": _TUNNEL_DEFINITIONS,
-    **_object({
-        "protocols": _set_of("protocolName"),
-        "addresses": _set_of("listenAddress"),
-        "portRanges": _set_of("portRange"),
-        "dialOptions": _object({
-            "identity": {"type": "string",
-                         "description": "dial the terminator of this identity; '$dst_protocol', '$dst_ip' "
-                                        "and '$dst_port' are replaced by the intercepted destination's"},
-            "connectTimeoutSeconds": _ref("timeoutSeconds",
-                                          "5 without dialOptions, 15 with dialOptions but without this"),
-        }),
-        "sourceIp": {"type": "string",
-                     "description": "source ip (and optional :port) the hosting tunneler sends from; "
-                                    "'$tunneler_id.name', '$tunneler_id.tag[name]', '$src_ip', '$src_port' "
-                                    "and '$dst_port' are replaced by the client's values"},
-    }, required=("protocols", "addresses", "portRanges")),
+    **_object(
+        {
+            "protocols": _set_of("protocolName"),
+            "addresses": _set_of("listenAddress"),
+            "portRanges": _set_of("portRange"),
+            "dialOptions": _object(
+                {
+                    "identity": {
+                        "type": "string",
+                        "description": "dial the terminator of this identity; '$dst_protocol', '$dst_ip' "
+                        "and '$dst_port' are replaced by the intercepted destination's",
+                    },
+                    "connectTimeoutSeconds": _ref(
+                        "timeoutSeconds", "5 without dialOptions, 15 with dialOptions but without this"
+                    ),
+                }
+            ),
+            "sourceIp": {
+                "type": "string",
+                "description": "source ip (and optional :port) the hosting tunneler sends from; "
+                "'$tunneler_id.name', '$tunneler_id.tag[name]', '$src_ip', '$src_port' "
+                "and '$dst_port' are replaced by the client's values",
+            },
+        },
+        required=("protocols", "addresses", "portRanges"),
+    ),
 }
 
 HOST_V1 = {
@@ -219,17 +243,23 @@ HOST_V2 = {
 }
 
 # (id, name, schema): upstream's ids, in upstream's order of creation
-CONFIG_TYPES = tuple((id, name, copy.deepcopy(schema)) for id, name, schema in (
-    ("f2dd2df0-9c04-4b84-a91e-71437ac229f1", "ziti-tunneler-client.v1", TUNNELER_CLIENT_V1),
-    ("cea49285-6c07-42cf-9f52-09a9b115c783", "ziti-tunneler-server.v1", TUNNELER_SERVER_V1),
-    ("g7cIWbcGg", "intercept.v1", INTERCEPT_V1),
-    ("NH5p4FpGR", "host.v1", HOST_V1),
-    ("host.v2", "host.v2", HOST_V2),
-))
+CONFIG_TYPES = tuple(
+    (id, name, copy.deepcopy(schema))
+    for id, name, schema in (
+        ("f2dd2df0-9c04-4b84-a91e-71437ac229f1", "ziti-tunneler-client.v1", TUNNELER_CLIENT_V1),
+        ("cea49285-6c07-42cf-9f52-09a9b115c783", "ziti-tunneler-server.v1", TUNNELER_SERVER_V1),
+        ("g7cIWbcGg", "intercept.v1", INTERCEPT_V1),
+        ("NH5p4FpGR", "host.v1", HOST_V1),
+        ("host.v2", "host.v2", HOST_V2),
+    )
+)
 
 _oses = {
-    "Windows": ["Vista", "7", "8", "10", "2000"], "Linux": ["4.14", "4.19", "5.4", "5.9"],
-    "Android": ["9", "10", "11"], "macOS": ["10.15", "11.0"], "iOS": ["11", "12"],
+    "Windows": ["Vista", "7", "8", "10", "2000"],
+    "Linux": ["4.14", "4.19", "5.4", "5.9"],
+    "Android": ["9", "10", "11"],
+    "macOS": ["10.15", "11.0"],
+    "iOS": ["11", "12"],
 }
 
 

@@ -7,7 +7,7 @@ CA verification, the CA JWT and the enroll flows live elsewhere and build on the
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal, Optional
+from typing import Literal
 
 from .. import clock
 from ..api import crud
@@ -23,7 +23,6 @@ from ..pki import tokens
 from .auth import bad_request, blank, load_json, merge_leaves
 from .common import NAME, Body, Tags, check_name, exists, name_of
 
-
 # ================================================================ CAs
 Location = Literal["COMMON_NAME", "SAN_URI", "SAN_EMAIL"]
 Matcher = Literal["ALL", "PREFIX", "SUFFIX", "SCHEME"]
@@ -33,12 +32,12 @@ CLAIM_DEFAULTS = {"index": 0, "location": "", "matcher": "", "matcherCriteria": 
 
 
 class ExternalIdClaim(Body):
-    index: Optional[int] = None
-    location: Optional[Location] = None
-    matcher: Optional[Matcher] = None
-    matcher_criteria: Optional[str] = None
-    parser: Optional[Parser] = None
-    parser_criteria: Optional[str] = None
+    index: int | None = None
+    location: Location | None = None
+    matcher: Matcher | None = None
+    matcher_criteria: str | None = None
+    parser: Parser | None = None
+    parser_criteria: str | None = None
 
 
 class CaCreate(Body):
@@ -47,10 +46,10 @@ class CaCreate(Body):
     is_auto_ca_enrollment_enabled: bool
     is_ott_ca_enrollment_enabled: bool
     is_auth_enabled: bool
-    identity_roles: Optional[list[str]]
-    identity_name_format: Optional[str] = None
-    external_id_claim: Optional[ExternalIdClaim] = None
-    tags: Optional[Tags] = None
+    identity_roles: list[str] | None
+    identity_name_format: str | None = None
+    external_id_claim: ExternalIdClaim | None = None
+    tags: Tags | None = None
 
 
 class CaUpdate(Body):
@@ -58,21 +57,21 @@ class CaUpdate(Body):
     is_auto_ca_enrollment_enabled: bool
     is_ott_ca_enrollment_enabled: bool
     is_auth_enabled: bool
-    identity_roles: Optional[list[str]]
+    identity_roles: list[str] | None
     identity_name_format: str
-    external_id_claim: Optional[ExternalIdClaim] = None
-    tags: Optional[Tags] = None
+    external_id_claim: ExternalIdClaim | None = None
+    tags: Tags | None = None
 
 
 class CaPatch(Body):
-    name: Optional[str] = None
-    is_auto_ca_enrollment_enabled: Optional[bool] = None
-    is_ott_ca_enrollment_enabled: Optional[bool] = None
-    is_auth_enabled: Optional[bool] = None
-    identity_roles: Optional[list[str]] = None
-    identity_name_format: Optional[str] = None
-    external_id_claim: Optional[ExternalIdClaim] = None
-    tags: Optional[Tags] = None
+    name: str | None = None
+    is_auto_ca_enrollment_enabled: bool | None = None
+    is_ott_ca_enrollment_enabled: bool | None = None
+    is_auth_enabled: bool | None = None
+    identity_roles: list[str] | None = None
+    identity_name_format: str | None = None
+    external_id_claim: ExternalIdClaim | None = None
+    tags: Tags | None = None
 
 
 def check_identity_roles(store, roles) -> list[str]:
@@ -218,8 +217,8 @@ class EnrollmentCreate(Body):
     method: Literal["ott", "ottca", "updb"]
     expires_at: dt.datetime
     identity_id: str
-    ca_id: Optional[str] = None
-    username: Optional[str] = None
+    ca_id: str | None = None
+    username: str | None = None
 
 
 class EnrollmentRefresh(Body):
@@ -227,7 +226,7 @@ class EnrollmentRefresh(Body):
 
 
 def _utc(t: dt.datetime) -> dt.datetime:
-    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+    return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
 
 
 @op("POST", "/enrollments", op_id="createEnrollment", body=EnrollmentCreate, status=201, tag="enrollments")

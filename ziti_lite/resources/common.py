@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
@@ -15,7 +15,7 @@ class Body(msgspec.Struct, rename="camel", kw_only=True):
     """Base of every request body: camelCase on the wire, unknown keys ignored (as upstream)."""
 
 
-TagValue = Union[str, int, float, bool, None]
+TagValue = str | int | float | bool | None
 Tags = dict[str, TagValue]
 Attributes = list[str]
 Cost = Annotated[int, Meta(ge=0, le=65535)]

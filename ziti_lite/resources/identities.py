@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
@@ -16,8 +16,7 @@ from ..api.resource import Field, Resource
 from ..auth import passwords
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound
-from .common import (NAME, ROLE_ATTRIBUTES, Attributes, Body, Cost, Tags, check_attributes, check_name,
-                     exists, name_of)
+from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Cost, Tags, check_attributes, check_name, exists, name_of
 
 IdentityTypeName = Literal["User", "Device", "Service", "Router", "Default"]
 Username = Annotated[str, Meta(min_length=4, max_length=100)]
@@ -25,28 +24,28 @@ Password = Annotated[str, Meta(min_length=5, max_length=100)]
 
 
 class IdentityEnrollment(Body):
-    ott: Optional[bool] = None
-    ottca: Optional[str] = None
-    updb: Optional[str] = None
+    ott: bool | None = None
+    ottca: str | None = None
+    updb: str | None = None
 
 
 class IdentityUpdate(Body):
     name: str
     type: IdentityTypeName
     is_admin: bool
-    role_attributes: Optional[Attributes] = None
-    auth_policy_id: Optional[str] = None
-    external_id: Optional[str] = None
-    app_data: Optional[Tags] = None
+    role_attributes: Attributes | None = None
+    auth_policy_id: str | None = None
+    external_id: str | None = None
+    app_data: Tags | None = None
     default_hosting_cost: Cost = 0
     default_hosting_precedence: str = "default"
-    service_hosting_costs: Optional[dict[str, Cost]] = None
-    service_hosting_precedences: Optional[dict[str, str]] = None
-    tags: Optional[Tags] = None
+    service_hosting_costs: dict[str, Cost] | None = None
+    service_hosting_precedences: dict[str, str] | None = None
+    tags: Tags | None = None
 
 
 class IdentityCreate(IdentityUpdate):
-    enrollment: Optional[IdentityEnrollment] = None
+    enrollment: IdentityEnrollment | None = None
 
 
 PRECEDENCES = ("default", "required", "failed")
@@ -180,19 +179,31 @@ def _enrollments(store, rows) -> dict:
 
 def before_delete_identity(ctx, row: dict) -> None:
     if row["is_default_admin"]:
-        raise ApiError("ENTITY_CAN_NOT_BE_DELETED", 400, cause={"code": "UNHANDLED", "message": "cannot delete the default admin identity"})
-    if row["type_id"] == "Router" and ctx.store.value(
-            "SELECT 1 FROM sqlite_master WHERE name = 'routers'") and exists(ctx.store, "routers", row["id"]):
-        raise ApiError("ENTITY_CAN_NOT_BE_DELETED", 400, cause={"code": "UNHANDLED", "message": "cannot delete a router's identity while the router exists"})
+        cause = {"code": "UNHANDLED", "message": "cannot delete the default admin identity"}
+        raise ApiError("ENTITY_CAN_NOT_BE_DELETED", 400, cause=cause)
+    if (
+        row["type_id"] == "Router"
+        and ctx.store.value("SELECT 1 FROM sqlite_master WHERE name = 'routers'")
+        and exists(ctx.store, "routers", row["id"])
+    ):
+        raise ApiError(
+            "ENTITY_CAN_NOT_BE_DELETED",
+            400,
+            cause={"code": "UNHANDLED", "message": "cannot delete a router's identity while the router exists"},
+        )
 
 
 IDENTITY_TYPES = Resource(
-    name="identity-types", entity="identityType", table="identity_types",
-    fields=(NAME,), ops=("list", "detail"),
+    name="identity-types",
+    entity="identityType",
+    table="identity_types",
+    fields=(NAME,),
+    ops=("list", "detail"),
 )
 
 IDENTITIES = Resource(
-    name="identities", entity="identity",
+    name="identities",
+    entity="identity",
     fields=(
         NAME,
         Field("typeId", column="type_id"),
@@ -211,12 +222,24 @@ IDENTITIES = Resource(
         Field("envInfo", "json", filterable=False),
         Field("sdkInfo", "json", filterable=False),
     ),
-    create=IdentityCreate, update=IdentityUpdate,
-    links=("edge-router-policies", "edge-routers", "service-policies", "services", "posture-data",
-           "failed-service-requests", "authenticators", "enrollments", "service-configs"),
+    create=IdentityCreate,
+    update=IdentityUpdate,
+    links=(
+        "edge-router-policies",
+        "edge-routers",
+        "service-policies",
+        "services",
+        "posture-data",
+        "failed-service-requests",
+        "authenticators",
+        "enrollments",
+        "service-configs",
+    ),
     extra_symbols={"type": Symbol("string", "t.type_id"), "disabled": Symbol("bool", DISABLED_SQL)},
     default_sort="t.id",
-    prepare=prepare_identity, render=render_identity, before_delete=before_delete_identity,
+    prepare=prepare_identity,
+    render=render_identity,
+    before_delete=before_delete_identity,
     after_write=after_identity,
 )
 
@@ -234,8 +257,10 @@ async def disable_identity(ctx):
     now = clock.now()
     until = clock.fmt(now + dt.timedelta(minutes=body.duration_minutes)) if body.duration_minutes > 0 else None
     with ctx.store.write():
-        ctx.store.execute("UPDATE identities SET disabled_at = ?, disabled_until = ?, updated_at = ? WHERE id = ?",
-                          (clock.fmt(now), until, clock.fmt(now), id))
+        ctx.store.execute(
+            "UPDATE identities SET disabled_at = ?, disabled_until = ?, updated_at = ? WHERE id = ?",
+            (clock.fmt(now), until, clock.fmt(now), id),
+        )
         ctx.store.execute("DELETE FROM api_sessions WHERE identity_id = ?", (id,))
     return env.empty()
 
@@ -245,8 +270,11 @@ async def enable_identity(ctx):
     id = ctx.params["id"]
     crud.get_row(ctx.store, IDENTITIES, id)
     with ctx.store.write():
-        ctx.store.execute("UPDATE identities SET disabled_at = NULL, disabled_until = NULL, failed_logins = 0,"
-                          " updated_at = ? WHERE id = ?", (clock.stamp(), id))
+        ctx.store.execute(
+            "UPDATE identities SET disabled_at = NULL, disabled_until = NULL, failed_logins = 0,"
+            " updated_at = ? WHERE id = ?",
+            (clock.stamp(), id),
+        )
     return env.empty()
 
 
@@ -254,16 +282,16 @@ async def enable_identity(ctx):
 class AuthenticatorCreate(Body):
     method: str
     identity_id: str
-    username: Optional[Username] = None
-    password: Optional[Password] = None
-    cert_pem: Optional[str] = None
-    tags: Optional[Tags] = None
+    username: Username | None = None
+    password: Password | None = None
+    cert_pem: str | None = None
+    tags: Tags | None = None
 
 
 class AuthenticatorUpdate(Body):
     username: Username
     password: Password
-    tags: Optional[Tags] = None
+    tags: Tags | None = None
 
 
 def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
@@ -274,10 +302,14 @@ def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
             raise CouldNotValidate("method", "method must be updb or cert", method)
         if not exists(store, "identities", values["identity_id"]):
             raise NotFound("identity", values["identity_id"])
-        if store.value("SELECT 1 FROM authenticators WHERE identity_id = ? AND method = ?",
-                       (values["identity_id"], method)):
-            raise ApiError("MAX_AUTHENTICATOR_METHODS_REACHED", 409,
-                           message="the identity already has an authenticator of this method")
+        if store.value(
+            "SELECT 1 FROM authenticators WHERE identity_id = ? AND method = ?", (values["identity_id"], method)
+        ):
+            raise ApiError(
+                "MAX_AUTHENTICATOR_METHODS_REACHED",
+                409,
+                message="the identity already has an authenticator of this method",
+            )
         if method == "updb":
             if not values.get("username"):
                 raise CouldNotValidate("username", "username is required", None)
@@ -286,18 +318,22 @@ def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
             values.pop("cert_pem", None)  # a password authenticator has no certificate
         else:
             from ..enroll import prepare_cert_authenticator  # certificate checks live with the PKI
+
             prepare_cert_authenticator(ctx, values)
             return
     elif existing["method"] != "updb" and ("username" in values or "password" in values):
-        raise ApiError("CAN_NOT_UPDATE_AUTHENTICATOR", 409, message="only updb authenticators have a username and password")
+        raise ApiError(
+            "CAN_NOT_UPDATE_AUTHENTICATOR", 409, message="only updb authenticators have a username and password"
+        )
     password = values.pop("password", None)
     if password is not None:
         values["password_hash"], values["salt"] = passwords.hash_password(password)
 
 
 def render_authenticator(ctx, row: dict, out: dict) -> None:
-    out["identity"] = env.entity_ref("identities", "identities", row["identity_id"],
-                                     name_of(ctx.store, "identities", row["identity_id"]))
+    out["identity"] = env.entity_ref(
+        "identities", "identities", row["identity_id"], name_of(ctx.store, "identities", row["identity_id"])
+    )
     out["_links"]["identities"] = {"href": f"./identities/{row['identity_id']}"}
     if row["method"] == "updb":
         for k in ("certPem", "fingerprint", "isIssuedByNetwork"):
@@ -313,7 +349,9 @@ def before_delete_authenticator(ctx, row: dict) -> None:
 
 
 AUTHENTICATORS = Resource(
-    name="authenticators", entity="authenticator", unique=("username", "fingerprint"),
+    name="authenticators",
+    entity="authenticator",
+    unique=("username", "fingerprint"),
     fields=(
         Field("identityId", column="identity_id"),
         Field("method"),
@@ -325,21 +363,28 @@ AUTHENTICATORS = Resource(
         Field("salt", output=False, filterable=False),
         Field("caId", column="ca_id", output=False, filterable=False),
     ),
-    create=AuthenticatorCreate, update=AuthenticatorUpdate,
-    prepare=prepare_authenticator, render=render_authenticator, before_delete=before_delete_authenticator,
+    create=AuthenticatorCreate,
+    update=AuthenticatorUpdate,
+    prepare=prepare_authenticator,
+    render=render_authenticator,
+    before_delete=before_delete_authenticator,
 )
 
 
 # ---------------------------------------------------------------- API sessions (admin view)
 def render_api_session(ctx, row: dict, out: dict) -> None:
-    out["identity"] = env.entity_ref("identities", "identities", row["identity_id"],
-                                     name_of(ctx.store, "identities", row["identity_id"]))
+    out["identity"] = env.entity_ref(
+        "identities", "identities", row["identity_id"], name_of(ctx.store, "identities", row["identity_id"])
+    )
     out["cachedLastActivityAt"] = max(row["last_activity_at"], ctx.ctl.activity.get(row["token"], ""))
     out["authQueries"] = []
 
 
 API_SESSIONS = Resource(
-    name="api-sessions", entity="apiSession", table="api_sessions", unique=("token",),
+    name="api-sessions",
+    entity="apiSession",
+    table="api_sessions",
+    unique=("token",),
     fields=(
         Field("token"),
         Field("identityId", column="identity_id"),
@@ -351,7 +396,9 @@ API_SESSIONS = Resource(
         Field("isCertExtendable", "bool"),
         Field("lastActivityAt", "datetime"),
     ),
-    ops=("list", "detail", "delete"), links=("sessions",), render=render_api_session,
+    ops=("list", "detail", "delete"),
+    links=("sessions",),
+    render=render_api_session,
 )
 
 RESOURCES = (IDENTITY_TYPES, IDENTITIES, AUTHENTICATORS, API_SESSIONS)
@@ -360,9 +407,9 @@ RESOURCES = (IDENTITY_TYPES, IDENTITIES, AUTHENTICATORS, API_SESSIONS)
 # ---------------------------------------------------------------- tracing (volatile, as upstream)
 class TraceSpec(Body):
     enabled: bool = False
-    duration: Optional[str] = None
-    trace_id: Optional[str] = None
-    channels: Optional[list[str]] = None
+    duration: str | None = None
+    trace_id: str | None = None
+    channels: list[str] | None = None
 
 
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -371,6 +418,7 @@ _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "�
 def parse_go_duration(text: str) -> float:
     """Seconds in a Go duration string such as ``10m`` or ``1h30m``."""
     import re
+
     parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|h|m|s)", text or "")
     if not parts or "".join(n + u for n, u in parts) != text:
         raise CouldNotValidate("duration", "invalid duration", text)

@@ -7,7 +7,7 @@ The role lists are validated and normalised here (sorted, no duplicates, ``#all`
 from __future__ import annotations
 
 import json
-from typing import Literal, Optional
+from typing import Literal
 
 from ..api.resource import Field, Resource
 from ..db.filters import Symbol
@@ -16,7 +16,7 @@ from ..policy import evaluate, links
 from ..policy.model import ERP, SERP, SP, Kind, Link, Side, table_exists
 from .common import NAME, Body, Semantic, Tags, check_name
 
-Roles = Optional[list[str]]
+Roles = list[str] | None
 
 
 class ServicePolicyCreate(Body):
@@ -26,7 +26,7 @@ class ServicePolicyCreate(Body):
     identity_roles: Roles = None
     service_roles: Roles = None
     posture_check_roles: Roles = None
-    tags: Optional[Tags] = None
+    tags: Tags | None = None
 
 
 class ServicePolicyUpdate(ServicePolicyCreate):
@@ -38,7 +38,7 @@ class EdgeRouterPolicyCreate(Body):
     semantic: Semantic
     identity_roles: Roles = None
     edge_router_roles: Roles = None
-    tags: Optional[Tags] = None
+    tags: Tags | None = None
 
 
 class EdgeRouterPolicyUpdate(EdgeRouterPolicyCreate):
@@ -50,7 +50,7 @@ class ServiceEdgeRouterPolicyCreate(Body):
     semantic: Semantic
     service_roles: Roles = None
     edge_router_roles: Roles = None
-    tags: Optional[Tags] = None
+    tags: Tags | None = None
 
 
 class ServiceEdgeRouterPolicyUpdate(ServiceEdgeRouterPolicyCreate):
@@ -63,9 +63,13 @@ def _check_ids(store, ln: Link, roles: list[str]) -> None:
         return
     found: set[str] = set()
     if table_exists(store, ln.side.table):
-        found = set(store.column(
-            f"SELECT t.id FROM {ln.side.table} t WHERE t.id IN (SELECT value FROM json_each(?)) AND {ln.side.where('t')}",
-            (json.dumps(ids),)))
+        found = set(
+            store.column(
+                f"SELECT t.id FROM {ln.side.table} t"
+                f" WHERE t.id IN (SELECT value FROM json_each(?)) AND {ln.side.where('t')}",
+                (json.dumps(ids),),
+            )
+        )
     missing = [i for i in ids if i not in found]
     if missing:
         raise CouldNotValidate(ln.wire, f"no {ln.side.entity_type} found with the given ids", missing)
@@ -83,6 +87,7 @@ def _preparer(kind: Kind):
             if existing is None or roles != json.loads(existing[ln.roles]):
                 _check_ids(ctx.store, ln, roles)
             values[ln.roles] = roles
+
     return prepare
 
 
@@ -91,9 +96,12 @@ def named_roles(store, side: Side, roles: list[str]) -> list[dict]:
     _, ids = evaluate.split(roles)
     names: dict[str, str] = {}
     if ids and table_exists(store, side.table):
-        names = dict(store.conn.execute(
-            f"SELECT t.id, t.name FROM {side.table} t WHERE t.id IN (SELECT value FROM json_each(?))",
-            (json.dumps(ids),)).fetchall())
+        names = dict(
+            store.conn.execute(
+                f"SELECT t.id, t.name FROM {side.table} t WHERE t.id IN (SELECT value FROM json_each(?))",
+                (json.dumps(ids),),
+            ).fetchall()
+        )
     out = []
     for r in roles:
         if r.startswith("@"):
@@ -113,6 +121,7 @@ def _renderer(kind: Kind):
             out[ln.wire + "Display"] = named_roles(ctx.store, ln.side, roles)
         if kind is ERP:
             out["isSystem"] = bool(row["is_system"])
+
     return render
 
 
@@ -131,30 +140,45 @@ def _member_symbols(kind: Kind, sides: tuple[str, ...]) -> dict[str, Symbol]:
 POLICY_TYPE_SQL = "CASE t.type WHEN 'Dial' THEN 1 WHEN 'Bind' THEN 2 ELSE 0 END"
 
 SERVICE_POLICIES = Resource(
-    name="service-policies", entity="servicePolicy", table="service_policies",
+    name="service-policies",
+    entity="servicePolicy",
+    table="service_policies",
     fields=(NAME, Field("type", filterable=False), Field("semantic"), *_role_fields(SP)),
-    create=ServicePolicyCreate, update=ServicePolicyUpdate,
+    create=ServicePolicyCreate,
+    update=ServicePolicyUpdate,
     links=("services", "identities", "posture-checks"),
     extra_symbols={"type": Symbol("int", POLICY_TYPE_SQL), **_member_symbols(SP, ("identity", "service"))},
     default_sort="t.id",
-    prepare=_preparer(SP), render=_renderer(SP), after_write=links.after_policy_write(SP),
+    prepare=_preparer(SP),
+    render=_renderer(SP),
+    after_write=links.after_policy_write(SP),
 )
 
 EDGE_ROUTER_POLICIES = Resource(
-    name="edge-router-policies", entity="edgeRouterPolicy", table="edge_router_policies",
+    name="edge-router-policies",
+    entity="edgeRouterPolicy",
+    table="edge_router_policies",
     fields=(NAME, Field("semantic"), *_role_fields(ERP)),
-    create=EdgeRouterPolicyCreate, update=EdgeRouterPolicyUpdate,
+    create=EdgeRouterPolicyCreate,
+    update=EdgeRouterPolicyUpdate,
     links=("edge-routers", "identities"),
     protect_system=True,
-    prepare=_preparer(ERP), render=_renderer(ERP), after_write=links.after_policy_write(ERP),
+    prepare=_preparer(ERP),
+    render=_renderer(ERP),
+    after_write=links.after_policy_write(ERP),
 )
 
 SERVICE_EDGE_ROUTER_POLICIES = Resource(
-    name="service-edge-router-policies", entity="serviceEdgeRouterPolicy", table="service_edge_router_policies",
+    name="service-edge-router-policies",
+    entity="serviceEdgeRouterPolicy",
+    table="service_edge_router_policies",
     fields=(NAME, Field("semantic"), *_role_fields(SERP)),
-    create=ServiceEdgeRouterPolicyCreate, update=ServiceEdgeRouterPolicyUpdate,
+    create=ServiceEdgeRouterPolicyCreate,
+    update=ServiceEdgeRouterPolicyUpdate,
     links=("edge-routers", "services"),
-    prepare=_preparer(SERP), render=_renderer(SERP), after_write=links.after_policy_write(SERP),
+    prepare=_preparer(SERP),
+    render=_renderer(SERP),
+    after_write=links.after_policy_write(SERP),
 )
 
 RESOURCES = (SERVICE_POLICIES, EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES)

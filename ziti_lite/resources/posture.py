@@ -10,7 +10,7 @@ lower-cased, MFA ``timeoutSeconds <= 0`` as -1). A check's type never changes af
 from __future__ import annotations
 
 import re
-from typing import Literal, Optional
+from typing import Literal
 
 import msgspec
 
@@ -30,32 +30,32 @@ class OperatingSystem(Body):
 class Process(Body):
     os_type: OsType
     path: str
-    hashes: Optional[list[str]] = None
-    signer_fingerprint: Optional[str] = None
+    hashes: list[str] | None = None
+    signer_fingerprint: str | None = None
 
 
 class ProcessMulti(Body):
     os_type: OsType
     path: str
-    hashes: Optional[list[str]] = None
-    signer_fingerprints: Optional[list[str]] = None
+    hashes: list[str] | None = None
+    signer_fingerprints: list[str] | None = None
 
 
 class PostureCheckCreate(Body):
     name: str
     type_id: PostureCheckType
-    role_attributes: Optional[Attributes] = None
-    tags: Optional[Tags] = None
-    operating_systems: Optional[list[OperatingSystem]] = None   # OS
-    domains: Optional[list[str]] = None                         # DOMAIN
-    mac_addresses: Optional[list[str]] = None                   # MAC
-    process: Optional[Process] = None                           # PROCESS
-    processes: Optional[list[ProcessMulti]] = None              # PROCESS_MULTI
-    semantic: Optional[Semantic] = None                         # PROCESS_MULTI
-    timeout_seconds: Optional[int] = None                       # MFA
-    prompt_on_wake: Optional[bool] = None
-    prompt_on_unlock: Optional[bool] = None
-    ignore_legacy_endpoints: Optional[bool] = None
+    role_attributes: Attributes | None = None
+    tags: Tags | None = None
+    operating_systems: list[OperatingSystem] | None = None   # OS
+    domains: list[str] | None = None                         # DOMAIN
+    mac_addresses: list[str] | None = None                   # MAC
+    process: Process | None = None                           # PROCESS
+    processes: list[ProcessMulti] | None = None              # PROCESS_MULTI
+    semantic: Semantic | None = None                         # PROCESS_MULTI
+    timeout_seconds: int | None = None                       # MFA
+    prompt_on_wake: bool | None = None
+    prompt_on_unlock: bool | None = None
+    ignore_legacy_endpoints: bool | None = None
 
 
 class PostureCheckUpdate(PostureCheckCreate):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Optional, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -26,7 +25,18 @@ from ..api.ops import op
 from ..api.resource import Field, Resource
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound
-from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Cost, Precedence, Tags, check_attributes, check_name, exists
+from .common import (
+    NAME,
+    ROLE_ATTRIBUTES,
+    Attributes,
+    Body,
+    Cost,
+    Precedence,
+    Tags,
+    check_attributes,
+    check_name,
+    exists,
+)
 
 # a never-connected router: what upstream shows without a control channel
 VERSION_INFO = {"version": "", "revision": "", "buildDate": "", "os": "", "arch": ""}
@@ -88,12 +98,12 @@ def _router_written(own: str):
 class EdgeRouterCreate(Body):
     name: str
     is_tunneler_enabled: bool = False
-    cost: Optional[Cost] = None
-    no_traversal: Optional[bool] = None
-    disabled: Optional[bool] = None
-    role_attributes: Optional[Attributes] = None
-    app_data: Optional[Tags] = None
-    tags: Optional[Tags] = None
+    cost: Cost | None = None
+    no_traversal: bool | None = None
+    disabled: bool | None = None
+    role_attributes: Attributes | None = None
+    app_data: Tags | None = None
+    tags: Tags | None = None
 
 
 class EdgeRouterUpdate(EdgeRouterCreate):
@@ -174,10 +184,10 @@ async def re_enroll_edge_router(ctx):
 # ---------------------------------------------------------------- routers / transit routers
 class RouterCreate(Body):
     name: str
-    cost: Optional[Cost] = None
-    no_traversal: Optional[bool] = None
-    disabled: Optional[bool] = None
-    tags: Optional[Tags] = None
+    cost: Cost | None = None
+    no_traversal: bool | None = None
+    disabled: bool | None = None
+    tags: Tags | None = None
 
 
 class RouterUpdate(RouterCreate):
@@ -227,11 +237,11 @@ class TerminatorCreate(Body):
     router_id: str = msgspec.field(name="router")
     binding: str
     address: str
-    instance_id: Optional[str] = msgspec.field(default=None, name="identity")
-    instance_secret: Optional[str] = msgspec.field(default=None, name="identitySecret")
-    cost: Optional[Cost] = None
-    precedence: Optional[Precedence] = None
-    tags: Optional[Tags] = None
+    instance_id: str | None = msgspec.field(default=None, name="identity")
+    instance_secret: str | None = msgspec.field(default=None, name="identitySecret")
+    cost: Cost | None = None
+    precedence: Precedence | None = None
+    tags: Tags | None = None
 
 
 class TerminatorUpdate(Body):
@@ -239,20 +249,20 @@ class TerminatorUpdate(Body):
     router_id: str = msgspec.field(name="router")
     binding: str
     address: str
-    cost: Optional[Cost] = None
-    precedence: Optional[Precedence] = None
-    tags: Optional[Tags] = None
+    cost: Cost | None = None
+    precedence: Precedence | None = None
+    tags: Tags | None = None
 
 
 class TerminatorPatch(Body):
     """Written out (not derived) so the ``service``/``router`` wire names survive."""
-    service_id: Union[str, None, UnsetType] = msgspec.field(default=UNSET, name="service")
-    router_id: Union[str, None, UnsetType] = msgspec.field(default=UNSET, name="router")
-    binding: Union[str, None, UnsetType] = UNSET
-    address: Union[str, None, UnsetType] = UNSET
-    cost: Union[Cost, None, UnsetType] = UNSET
-    precedence: Union[Precedence, None, UnsetType] = UNSET
-    tags: Union[Tags, None, UnsetType] = UNSET
+    service_id: str | None | UnsetType = msgspec.field(default=UNSET, name="service")
+    router_id: str | None | UnsetType = msgspec.field(default=UNSET, name="router")
+    binding: str | None | UnsetType = UNSET
+    address: str | None | UnsetType = UNSET
+    cost: Cost | None | UnsetType = UNSET
+    precedence: Precedence | None | UnsetType = UNSET
+    tags: Tags | None | UnsetType = UNSET
 
 
 def prepare_terminator(ctx, values: dict, existing: dict | None) -> None:

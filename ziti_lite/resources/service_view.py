@@ -47,12 +47,15 @@ class View:
         self.detail = ctx.route.path.endswith("{id}")
         self.types = requested_types(ctx, sess)
         self.has_checks = has_posture_checks(store) if self.identity_id else False
-        self.evaluator = posture_checks.Evaluator(ctx.ctl, self.identity_id, api_session_id) if self.identity_id else None
+        self.evaluator = (
+            posture_checks.Evaluator(ctx.ctl, self.identity_id, api_session_id) if self.identity_id else None
+        )
         self.values: dict[str, tuple] = {}
 
     def prepare(self, ctx, rows: list[dict]) -> None:
         """Compute permissions, config and posture queries of ``rows`` in a few queries."""
         from ..client import access, posture_checks
+
         store = ctx.store
         rows = [r for r in rows if r["id"] not in self.values]
         if not rows:
@@ -62,8 +65,11 @@ class View:
         if self.identity_id:
             for p in access.policies(store, self.identity_id, ids):
                 by_service.setdefault(p["service_id"], []).append(p)
-        checks = access.policy_checks(store, [p["policy_id"] for ps in by_service.values() for p in ps]) \
-            if self.has_checks and by_service else {}
+        checks = (
+            access.policy_checks(store, [p["policy_id"] for ps in by_service.values() for p in ps])
+            if self.has_checks and by_service
+            else {}
+        )
         configs = self._configs(store, rows)
         for row in rows:
             sid = row["id"]
@@ -71,16 +77,27 @@ class View:
             kinds = {p["type"] for p in pols}
             perms = [k for k in ("Bind", "Dial") if k in kinds] or (["Invalid"] if self.identity_id else [])
             if not self.has_checks or not pols:
-                queries = [{"policyId": f"dummy {p.lower()} policy: no posture checks defined", "policyType": p,
-                            "isPassing": True, "postureQueries": []} for p in perms]
+                queries = [
+                    {
+                        "policyId": f"dummy {p.lower()} policy: no posture checks defined",
+                        "policyType": p,
+                        "isPassing": True,
+                        "postureQueries": [],
+                    }
+                    for p in perms
+                ]
             else:
                 queries = []
                 for p in pols:
                     items = [(c, self.evaluator.check(c)) for c in checks.get(p["policy_id"], ())]
-                    queries.append({"policyId": p["policy_id"], "policyType": p["type"],
-                                    "isPassing": all(ok for _, ok in items),
-                                    "postureQueries": [posture_checks.query(c, self.evaluator.subject, ok)
-                                                       for c, ok in items]})
+                    queries.append(
+                        {
+                            "policyId": p["policy_id"],
+                            "policyType": p["type"],
+                            "isPassing": all(ok for _, ok in items),
+                            "postureQueries": [posture_checks.query(c, self.evaluator.subject, ok) for c, ok in items],
+                        }
+                    )
             if self.types is None:  # nothing asked for: details show null, lists an empty map
                 config = None if self.detail else {}
             else:
@@ -98,17 +115,22 @@ class View:
         config_ids = sorted({c for ids in own.values() for c in ids})
         found = {}
         if config_ids:
-            for c in store.all("SELECT c.id, c.config_type_id AS type_id, ct.name AS type_name, c.data FROM configs c"
-                               " JOIN config_types ct ON ct.id = c.config_type_id"
-                               " WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(config_ids),)):
+            for c in store.all(
+                "SELECT c.id, c.config_type_id AS type_id, ct.name AS type_name, c.data FROM configs c"
+                " JOIN config_types ct ON ct.id = c.config_type_id"
+                " WHERE c.id IN (SELECT value FROM json_each(?))",
+                (json.dumps(config_ids),),
+            ):
                 found[c["id"]] = c
         overrides: dict[str, list[dict]] = {}
         if self.identity_id:
-            for o in store.all("SELECT x.service_id, x.config_type_id AS type_id, ct.name AS type_name, c.data"
-                               " FROM identity_service_configs x JOIN configs c ON c.id = x.config_id"
-                               " JOIN config_types ct ON ct.id = x.config_type_id"
-                               " WHERE x.identity_id = ? AND x.service_id IN (SELECT value FROM json_each(?))",
-                               (self.identity_id, json.dumps([r["id"] for r in rows]))):
+            for o in store.all(
+                "SELECT x.service_id, x.config_type_id AS type_id, ct.name AS type_name, c.data"
+                " FROM identity_service_configs x JOIN configs c ON c.id = x.config_id"
+                " JOIN config_types ct ON ct.id = x.config_type_id"
+                " WHERE x.identity_id = ? AND x.service_id IN (SELECT value FROM json_each(?))",
+                (self.identity_id, json.dumps([r["id"] for r in rows])),
+            ):
                 overrides.setdefault(o["service_id"], []).append(o)
         out = {}
         for r in rows:
@@ -120,8 +142,9 @@ class View:
             for o in overrides.get(r["id"], ()):
                 if wants_all or o["type_id"] in wanted:
                     merged[o["type_id"]] = o
-            out[r["id"]] = {c["type_name"]: msgspec.Raw(c["data"])
-                            for c in sorted(merged.values(), key=lambda c: c["type_name"])}
+            out[r["id"]] = {
+                c["type_name"]: msgspec.Raw(c["data"]) for c in sorted(merged.values(), key=lambda c: c["type_name"])
+            }
         return out
 
 
@@ -130,8 +153,10 @@ _ids = msgspec.json.Decoder(list[str]).decode
 
 def as_identity(store, value: str) -> str:
     from ..errors import NotFound
-    found = store.value("SELECT id FROM identities WHERE id = ? OR name = ? ORDER BY id = ? DESC LIMIT 1",
-                        (value, value, value))
+
+    found = store.value(
+        "SELECT id FROM identities WHERE id = ? OR name = ? ORDER BY id = ? DESC LIMIT 1", (value, value, value)
+    )
     if found is None:
         raise NotFound("identity", value)
     return found
@@ -140,6 +165,7 @@ def as_identity(store, value: str) -> str:
 def requested_types(ctx, sess) -> list[str] | None:
     """Config type ids (or ``["all"]``) the request asks for; None when it asks for none."""
     from ..api.authentication import resolve_config_types
+
     store = ctx.store
     if ctx.api == "client":
         given = ctx.qlist("configTypes") if not ctx.route.path.endswith("{id}") else []
@@ -183,12 +209,14 @@ def _as_identity_condition(ctx):
     if ctx.store.value("SELECT is_admin OR is_default_admin FROM identities WHERE id = ?", (identity_id,)):
         return None
     from ..client.access import VISIBLE
+
     return VISIBLE, [identity_id]
 
 
 def install_list_condition() -> None:
     """Add the asIdentity restriction to whatever condition the services list already has."""
     from ..api import crud
+
     previous = crud.LIST_CONDITIONS.get("services")
     if getattr(previous, "_as_identity", False):
         return
@@ -198,5 +226,6 @@ def install_list_condition() -> None:
         if not parts:
             return None
         return " AND ".join(f"({w})" for w, _ in parts), [p for _, ps in parts for p in ps]
+
     condition._as_identity = True
     crud.LIST_CONDITIONS["services"] = condition

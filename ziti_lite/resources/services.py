@@ -5,14 +5,13 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any, Optional
+from typing import Any
 
 import jsonschema
-import msgspec
 
 from ..api import crud
 from ..api.resource import Field, Resource
-from ..errors import ApiError, CouldNotValidate, NotFound, ReferencedEntity
+from ..errors import CouldNotValidate, NotFound, ReferencedEntity
 from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Tags, check_attributes, check_name, exists
 
 TERMINATOR_STRATEGIES = ("smartrouting", "weighted", "random", "sticky")
@@ -21,8 +20,8 @@ TERMINATOR_STRATEGIES = ("smartrouting", "weighted", "random", "sticky")
 # ---------------------------------------------------------------- config types
 class ConfigTypeCreate(Body):
     name: str
-    schema: Optional[dict[str, Any]] = None
-    tags: Optional[Tags] = None
+    schema: dict[str, Any] | None = None
+    tags: Tags | None = None
 
 
 ConfigTypeUpdate = ConfigTypeCreate
@@ -64,13 +63,13 @@ class ConfigCreate(Body):
     name: str
     config_type_id: str
     data: dict[str, Any]
-    tags: Optional[Tags] = None
+    tags: Tags | None = None
 
 
 class ConfigUpdate(Body):
     name: str
     data: dict[str, Any]
-    tags: Optional[Tags] = None
+    tags: Tags | None = None
 
 
 @functools.lru_cache(maxsize=256)
@@ -125,7 +124,9 @@ def validate_config_data(store, type_id: str, data: Any) -> None:
     err = next(iter(sorted(_validator(schema_text).iter_errors(data), key=lambda e: list(e.path))), None)
     if err is not None:
         field = ".".join(["data", *map(str, err.absolute_path)])
-        raise CouldNotValidate(field, err.message, err.instance if not isinstance(err.instance, (dict, list)) else json.dumps(err.instance))
+        raise CouldNotValidate(
+            field, err.message, err.instance if not isinstance(err.instance, (dict, list)) else json.dumps(err.instance)
+        )
 
 
 def prepare_config(ctx, values: dict, existing: dict | None) -> None:
@@ -142,28 +143,39 @@ def prepare_config(ctx, values: dict, existing: dict | None) -> None:
 
 def render_config(ctx, row: dict, out: dict) -> None:
     name = ctx.store.value("SELECT name FROM config_types WHERE id = ?", (row["config_type_id"],))
-    out["configType"] = {"entity": "config-types", "id": row["config_type_id"], "name": name,
-                         "_links": {"self": {"href": f"./config-types/{row['config_type_id']}"}}}
+    out["configType"] = {
+        "entity": "config-types",
+        "id": row["config_type_id"],
+        "name": name,
+        "_links": {"self": {"href": f"./config-types/{row['config_type_id']}"}},
+    }
 
 
 def before_delete_config(ctx, row: dict) -> None:
     if ctx.store.value("SELECT 1 FROM sqlite_master WHERE name = 'identity_service_configs'"):
-        ids = ctx.store.column("SELECT DISTINCT identity_id FROM identity_service_configs WHERE config_id = ?", (row["id"],))
+        ids = ctx.store.column(
+            "SELECT DISTINCT identity_id FROM identity_service_configs WHERE config_id = ?", (row["id"],)
+        )
         if ids:
             raise ReferencedEntity("configId", "config", "identity", ids)
     for sid, configs in ctx.store.conn.execute(
-            "SELECT s.id, s.configs FROM services s JOIN service_configs sc ON sc.service_id = s.id WHERE sc.config_id = ?",
-            (row["id"],)).fetchall():
+        "SELECT s.id, s.configs FROM services s JOIN service_configs sc ON sc.service_id = s.id WHERE sc.config_id = ?",
+        (row["id"],),
+    ).fetchall():
         remaining = [c for c in json.loads(configs) if c != row["id"]]
         ctx.store.execute("UPDATE services SET configs = ? WHERE id = ?", (json.dumps(remaining), sid))
 
 
 CONFIGS = Resource(
-    name="configs", entity="config",
+    name="configs",
+    entity="config",
     fields=(NAME, Field("configTypeId", column="config_type_id"), Field("data", "json", filterable=False)),
-    create=ConfigCreate, update=ConfigUpdate,
+    create=ConfigCreate,
+    update=ConfigUpdate,
     extra_symbols={"type": crud.fq.Symbol("string", "t.config_type_id")},
-    prepare=prepare_config, render=render_config, before_delete=before_delete_config,
+    prepare=prepare_config,
+    render=render_config,
+    before_delete=before_delete_config,
 )
 
 
@@ -171,21 +183,21 @@ CONFIGS = Resource(
 class ServiceCreate(Body):
     name: str
     encryption_required: bool
-    role_attributes: Optional[Attributes] = None
-    configs: Optional[list[str]] = None
-    terminator_strategy: Optional[str] = None
+    role_attributes: Attributes | None = None
+    configs: list[str] | None = None
+    terminator_strategy: str | None = None
     max_idle_time_millis: int = 0
-    tags: Optional[Tags] = None
+    tags: Tags | None = None
 
 
 class ServiceUpdate(Body):
     name: str
     encryption_required: bool = False
-    role_attributes: Optional[Attributes] = None
-    configs: Optional[list[str]] = None
-    terminator_strategy: Optional[str] = None
+    role_attributes: Attributes | None = None
+    configs: list[str] | None = None
+    terminator_strategy: str | None = None
     max_idle_time_millis: int = 0
-    tags: Optional[Tags] = None
+    tags: Tags | None = None
 
 
 def prepare_service(ctx, values: dict, existing: dict | None) -> None:
@@ -209,7 +221,12 @@ def prepare_service(ctx, values: dict, existing: dict | None) -> None:
             other = by_type.get(row["config_type_id"])
             if other:
                 tname = store.value("SELECT name FROM config_types WHERE id = ?", (row["config_type_id"],))
-                raise CouldNotValidate("configs", f"duplicate configs named {other} and {row['name']} found for config type {tname}. Only one config of a given typed is allowed per service ", configs)
+                raise CouldNotValidate(
+                    "configs",
+                    f"duplicate configs named {other} and {row['name']} found for config type {tname}."
+                    " Only one config of a given typed is allowed per service ",
+                    configs,
+                )
             by_type[row["config_type_id"]] = row["name"]
         values["configs"] = [store.value("SELECT id FROM configs WHERE id = ? OR name = ?", (c, c)) for c in configs]
     for key in ("role_attributes", "tags"):
@@ -220,27 +237,34 @@ def prepare_service(ctx, values: dict, existing: dict | None) -> None:
 def after_service(ctx, id: str, before: dict | None, values: dict | None) -> None:
     if values is not None and "configs" in values:
         ctx.store.execute("DELETE FROM service_configs WHERE service_id = ?", (id,))
-        ctx.store.executemany("INSERT INTO service_configs (service_id, config_id) VALUES (?, ?)",
-                              [(id, c) for c in values["configs"]])
+        ctx.store.executemany(
+            "INSERT INTO service_configs (service_id, config_id) VALUES (?, ?)", [(id, c) for c in values["configs"]]
+        )
 
 
 def render_service(ctx, row: dict, out: dict) -> None:
     from . import service_view
+
     service_view.decorate(ctx, row, out)
 
 
 SERVICES = Resource(
-    name="services", entity="service",
+    name="services",
+    entity="service",
     fields=(
-        NAME, ROLE_ATTRIBUTES,
+        NAME,
+        ROLE_ATTRIBUTES,
         Field("configs", "set"),
         Field("encryptionRequired", "bool"),
         Field("terminatorStrategy"),
         Field("maxIdleTimeMillis", "int"),
     ),
-    create=ServiceCreate, update=ServiceUpdate,
+    create=ServiceCreate,
+    update=ServiceUpdate,
     links=("service-edge-router-policies", "service-policies", "terminators", "configs"),
-    prepare=prepare_service, after_write=after_service, render=render_service,
+    prepare=prepare_service,
+    after_write=after_service,
+    render=render_service,
 )
 
 RESOURCES = (CONFIG_TYPES, CONFIGS, SERVICES)
