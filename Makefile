@@ -2,10 +2,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DB ?= net.db
 
-.PHONY: help install serve test interop bench fuzz soak chaos lint clean
+.PHONY: help install serve test test-all interop bench fuzz soak chaos lint clean
 
 help:  ## this list
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-9s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,7 +18,10 @@ install: $(VENV)/.installed  ## create .venv with ziti-lite and test tools
 serve: install  ## start a controller on $(DB)
 	$(VENV)/bin/ziti-lite serve --db $(DB)
 
-test: install  ## run the test suite (without the interop tests)
+test: install  ## the fast tests: all but the slow (servers, TLS, SDKs, oracles) and interop ones
+	$(PY) -m pytest -m "not slow and not interop"
+
+test-all: install  ## every test but the interop ones (what CI runs)
 	$(PY) -m pytest -m "not interop"
 
 interop: install  ## interop with real SDKs and the ziti CLI built here (needs go and the Go module proxy)

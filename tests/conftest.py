@@ -1,10 +1,15 @@
 """Shared fixtures: a fresh controller per test (copied from a template made once per session,
-so the PKI is generated once), a TestClient, and an admin-logged-in client."""
+so the PKI is generated once), a TestClient, and an admin-logged-in client (whose API session
+comes with the template too: one Argon2id login per run, not one per test).
+
+The app's WAL checkpointer thread (db/checkpoint.py) runs only in tests marked
+``@pytest.mark.checkpointer``; the others leave checkpoints to SQLite, as the CLI does."""
 
 from __future__ import annotations
 
 import shutil
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -29,17 +34,37 @@ def template_db(tmp_path_factory):
     return path
 
 
-@pytest.fixture
-def db_path(template_db, tmp_path):
-    path = tmp_path / "net.db"
+@pytest.fixture(scope="session")
+def admin_template(template_db) -> tuple[Path, str]:
+    """The template plus one admin API session, made by a password login through the API as a
+    test's would be: (database file, session token)."""
+    path = template_db.with_name("admin-template.db")
     shutil.copy(template_db, path)
+    app = create_app(Settings(db=str(path), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
+    try:
+        token = Api(TestClient(app)).login().token   # no lifespan: no checkpointer, no janitor
+    finally:
+        app.state.controller.store.close()
+    assert token is not None
+    return path, token
+
+
+@pytest.fixture
+def db_path(request, template_db, tmp_path):
+    """A copy of the template; for tests that use the admin session (``admin_token``), of the
+    one that holds it, so that the others see no API session they did not make."""
+    path = tmp_path / "net.db"
+    source = request.getfixturevalue("admin_template")[0] if "admin_token" in request.fixturenames else template_db
+    shutil.copy(source, path)
     return path
 
 
 @pytest.fixture
-def app(db_path):
+def app(request, db_path):
     clock.reset()
-    application = create_app(Settings(db=str(db_path), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
+    checkpointer = request.node.get_closest_marker("checkpointer") is not None
+    application = create_app(Settings(db=str(db_path), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD,
+                                      checkpointer=checkpointer))
     yield application
     clock.reset()
     application.state.controller.store.close()
@@ -108,8 +133,19 @@ def anon(client):
 
 
 @pytest.fixture
-def admin(client):
-    return Api(client).login()
+def admin_token(admin_template, ctl) -> str:
+    """The template's admin API session, made current: as if the admin had just logged in."""
+    token = admin_template[1]
+    now = clock.stamp()
+    with ctl.store.write():
+        ctl.store.execute("UPDATE api_sessions SET created_at = ?, updated_at = ?, last_activity_at = ?"
+                          " WHERE token = ?", (now, now, now, token))
+    return token
+
+
+@pytest.fixture
+def admin(client, admin_token):
+    return Api(client, token=admin_token)
 
 
 DEFAULT_POLICIES = (

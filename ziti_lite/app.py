@@ -175,9 +175,12 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
     async def lifespan(app):
         # WAL checkpoints run in a worker thread while serving, never inside a request's COMMIT;
         # at shutdown the whole log is copied into the database file
-        if ctl.checkpointer is None:
-            ctl.checkpointer = Checkpointer(ctl.store)
-        ctl.checkpointer.start()
+        checkpointer = None
+        if settings.checkpointer:
+            if ctl.checkpointer is None:
+                ctl.checkpointer = Checkpointer(ctl.store)
+            checkpointer = ctl.checkpointer
+            checkpointer.start()
         task = asyncio.create_task(_janitor(ctl))
         await edge.start(ctl)
         try:
@@ -187,7 +190,8 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            ctl.checkpointer.stop()
+            if checkpointer is not None:
+                checkpointer.stop()
 
     app = _App(routes=[Mount("", app=ctl)], lifespan=lifespan)
     app.controller = ctl

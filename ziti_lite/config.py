@@ -20,6 +20,7 @@ class Settings:
     router_name: str = "ziti-lite"          # the embedded router's name in the network
     zac: str | None = None                  # a built admin console (ZAC) served at /zac/
     log_format: str = "text"                # "json": JSON lines, access records with request ids
+    checkpointer: bool = True               # WAL checkpoints in a worker thread while serving (tests: off)
     # connection hardening (connections.py)
     idle_timeout: float = 5.0               # seconds a connection may take to send a request head
     handshake_timeout: float = 5.0          # seconds a client may take to finish the TLS handshake

@@ -325,13 +325,19 @@ def start(
         ctl = Controller(
             f"https://127.0.0.1:{port}", port, edge_port, db, admin_user, admin_password, ca, ca_file, proc, tmp
         )
-        threading.Thread(target=lambda c=ctl: c.lines.extend(c.proc.stdout), daemon=True).start()
+        threading.Thread(target=_collect_output, args=(ctl,), daemon=True).start()
         if _wait_ready(ctl):
             return ctl
         ctl.stop()
         if "address already in use" not in ctl.output.lower():
             break
     raise ZitiLiteError(f"ziti-lite did not start:\n{ctl.output}")
+
+
+def _collect_output(ctl: Controller) -> None:
+    """Keep the server's output lines until it exits, then close the pipe."""
+    with ctl.proc.stdout as out:
+        ctl.lines.extend(out)
 
 
 def _wait_ready(ctl: Controller) -> bool:

@@ -14,6 +14,7 @@ table can grow as resource families land. Read-only resources use the rows they 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from tests.conftest import Api, assert_error
 from ziti_lite.resources import registry
 
 FAKE_ID = "noSuchId0"
-REFERENCE = Path("/work/shared/reference/openziti-edge-api.md")
+REFERENCE = Path(__file__).parents[1] / "data" / "edge_api_fields.json"   # made by make_edge_api_fields.py
 
 
 # ------------------------------------------------------------------ sample bodies
@@ -255,43 +256,16 @@ LIST_DETAIL_DIFFERENCES = {("services", "config")}
 
 # ------------------------------------------------------------------ upstream detail definitions
 def _definitions() -> tuple[dict[str, str], dict[str, dict[str, tuple[bool, bool]]]]:
-    """Management list path -> item definition name; definition -> field -> (required, nullable)."""
-    if not REFERENCE.exists():
-        return {}, {}
-    text = REFERENCE.read_text()
-    mgmt_ops, rest = text.split("## Client API operations", 1)
-    mgmt_defs = rest.split("## Management API definitions", 1)[1].split("## Client API definitions", 1)[0]
-    defs: dict[str, dict[str, tuple[bool, bool]]] = {}
-    aliases: dict[str, str] = {}
-    current = None
-    for line in mgmt_defs.splitlines():
-        m = re.match(r"^### (\w+)(?:: \[(\w+)\])?", line)
-        if m:
-            current = m.group(1)
-            defs[current] = {}
-            if m.group(2):
-                aliases[current] = m.group(2)
-            continue
-        m = re.match(r"^- (\S+?)(\*)?: (.*)$", line)
-        if m and current:
-            defs[current][m.group(1)] = (bool(m.group(2)), "(nullable)" in m.group(3) or "nullable" in m.group(3))
-    items: dict[str, str] = {}
-    for line in mgmt_ops.splitlines():
-        m = re.match(r"^\| GET \| `/([a-z-]+)` \|.*\| (\w+Envelope)", line)
-        if not m:
-            continue
-        env = defs.get(m.group(2), {})
-        data = next((k for k in env if k == "data"), None)
-        if data is None:
-            continue
-        for l2 in mgmt_defs.split(f"### {m.group(2)}\n", 1)[1].splitlines()[:3]:
-            d = re.match(r"^- data\*?: (\w+)", l2)
-            if d and d.group(1) in aliases:
-                items[m.group(1)] = aliases[d.group(1)]
-    return items, defs
+    """Management list path -> item definition name; definition -> field -> (required, nullable),
+    from the upstream facts kept in the repository (a missing file fails the whole module)."""
+    data = json.loads(REFERENCE.read_text())
+    defs = {name: {f: (required, nullable) for f, (_type, required, nullable) in fields.items()}
+            for name, fields in data["definitions"].items()}
+    return data["listItems"], defs
 
 
 LIST_ITEMS, DEFINITIONS = _definitions()
+assert DEFINITIONS, f"{REFERENCE}: no definitions"
 
 
 # ------------------------------------------------------------------ helpers

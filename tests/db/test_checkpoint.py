@@ -21,6 +21,8 @@ from ziti_lite.db import checkpoint
 from ziti_lite.db.checkpoint import Checkpointer
 from ziti_lite.db.store import Store
 
+pytestmark = pytest.mark.checkpointer   # the app fixture runs the checkpointer thread here
+
 DEADLINE = 30.0
 
 

@@ -3,6 +3,7 @@ identities enrolled through the API, and real C SDK peers (``sdk_peer.py``) in s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -61,9 +62,10 @@ class Peer:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        for line in self.proc.stdout:
-            if line.startswith("{"):
-                self.events.put(json.loads(line))
+        with self.proc.stdout as out:
+            for line in out:
+                if line.startswith("{"):
+                    self.events.put(json.loads(line))
         try:
             with open(self.log.name) as f:
                 tail = f.read()[-3000:]
@@ -91,6 +93,8 @@ class Peer:
     def stop(self) -> None:
         self.proc.kill()
         self.proc.wait(10)
+        with contextlib.suppress(OSError):   # a line the killed peer never read
+            self.proc.stdin.close()
         self.log.close()
         os.unlink(self.log.name)
 
