@@ -118,6 +118,7 @@ def json_server(ziti_lite_template, tmp_path_factory):
     ctl.stop()
 
 
+@pytest.mark.slow
 def test_edge_router_in_health_and_metrics(json_server):
     tls = ssl.create_default_context(cafile=json_server.ca_file)
     checks = {c["id"]: c for c in httpx.get(json_server.url + "/health-checks", verify=tls).json()["data"]["checks"]}
@@ -128,6 +129,7 @@ def test_edge_router_in_health_and_metrics(json_server):
     assert m['ziti_lite_edge_router_open_channel_bytes{direction="in"}'] == 0
 
 
+@pytest.mark.slow
 def test_json_logs_with_request_ids_and_no_secrets(json_server):
     tls = ssl.create_default_context(cafile=json_server.ca_file)
     client = json_server.client
@@ -153,6 +155,7 @@ def test_json_logs_with_request_ids_and_no_secrets(json_server):
 
 
 # ------------------------------------------------------------------ environment variables
+@pytest.mark.slow
 def test_every_serve_option_from_the_environment(tmp_path, spa_dir):
     port, edge_port = testing.free_port(), testing.free_port()
     env = {

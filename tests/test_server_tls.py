@@ -26,6 +26,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs7
 
+pytestmark = pytest.mark.slow   # real servers in subprocesses
+
 REPO = Path(__file__).resolve().parents[1]
 PASSWORD = "Tls-test-Passw0rd"
 START_TIMEOUT = 60.0

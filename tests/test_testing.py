@@ -15,6 +15,8 @@ import pytest
 
 from ziti_lite import testing
 
+pytestmark = pytest.mark.slow   # real servers in subprocesses
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pytest_project"
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from ziti_lite import testing
 
+pytestmark = pytest.mark.slow   # real servers in subprocesses
+
 INDEX = '<!doctype html><html><head><base href="/zac/"></head><body><app-root></app-root></body></html>'
 
 

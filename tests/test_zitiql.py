@@ -548,6 +548,7 @@ queries = st.builds(
 ).filter(lambda q: q != Query(None, (), None, None))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(queries)
 def test_render_parse_roundtrip(q):
@@ -560,6 +561,7 @@ def test_render_handles_precedence_cases():
         assert same(parse(render(expected)), Q(expected))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=40))
 def test_random_text_only_raises_parse_error(text):
@@ -576,6 +578,7 @@ SOUP = ["name", "tags.x", "anyOf", "allOf", "count", "isEmpty", "(", ")", "[", "
         "\n", "\t", "x", "y.z"]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(SOUP), max_size=14))
 def test_token_soup_only_raises_parse_error(parts):
@@ -605,6 +608,7 @@ def test_too_many_operators():
     assert info.value.token == "or" and "too many" in str(info.value)
 
 
+@pytest.mark.slow
 def test_nesting_limit():
     ok = "not " * (z.MAX_NESTING - 10) + "(" * 10 + "x = 1" + ")" * 10
     parse(ok)

@@ -122,6 +122,7 @@ def test_host_v1_refusals_name_the_field(admin, data, field):
 
 
 # ------------------------------------------------------------------ generated configs
+@pytest.mark.slow
 @pytest.mark.parametrize("type_name", TYPES)
 def test_generated_configs_accepted_exactly_as_upstream(admin, type_name):
     @settings(
@@ -152,6 +153,7 @@ def test_upstream_validator_verdicts():
     assert [r for r in rows if accepts(r["type"], r["data"]) != r["valid"]] == []
 
 
+@pytest.mark.slow
 def test_api_matches_upstream_validator_verdicts(admin):
     rows = [json.loads(line) for line in VERDICTS.read_text().split("\n") if line]
     wrong = []

@@ -619,6 +619,7 @@ def test_every_resource_is_listed_or_sampled():
 ODD_VALUES = [None, "", "x" * 300, 1.5, -1, 1 << 63, True, [], [None], {}, {"a": {"b": 1}}, "not-a-date"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", params("create"))
 def test_odd_field_values_never_500(admin, name):
     """Every body field, given values of the wrong type or range, gets a 2xx or a 4xx envelope."""

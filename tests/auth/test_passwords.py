@@ -45,6 +45,7 @@ def test_stored_hash_from_cryptography_logs_in(net, ctl):
     assert_error(net.authenticate(username, PASSWORD), 401, "INVALID_AUTH")
 
 
+@pytest.mark.slow
 def test_concurrent_logins(net, client):
     """16 clients at once, good and wrong passwords and unknown users: every answer is right."""
     users = [net.user()[1] for _ in range(4)]

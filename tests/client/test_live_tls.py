@@ -3,10 +3,14 @@ all config types, list the granted services, dial, watch service updates, log ou
 
 from __future__ import annotations
 
+import pytest
+
 from tests.client.conftest import DB_HOST, HOST, INTERCEPT, WEB_INTERCEPT
 from tests.conftest import CLIENT
 from tests.enroll.conftest import csr
 from ziti_lite import clock
+
+pytestmark = pytest.mark.slow   # a live server over TLS
 
 
 def _network(admin) -> dict:

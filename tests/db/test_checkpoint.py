@@ -138,6 +138,7 @@ def test_shutdown_copies_the_whole_log_into_the_database_file(app, ctl, db_path,
         again.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "big_commit, rewind_pages, max_pages, limit",
     [
@@ -184,6 +185,7 @@ def test_store_outside_a_lifespan_is_unchanged(tmp_path):
         store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM], ids=["SIGTERM"])
 def test_server_stopped_by_a_signal_leaves_no_log_behind(tmp_path, sig):
     db = tmp_path / "served.db"

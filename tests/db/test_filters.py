@@ -726,6 +726,7 @@ PREDICATES = st.recursive(leaf_strategy(), lambda inner: st.one_of(
     st.builds(And, inner, inner), st.builds(Or, inner, inner), st.builds(Not, inner)), max_leaves=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PREDICATES)
 def test_random_predicates_match_oracle(items_db, pred):
@@ -751,6 +752,7 @@ def textual(n) -> bool:
     return True
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PREDICATES.filter(textual))
 def test_random_predicates_survive_text_roundtrip(items_db, pred):
@@ -784,6 +786,7 @@ def test_random_text_raises_only_known_errors(items_db, text):
     _check_any_text(items_db, text)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.sampled_from(SOUP), max_size=12))
 def test_token_soup_raises_only_known_errors(items_db, parts):
@@ -815,6 +818,7 @@ MARKED = st.recursive(marked_leaves(), lambda inner: st.one_of(
     st.builds(And, inner, inner), st.builds(Or, inner, inner), st.builds(Not, inner)), max_leaves=5)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(MARKED)
 def test_no_input_text_in_sql(items_db, pred):

@@ -67,6 +67,7 @@ def _ids(conn, symbols, predicate) -> list:
     return [r[0] for r in conn.execute(f"SELECT t.id FROM things t WHERE {c.where} ORDER BY t.id", c.params)]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case())
 def test_indexed_answers_equal_the_scan(things, example):

@@ -9,6 +9,8 @@ import pytest
 
 from tests.edge.conftest import dialer, enroll, host, wait_for
 
+pytestmark = pytest.mark.slow   # C SDK peers through a live edge router
+
 pytest.importorskip("openziti", reason="the openziti wheel (C SDK) is not installed here")
 
 

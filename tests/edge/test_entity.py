@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from tests.enroll.conftest import running
+
+pytestmark = pytest.mark.slow   # live servers started and stopped
 
 
 def _router(live, name: str = "ziti-lite") -> dict:

@@ -15,6 +15,8 @@ from tests.edge import client as ec
 from tests.edge.conftest import enroll, wait_for
 from ziti_lite.edge.channel import CHANNEL_QUEUE, CONN_QUEUE
 
+pytestmark = pytest.mark.slow   # a live server with its edge router over TLS
+
 
 @pytest.fixture(scope="module")
 def net(edge):

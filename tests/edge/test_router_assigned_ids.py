@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.edge import client as ec
 from tests.edge import test_protocol
 from tests.edge.test_protocol import Who, run
+
+pytestmark = pytest.mark.slow   # a live edge router over TLS
 
 net = test_protocol.net   # the same services and identities as there, on this module's router
 

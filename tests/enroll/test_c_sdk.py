@@ -18,6 +18,8 @@ import pytest
 
 from tests.enroll.conftest import fingerprint, issue, make_ca, register_ca
 
+pytestmark = pytest.mark.slow   # the C SDK against a live server
+
 pytest.importorskip("openziti", reason="the openziti wheel (C SDK) is not installed here")
 
 RUNNER = os.path.join(os.path.dirname(__file__), "c_sdk_client.py")

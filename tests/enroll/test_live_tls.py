@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import ssl
 
+import pytest
 from cryptography import x509
 
 from tests.conftest import CLIENT
@@ -21,6 +22,8 @@ from tests.enroll.conftest import (
     register_ca,
 )
 from ziti_lite.pki import tokens
+
+pytestmark = pytest.mark.slow   # a live server over TLS
 
 
 def _server_leaf(live) -> str:

@@ -20,6 +20,8 @@ import pytest
 
 from tests.test_server_tls import REPO, Server
 
+pytestmark = pytest.mark.slow   # real servers in subprocesses
+
 PASSWORD = "Conn-test-Passw0rd"
 GUARD = 30.0  # seconds before a test gives up waiting (a hang, not a slow pass)
 

@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import CLIENT, MGMT
 
+pytestmark = pytest.mark.slow   # every operation with every malformed body
+
 BODIES = {
     "bad-utf8": b'{"name": "\xff\xfe", "password": "\xc3\x28"}',
     "bad-utf8-bare": b"\xff",

@@ -16,6 +16,8 @@ import pytest
 
 from tests.test_server_tls import REPO
 
+pytestmark = pytest.mark.slow   # writer threads and subprocesses
+
 GUARD = 60.0  # hang guard: the old code never finished at all
 FILL_PAGES = 3000  # ~12 MiB of 4 KiB rows: several of the old 1,000-page steps
 

@@ -47,6 +47,7 @@ def db(entities: dict) -> apsw.Connection:
     return c
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(ENTITIES, ROLES, SEMANTIC)
 def test_member_sql_and_matches_agree_with_oracle(entities, roles, semantic):
@@ -56,6 +57,7 @@ def test_member_sql_and_matches_agree_with_oracle(entities, roles, semantic):
     assert {r[0] for r in db(entities).execute(sql, params)} == want
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(ENTITIES, st.lists(ROLE, min_size=1, max_size=4), st.sampled_from(["AllOf", "anyof", "ANYOF", ""]))
 def test_role_filter_agrees_with_oracle(entities, values, semantic):

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+pytestmark = pytest.mark.slow   # an oracle over many generated networks
+
 ATTRS = ["a", "b", "c", "d", "all"]
 SIDE_COLLECTION = {"identity": "identities", "service": "services", "router": "edge-routers",
                    "posture-check": "posture-checks"}
