@@ -9,8 +9,8 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from tests.api.test_cas import make_cert, pem
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
+from tests.resources.test_cas_enrollments import make_cert, pem
 from ziti_lite.cli import cli
 
 HOST = "NH5p4FpGR"

@@ -204,3 +204,12 @@ def test_password_change_through_authenticator(admin):
     assert authenticate(admin.client, MGMT, "changer", "Other-pw2").status_code == 200
     d = admin.get(f"/authenticators/{aid}").json()["data"]
     assert "password" not in d and "passwordHash" not in d and "salt" not in d
+
+
+# ------------------------------------------------------------------ smoke: log in, create
+def test_login_and_create_identity(admin, anon):
+    iid = admin.create("identities", {"name": "alice", "type": "User", "isAdmin": False})
+    r = admin.get(f"/identities/{iid}")
+    assert r.status_code == 200
+    assert r.json()["data"]["name"] == "alice"
+    assert_error(anon.get(f"/identities/{iid}"), 401, "UNAUTHORIZED")

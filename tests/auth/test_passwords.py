@@ -1,7 +1,7 @@
 """Password hashing: argon2-cffi gives the Argon2id bytes that ziti-lite stored with cryptography
 before (fixed vectors, and a stored row logging in through the API), and concurrent logins all
 get a right answer (or 429 RATE_LIMITED from the admission limit), never an error.
-``tests/hardening/test_password_limiter.py`` covers the limiter itself."""
+``tests/auth/test_passwords_limiter.py`` covers the limiter itself."""
 
 from __future__ import annotations
 

@@ -139,3 +139,12 @@ def test_service_edge_routers_and_terminators(net):
     assert t["routerId"] == net.router and t["service"]["name"] == "web"
     assert "address" not in t and "binding" not in t
     assert_error(alice.get(f"/services/{net.hidden}/terminators"), 404, "NOT_FOUND")
+
+
+# ------------------------------------------------------------------ the writes answer 501
+def test_declared_but_unimplemented_client_operations_answer_501(client):
+    from tests.conftest import CLIENT
+    for method, path in (("POST", "/enroll/challenge"), ("GET", "/enroll/jwks")):
+        r = client.request(method, CLIENT + path)
+        assert r.status_code == 501, (path, r.text)
+        assert "has not yet been implemented" in r.json()

@@ -16,7 +16,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.conftest import Api
-from tests.test_server_tls import PASSWORD, Server
+from tests.test_server import PASSWORD, Server
 from ziti_lite.db import checkpoint
 from ziti_lite.db.checkpoint import Checkpointer
 from ziti_lite.db.store import Store

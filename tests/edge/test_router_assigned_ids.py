@@ -14,12 +14,12 @@ import asyncio
 import pytest
 
 from tests.edge import client as ec
-from tests.edge import test_protocol
-from tests.edge.test_protocol import Who, run
+from tests.edge import test_router
+from tests.edge.test_router import Who, run
 
 pytestmark = pytest.mark.slow   # a live edge router over TLS
 
-net = test_protocol.net   # the same services and identities as there, on this module's router
+net = test_router.net   # the same services and identities as there, on this module's router
 
 
 def test_data_right_behind_the_dial_success_reaches_the_dialer(edge, net):

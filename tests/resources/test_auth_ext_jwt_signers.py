@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from cryptography.hazmat.primitives import hashes
 
-from tests.api.test_cas import make_cert, pem, user  # noqa: F401  (fixture)
 from tests.conftest import CLIENT, assert_error
+from tests.resources.test_cas_enrollments import make_cert, pem, user  # noqa: F401  (fixture)
 
 ZERO = "0001-01-01T00:00:00.000Z"
 

@@ -14,7 +14,7 @@ import time
 import apsw
 import pytest
 
-from tests.test_server_tls import REPO
+from tests.test_server import REPO
 
 pytestmark = pytest.mark.slow   # writer threads and subprocesses
 

@@ -18,7 +18,7 @@ import time
 import httpx
 import pytest
 
-from tests.test_server_tls import REPO, Server
+from tests.test_server import REPO, Server
 
 pytestmark = pytest.mark.slow   # real servers in subprocesses
 

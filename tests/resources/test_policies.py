@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import assert_error
+from tests.policy.conftest import Net
 
+
+@pytest.fixture
+def net(bare) -> Net:
+    """The policy tests' helpers for making entities and policies."""
+    return Net(bare)
 
 def _cause(r, status=400, code="COULD_NOT_VALIDATE"):
     return assert_error(r, status, code)["cause"]

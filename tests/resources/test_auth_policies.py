@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from tests.api.test_cas import user  # noqa: F401  (fixture)
 from tests.conftest import assert_error
+from tests.resources.test_cas_enrollments import user  # noqa: F401  (fixture)
 
 PRIMARY = {
     "cert": {"allowed": True, "allowExpiredCerts": False},

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.api.config_strategies import TYPES, accepts, configs
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, Api, assert_error
+from tests.resources.config_strategies import TYPES, accepts, configs
 from ziti_lite.app import create_app
 from ziti_lite.config import Settings
 

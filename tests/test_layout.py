@@ -1,0 +1,56 @@
+"""The tests mirror the package: ``tests/<pkg>/test_<module>.py`` tests ``ziti_lite/<pkg>/<module>.py``
+(or the package ``ziti_lite/<pkg>/<module>/``), so the tests of a module are where one looks.
+
+* a module whose tests are split by topic has several files ``test_<module>_<topic>.py``;
+* a directory ``tests/<name>/`` may also hold the topic files of the single module
+  ``ziti_lite/<name>.py`` (``tests/enroll/`` for ``ziti_lite/enroll.py``);
+* cross-cutting tests that test no one module carry a name from ``CROSS_CUTTING``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TESTS = Path(__file__).parent
+PACKAGE = TESTS.parent / "ziti_lite"
+
+# names (of a test file without ``test_``, or of a test directory) that test no single module
+CROSS_CUTTING = {
+    "interop": "real SDKs and tools built from outside sources (make interop)",
+    "live_tls": "end to end over real TLS: a served controller and real clients",
+    "c_sdk": "the OpenZiti C SDK (openziti wheel) against a live controller",
+    "go_sdk": "the OpenZiti Go SDK against the embedded router (interop)",
+    "hot_path": "the read hot path's shortcuts (app, sessions, store, crud) against the plain code",
+    "schema_matches_models": "schema.sql (not a module) against the resource table",
+    "layers": "the import layers of the whole package",
+    "layout": "this file",
+}
+
+
+def mirrored(path: Path) -> bool:
+    rel = path.relative_to(TESTS)
+    dirs, name = rel.parts[:-1], rel.stem.removeprefix("test_")
+    if name in CROSS_CUTTING or any(d in CROSS_CUTTING for d in dirs):
+        return True
+    base = PACKAGE.joinpath(*dirs)
+    if dirs and not base.is_dir():
+        return base.with_suffix(".py").is_file()   # tests/enroll/ -> ziti_lite/enroll.py
+    words = name.split("_")
+    candidates = ("_".join(words[:n]) for n in range(len(words), 0, -1))
+    return any((base / f"{c}.py").is_file() or (base / c / "__init__.py").is_file() for c in candidates)
+
+
+def test_every_test_file_maps_to_a_module():
+    files = sorted(p for p in TESTS.rglob("test_*.py") if "go_sdk" not in p.relative_to(TESTS).parts[:-1])
+    assert len(files) > 50
+    strays = [str(p.relative_to(TESTS)) for p in files if not mirrored(p)]
+    assert not strays, f"test files named after no ziti_lite module (rename, or add to CROSS_CUTTING): {strays}"
+
+
+def test_the_rule():
+    assert mirrored(TESTS / "db" / "test_store.py")
+    assert mirrored(TESTS / "resources" / "test_routers_terminators.py")
+    assert mirrored(TESTS / "enroll" / "test_anything.py")
+    assert mirrored(TESTS / "client" / "test_live_tls.py")
+    assert not mirrored(TESTS / "hardening" / "test_truths.py")
+    assert not mirrored(TESTS / "api" / "test_nothing_here.py")
