@@ -127,6 +127,9 @@ class EdgeClient:
             pass
         finally:
             self.closed.set()
+            self.writer.close()   # our end too (the loop may end before anyone calls close())
+            with contextlib.suppress(TimeoutError, ConnectionError, ssl.SSLError, OSError):
+                await asyncio.wait_for(self.writer.wait_closed(), 2)
             for fut in self.waiters.values():
                 if not fut.done():
                     fut.set_exception(ConnectionError("closed"))

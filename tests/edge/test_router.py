@@ -144,6 +144,7 @@ def test_alpn_ziti_edge_is_offered(edge, net):
                                                   server_hostname="127.0.0.1")
         assert writer.get_extra_info("ssl_object").selected_alpn_protocol() == "ziti-edge"
         writer.close()
+        await writer.wait_closed()
     run(scenario())
 
 

@@ -126,3 +126,4 @@ def assert_dials(admin, identity_file, iid: str, service: str, authenticator_id:
     finally:
         proc.kill()
         proc.wait(10)
+        proc.stdout.close()
