@@ -7,7 +7,10 @@ The app's WAL checkpointer thread (db/checkpoint.py) runs only in tests marked
 
 from __future__ import annotations
 
+import itertools
+import os
 import shutil
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -55,14 +58,32 @@ def admin_template(template_db) -> tuple[Path, str]:
     return path, token
 
 
+@pytest.fixture(scope="session")
+def db_dir(tmp_path_factory):
+    """Where the per-test databases live: in memory (/dev/shm) where there is one, where the
+    fsyncs of each test's last checkpoint cost nothing; else the session's temporary directory."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        path = Path(tempfile.mkdtemp(prefix="ziti-lite-tests-", dir=shm))
+        yield path
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        yield tmp_path_factory.mktemp("db")
+
+
+_db_numbers = itertools.count()
+
+
 @pytest.fixture
-def db_path(request, template_db, tmp_path):
+def db_path(request, template_db, db_dir):
     """A copy of the template; for tests that use the admin session (``admin_token``), of the
     one that holds it, so that the others see no API session they did not make."""
-    path = tmp_path / "net.db"
+    path = db_dir / str(next(_db_numbers)) / "net.db"
+    path.parent.mkdir()
     source = request.getfixturevalue("admin_template")[0] if "admin_token" in request.fixturenames else template_db
     shutil.copy(source, path)
-    return path
+    yield path
+    shutil.rmtree(path.parent, ignore_errors=True)   # snapshots beside it too
 
 
 @pytest.fixture
