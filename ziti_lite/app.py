@@ -86,7 +86,7 @@ class Controller:
                     response = env.JSON(b"", status_code=200)
                     return await self._send(response, scope, receive, send)
                 allowed = ",".join(sorted(methods))
-                raise ApiError("METHOD_NOT_ALLOWED", 405, cause={
+                raise ApiError("METHOD_NOT_ALLOWED", cause={
                     "code": "UNHANDLED", "message": f"method {method} is not allowed, but [{allowed}] are"})
             scope["zl.route"] = route   # for metrics and access records (observe.py)
             ctx = Ctx(self, request, api, params, route)
@@ -98,11 +98,11 @@ class Controller:
             response = env.error_response(not_parsable(e))
         except RecursionError:  # a JSON body nested deeper than any parser will follow
             log.warning("recursion limit on %s %s", method, scope["path"])
-            response = env.error_response(ApiError("COULD_NOT_PARSE_BODY", 400, cause={
+            response = env.error_response(ApiError("COULD_NOT_PARSE_BODY", cause={
                 "code": "UNHANDLED", "message": "JSON document nested too deeply"}))
         except Exception:  # a bug: answer with the envelope, keep serving
             log.error("unhandled error on %s %s\n%s", method, scope["path"], traceback.format_exc())
-            response = env.error_response(ApiError("UNHANDLED", 500))
+            response = env.error_response(ApiError("UNHANDLED"))
         if ctx is not None and ctx.session is not None:
             response.raw_headers.extend(self._expiry_headers(ctx.session))
         await self._send(response, scope, receive, send)

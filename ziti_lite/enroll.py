@@ -22,20 +22,6 @@ from .ids import new_id, new_token
 from .pki import ca, claims, tokens
 from .pki.csr import CsrError, parse_csr
 
-MESSAGES = {
-    "INVALID_ENROLLMENT_TOKEN": "The supplied token is not valid",
-    "ENROLLMENT_EXPIRED": "The window for this enrollment has expired",
-    "ENROLLMENT_CA_NOT_VALID": "The CA tied to the supplied token is no longer valid",
-    "ENROLLMENT_NO_VALID_CAS": "No CAs are valid for this request",
-    "MISSING_OR_INVALID_CSR": "The request is missing a CSR or the CSR is invalid",
-    "EDGE_ROUTER_ENROLL_COMMON_NAME_INVALID": "The common name of the client CSR must be the router's id",
-    "MAX_AUTHENTICATOR_METHODS_REACHED": "the identity already has an authenticator of this method",
-}
-
-
-def error(code: str, status: int = 400, cause: dict | None = None) -> ApiError:
-    return ApiError(code, status, message=MESSAGES.get(code) or certauth.MESSAGES.get(code), cause=cause)
-
 
 def server_keypair(ctl) -> ca.KeyPair:
     return ca.KeyPair(ctl.state["server_cert"], ctl.state["server_key"])
@@ -81,7 +67,7 @@ def create_for_identity(ctx, identity_id: str, spec: dict) -> str | None:
     if spec.get("ottca"):
         ca_id = spec["ottca"]
         if not certauth.ca_rows(ctx.store, "id = ?", (ca_id,)):
-            raise ApiError("NOT_FOUND", 404, cause=field_cause("caId", f"ca with id {ca_id} not found", ca_id))
+            raise ApiError("NOT_FOUND", cause=field_cause("caId", f"ca with id {ca_id} not found", ca_id))
         return new_enrollment(ctx, "ottca", identity_id=identity_id, ca_id=ca_id)
     if spec.get("updb"):
         return new_enrollment(ctx, "updb", identity_id=identity_id, username=spec["updb"])
@@ -121,22 +107,22 @@ def find(store, token: str | None) -> dict:
     """The enrollment of ``token`` (expiry is checked by each flow, after its own checks)."""
     row = store.one("SELECT * FROM enrollments WHERE token = ?", (token,)) if token else None
     if row is None:
-        raise error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     return row
 
 
 def _check_live(store, enr: dict, owner: str) -> None:
     if not enr[owner] or (owner == "identity_id" and not store.value(
             "SELECT 1 FROM identities WHERE id = ?", (enr["identity_id"],))):
-        raise error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     if enr["expires_at"] <= clock.stamp():
-        raise error("ENROLLMENT_EXPIRED")
+        raise ApiError("ENROLLMENT_EXPIRED")
 
 
 def _consume(store, enr: dict) -> None:
     """Delete the enrollment; fails when another request consumed it first."""
     if not store.value("SELECT 1 FROM enrollments WHERE id = ?", (enr["id"],)):
-        raise error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     store.execute("DELETE FROM enrollments WHERE id = ?", (enr["id"],))
 
 
@@ -146,19 +132,19 @@ def _add_authenticator(ctx, values: dict) -> str:
     store = ctx.store
     if store.value("SELECT 1 FROM authenticators WHERE identity_id = ? AND method = ?",
                    (values["identity_id"], values["method"])):
-        raise error("MAX_AUTHENTICATOR_METHODS_REACHED", 409)
+        raise ApiError("MAX_AUTHENTICATOR_METHODS_REACHED")
     id = crud.insert(store, AUTHENTICATORS, values)
     crud.changed(ctx, AUTHENTICATORS, id, None, values)
     return id
 
 
-def _csr(data: bytes | str, missing_code: str = "COULD_NOT_PROCESS_CSR"):
+def _csr(data: bytes | str):
     if not data or (isinstance(data, (bytes, str)) and not data.strip()):
-        raise error(missing_code)
+        raise ApiError("COULD_NOT_PROCESS_CSR")
     try:
         return parse_csr(data)
     except CsrError as e:
-        raise error("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": str(e)}) from None
 
 
 def enroll_ott(ctx, enr: dict, body: bytes, is_json: bool) -> str:
@@ -167,7 +153,7 @@ def enroll_ott(ctx, enr: dict, body: bytes, is_json: bool) -> str:
     store = ctx.store
     _check_live(store, enr, "identity_id")
     if is_json:
-        raise error("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": "expected a PEM CSR, got JSON"})
+        raise ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": "expected a PEM CSR, got JSON"})
     csr = _csr(body)
     leaf = ca.sign_csr(csr, signer_keypair(ctx.ctl), usage="client")
     with store.write():
@@ -191,7 +177,7 @@ def enroll_updb(ctx, enr: dict, doc: dict) -> None:
         raise CouldNotValidate("password", f"password must be between {minimum} and 100 characters", "<redacted>")
     username = enr["username"] or ""
     if not username:
-        raise error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     hashed, salt = passwords.hash_password(password)
     with store.write():
         _consume(store, enr)
@@ -204,7 +190,7 @@ def enroll_updb(ctx, enr: dict, doc: dict) -> None:
 
 def _cert_not_in_use(store, fp: str) -> None:
     if store.value("SELECT 1 FROM authenticators WHERE fingerprint = ? OR unverified_fingerprint = ?", (fp, fp)):
-        raise error("CERT_IN_USE", 409, cause={"fingerprint": fp})
+        raise ApiError("CERT_IN_USE", cause={"fingerprint": fp})
 
 
 def enroll_ottca(ctx, enr: dict, certs: list) -> None:
@@ -213,17 +199,17 @@ def enroll_ottca(ctx, enr: dict, certs: list) -> None:
     _check_live(store, enr, "identity_id")
     rows = certauth.ca_rows(store, "id = ?", (enr["ca_id"],)) if enr["ca_id"] else []
     if not rows:
-        raise error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     row = rows[0]
     if not row["is_ott_ca_enrollment_enabled"] or not row["is_verified"]:
-        raise error("ENROLLMENT_CA_NOT_VALID")
+        raise ApiError("ENROLLMENT_CA_NOT_VALID")
     try:
         anchors = ca.load_certs(row["cert_pem"])
         path = ca.verified_path(certs[0], certs[1:], anchors, eku="client") if certs else None
     except (ca.ChainError, ValueError):
         path = None
     if not path:
-        raise error("CERT_FAILED_VALIDATION")
+        raise ApiError("CERT_FAILED_VALIDATION")
     fp = certauth.fingerprint(certs[0])
     _cert_not_in_use(store, fp)
     with store.write():
@@ -253,23 +239,23 @@ def enroll_ca(ctx, certs: list, requested: str) -> str:
     from .resources.identities import IDENTITIES
     store = ctx.store
     if not certauth.ca_rows(store):
-        raise error("ENROLLMENT_NO_VALID_CAS")
+        raise ApiError("ENROLLMENT_NO_VALID_CAS")
     if not certs:
-        raise error("CERT_FAILED_VALIDATION")
+        raise ApiError("CERT_FAILED_VALIDATION")
     row = certauth.first_ca(store, certs, "is_auto_ca_enrollment_enabled = 1 AND is_verified = 1",
                             check_time=True, eku="client")
     if row is None:
-        raise error("CERT_FAILED_VALIDATION")
+        raise ApiError("CERT_FAILED_VALIDATION")
     leaf = certs[0]
     try:
         external_id = claims.external_id(certauth.claim_of(row), leaf)
     except claims.ClaimError as e:
-        raise error("MISSING_CERT_CLAIM", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("MISSING_CERT_CLAIM", cause={"code": "UNHANDLED", "message": str(e)}) from None
     fp = certauth.fingerprint(leaf)
     if not external_id:
         _cert_not_in_use(store, fp)
     elif store.value("SELECT 1 FROM identities WHERE external_id = ?", (external_id,)):
-        raise error("CERT_IN_USE", 409, cause={"externalId": external_id})
+        raise ApiError("CERT_IN_USE", cause={"externalId": external_id})
     identity_id = new_id()
     roles = [r[1:] if r.startswith("#") else r for r in json.loads(row["identity_roles"] or "[]")]
     with store.write():
@@ -292,18 +278,18 @@ def enroll_ca(ctx, certs: list, requested: str) -> str:
 ROUTER_OWNER = {"erott": "edge_router_id", "trott": "transit_router_id"}
 
 
-def _router_certs(ctx, router_id: str, doc: dict, missing_code: str) -> tuple[str, str]:
+def _router_certs(ctx, router_id: str, doc: dict) -> tuple[str, str]:
     """Sign a router's client and server CSRs; returns (client leaf, server leaf)."""
     client_csr = doc.get("certCsr") or doc.get("clientCsr")
     server_csr = doc.get("serverCertCsr") or doc.get("serverCsr")
     if not isinstance(server_csr, str) or not server_csr.strip():
-        raise error(missing_code, cause={"code": "UNHANDLED", "message": "invalid server CSR"})
+        raise ApiError("MISSING_OR_INVALID_CSR", cause={"code": "UNHANDLED", "message": "invalid server CSR"})
     if not isinstance(client_csr, str) or not client_csr.strip():
-        raise error(missing_code, cause={"code": "UNHANDLED", "message": "invalid client CSR"})
+        raise ApiError("MISSING_OR_INVALID_CSR", cause={"code": "UNHANDLED", "message": "invalid client CSR"})
     server = _csr(server_csr)
     client = _csr(client_csr)
     if client.common_name != router_id:
-        raise error("EDGE_ROUTER_ENROLL_COMMON_NAME_INVALID")
+        raise ApiError("EDGE_ROUTER_ENROLL_COMMON_NAME_INVALID")
     signer = signer_keypair(ctx.ctl)
     server_leaf = ca.sign_csr(server, signer, usage="server")
     client_leaf = ca.sign_csr(client, signer, usage="client", copy_sans=True)
@@ -331,11 +317,10 @@ def enroll_router(ctx, enr: dict, doc: dict) -> dict:
     owner = ROUTER_OWNER[enr["method"]]
     router_id = enr[owner]
     if not router_id or not _has_routers(store) or not store.value("SELECT 1 FROM routers WHERE id = ?", (router_id,)):
-        raise error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     if enr["expires_at"] <= clock.stamp():
-        raise error("ENROLLMENT_EXPIRED")
-    client_leaf, server_leaf = _router_certs(ctx, router_id, doc if isinstance(doc, dict) else {},
-                                             "MISSING_OR_INVALID_CSR")
+        raise ApiError("ENROLLMENT_EXPIRED")
+    client_leaf, server_leaf = _router_certs(ctx, router_id, doc if isinstance(doc, dict) else {})
     client_chain = certauth.chain_pem(ctx.ctl, client_leaf)
     with store.write():
         _consume(store, enr)
@@ -359,7 +344,7 @@ def extend_router(ctx, certs: list, doc: dict) -> dict:
     for key, reason in (("certCsr", "client CSR is required"), ("serverCertCsr", "server CSR is required")):
         if not isinstance(doc.get(key), str) or not doc[key].strip():
             raise CouldNotValidate(key, reason, doc.get(key))
-    client_leaf, server_leaf = _router_certs(ctx, router_id, doc, "MISSING_OR_INVALID_CSR")
+    client_leaf, server_leaf = _router_certs(ctx, router_id, doc)
     client_chain = certauth.chain_pem(ctx.ctl, client_leaf)
     with store.write():
         _set_router_cert(ctx, router_id, client_chain, client_leaf)

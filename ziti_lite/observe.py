@@ -215,7 +215,7 @@ class Observer:
             from .api import envelope as env
             from .errors import ApiError
 
-            response = env.error_response(ApiError("METHOD_NOT_ALLOWED", 405))
+            response = env.error_response(ApiError("METHOD_NOT_ALLOWED"))
         elif path == "/metrics":
             response = Response(self.metrics.render(self.ctl), media_type="text/plain; version=0.0.4; charset=utf-8")
         else:

@@ -55,11 +55,11 @@ class Ctx:
                     async for chunk in self.request.stream():
                         size += len(chunk)
                         if size > MAX_BODY:
-                            raise ApiError("REQUEST_TOO_LARGE", 413)
+                            raise ApiError("REQUEST_TOO_LARGE")
                         chunks.append(chunk)
                         deadline.reschedule(loop.time() + wait)
             except TimeoutError:
-                raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={
+                raise ApiError("COULD_NOT_PARSE_BODY", cause={
                     "code": "UNHANDLED", "message": f"request body not received within {wait:g} s"}) from None
             self._body = b"".join(chunks)
         return self._body
@@ -120,12 +120,12 @@ def not_parsable(e: Exception) -> ApiError:
         message = f"invalid UTF-8 in JSON body at byte {e.start}"
     else:
         message = str(e)
-    return ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": message})
+    return ApiError("COULD_NOT_PARSE_BODY", cause={"code": "UNHANDLED", "message": message})
 
 
 def too_deep() -> ApiError:
     cause = {"code": "UNHANDLED", "message": "JSON document nested too deeply"}
-    return ApiError("COULD_NOT_PARSE_BODY", 400, cause=cause)
+    return ApiError("COULD_NOT_PARSE_BODY", cause=cause)
 
 
 def _path_to_field(path: str) -> str:

@@ -72,7 +72,7 @@ async def _run(ctl, fix: bool, done: threading.Event) -> None:
 def _start(ctx, fix: bool):
     ctl = ctx.ctl
     if _busy(ctl):
-        raise ApiError("RATE_LIMITED", 429)
+        raise ApiError("RATE_LIMITED")
     ctl.jobs["integrity"] = {**_idle_job(), "inProgress": True, "fixingErrors": fix, "startTime": clock.stamp()}
     done = threading.Event()
     ctl.jobs["integrity_done"] = done  # tests and shutdown wait on it
@@ -103,7 +103,7 @@ async def snapshot(ctx):
     ctl = ctx.ctl
     last = ctl.jobs.get("snapshot_at")
     if last is not None and time.monotonic() - last < SNAPSHOT_INTERVAL:
-        raise ApiError("RATE_LIMITED", 429)
+        raise ApiError("RATE_LIMITED")
     ctl.jobs["snapshot_at"] = time.monotonic()
     path = ctl.store.path
     out = snapshot_path(path)

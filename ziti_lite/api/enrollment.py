@@ -67,7 +67,7 @@ async def _read_body(ctx) -> tuple[bytes, dict | None]:
         return body, doc if isinstance(doc, dict) else {}
     if ctype in RAW_TYPES:
         return body, None
-    raise ApiError("INVALID_CONTENT_TYPE", 400, message="The content type supplied is not acceptable",
+    raise ApiError("INVALID_CONTENT_TYPE",
                    cause={"code": "UNHANDLED", "message": f"content type {ctype} is not supported"})
 
 
@@ -107,7 +107,7 @@ def _enroll_handler(default_method: str | None):
             return env.empty()
         if kind in enroll.ROUTER_OWNER:
             return env.ok(enroll.enroll_router(ctx, enr, doc or {}))
-        raise enroll.error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     return handler
 
 
@@ -229,9 +229,9 @@ async def _change_own(ctx, struct):
     row = _own(ctx)
     body = await ctx.json(struct)
     if row["method"] != "updb":
-        raise certauth.error("CAN_NOT_UPDATE_AUTHENTICATOR", 409)
+        raise ApiError("CAN_NOT_UPDATE_AUTHENTICATOR")
     if not await passwords.verify_async(body.current_password, row["password_hash"], row["salt"]):
-        raise ApiError("UNAUTHORIZED", 401, cause=field_cause("currentPassword", "invalid current password", None))
+        raise ApiError("UNAUTHORIZED", cause=field_cause("currentPassword", "invalid current password", None))
     values: dict = {}
     if body.username is not None:
         values["username"] = body.username

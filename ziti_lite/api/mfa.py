@@ -32,10 +32,6 @@ class OptionalMfaCode(Body):
     code: str | None = None
 
 
-def invalid_token() -> ApiError:
-    return ApiError("MFA_INVALID_TOKEN", 400, "An invalid token/code was provided")
-
-
 def _record(ctx, verified: bool | None = None) -> dict:
     """The caller's MFA record; 404 when there is none (or it is not in the wanted state)."""
     rec = mfa.get(ctx.store, ctx.identity_id)
@@ -105,13 +101,13 @@ async def authenticate_mfa(ctx):
     body = await ctx.json(MfaCode)
     rec = mfa.get(ctx.store, ctx.identity_id)
     if rec is None:
-        raise ApiError("MFA_NOT_ENROLLED", 409, "The current identity is not enrolled in MFA")
+        raise ApiError("MFA_NOT_ENROLLED")
     with ctx.store.write():
         ok = mfa.check_code(ctx.store, rec, body.code, recovery=True)
         if ok:
             mfa.pass_session(ctx.store, ctx.session.id)
     if not ok:
-        raise invalid_token()
+        raise ApiError("MFA_INVALID_TOKEN")
     return env.empty()
 
 
@@ -120,7 +116,7 @@ async def enroll_mfa(ctx):
     store = ctx.store
     with store.write():
         if mfa.get(store, ctx.identity_id) is not None:
-            raise ApiError("MFA_EXISTS", 409, "An MFA record already exists, try removing it")
+            raise ApiError("MFA_EXISTS")
         rec = mfa.create(store, ctx.identity_id)
     return env.created(rec["id"], "./current-identity/mfa")
 
@@ -141,7 +137,7 @@ async def verify_mfa(ctx):
     body = await ctx.json(MfaCode)
     rec = _record(ctx, verified=False)
     if not mfa.valid_totp(rec["secret"], body.code):
-        raise invalid_token()
+        raise ApiError("MFA_INVALID_TOKEN")
     with ctx.store.write():
         mfa.mark_verified(ctx.store, rec)
         mfa.pass_session(ctx.store, ctx.session.id, verified_now=True)
@@ -153,7 +149,7 @@ async def verify_mfa(ctx):
 async def recovery_codes(ctx):
     rec = _record(ctx, verified=True)
     if not mfa.valid_totp(rec["secret"], await _given_code(ctx)):
-        raise invalid_token()
+        raise ApiError("MFA_INVALID_TOKEN")
     out = _base(rec, {"self": env.link("./current-identity/mfa/recovery-codes"),
                       "mfa": env.link("./current-identity/mfa")})
     out["recoveryCodes"] = rec["recovery_codes"]
@@ -170,7 +166,7 @@ async def regenerate_recovery_codes(ctx):
         if ok:
             mfa.regenerate(ctx.store, rec)
     if not ok:
-        raise invalid_token()
+        raise ApiError("MFA_INVALID_TOKEN")
     return env.empty()
 
 
@@ -183,7 +179,7 @@ async def delete_mfa(ctx):
         if ok:
             mfa.delete(ctx.store, ctx.identity_id)
     if not ok:
-        raise invalid_token()
+        raise ApiError("MFA_INVALID_TOKEN")
     return env.empty()
 
 

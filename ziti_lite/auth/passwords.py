@@ -92,7 +92,7 @@ class Limiter:
     async def run(self, fn, *args, key: str = ""):
         if self.pending >= int(self.limit):
             self.rejected += 1
-            raise ApiError("RATE_LIMITED", 429, message="too many authentication requests; try again later")
+            raise ApiError("RATE_LIMITED", message="too many authentication requests; try again later")
         self.pending += 1
         queued = time.monotonic()
         try:

@@ -107,8 +107,7 @@ def trust_domain(root_pem: str) -> str:
 
 
 def _csr_error(message: str) -> ApiError:
-    return ApiError("COULD_NOT_PROCESS_CSR", 400, certauth.MESSAGES["COULD_NOT_PROCESS_CSR"],
-                    cause={"code": "UNHANDLED", "message": message})
+    return ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": message})
 
 
 def _render_certificate(row: dict) -> dict:

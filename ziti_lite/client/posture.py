@@ -139,7 +139,7 @@ async def posture_response_bulk(ctx):
     body = await ctx.json_any()
     if not isinstance(body, list):
         cause = {"code": "UNHANDLED", "message": "expected an array of posture responses"}
-        raise ApiError("COULD_NOT_PARSE_BODY", 400, cause=cause)
+        raise ApiError("COULD_NOT_PARSE_BODY", cause=cause)
     return await _respond(ctx, [_validate(item, i) for i, item in enumerate(body)])
 
 

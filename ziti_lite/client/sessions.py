@@ -33,9 +33,6 @@ from ..ids import new_token
 from ..resources.common import Body, Tags
 from . import access, posture, posture_checks
 
-POSTURE_MESSAGE = "Posture response data is missing or wrong"
-NO_ROUTERS_MESSAGE = "No edge routers are assigned and online to handle the requested connection"
-
 
 class SessionCreate(Body):
     service_id: str | None = None
@@ -111,7 +108,7 @@ def _posture_error(ctx, service: dict, kind: str, result: PostureResult) -> ApiE
                             "checks": [posture_checks.failure(c, subject) for c in checks]}
                            for pid, (name, checks) in result.failed.items()]})
     ids = list(result.failed)
-    return ApiError("INVALID_POSTURE", 409, POSTURE_MESSAGE, cause={
+    return ApiError("INVALID_POSTURE", cause={
         "message": f"Failed to pass posture checks for service policies: {go_text(ids)}",
         "data": {pid: [{"id": c["id"], "typeId": c["type_id"], "isPassing": False} for c in checks]
                  for pid, (_, checks) in result.failed.items()}})
@@ -247,7 +244,7 @@ async def create_session(ctx):
         raise _posture_error(ctx, service, kind, result)
     routers = access.routers(store, sess.identity_id, service_id)
     if not routers:
-        raise ApiError("NO_EDGE_ROUTERS_AVAILABLE", 400, NO_ROUTERS_MESSAGE)
+        raise ApiError("NO_EDGE_ROUTERS_AVAILABLE")
     now = clock.stamp()
     tags = msgspec.json.encode(body.tags or {}).decode()
     with store.write():

@@ -6,7 +6,7 @@ deleting the router removes both; renaming the router renames its identity."""
 from __future__ import annotations
 
 from ..api import crud
-from ..errors import ApiError
+from ..errors import CouldNotValidate
 from . import links
 from .model import ERP
 
@@ -35,11 +35,7 @@ def enable(ctx, router_id: str, name: str) -> None:
         finally:
             ctx.pending_enrollment = pending
     elif row["type_id"] != "Router":
-        raise ApiError(
-            "COULD_NOT_VALIDATE",
-            400,
-            cause={"field": "id", "reason": "an identity with the router's id exists", "value": router_id},
-        )
+        raise CouldNotValidate("id", "an identity with the router's id exists", router_id)
     if store.value("SELECT 1 FROM edge_router_policies WHERE id = ?", (router_id,)) is None:
         ref = ["@" + router_id]
         values = {

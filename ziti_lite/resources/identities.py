@@ -180,7 +180,7 @@ def _enrollments(store, rows) -> dict:
 def before_delete_identity(ctx, row: dict) -> None:
     if row["is_default_admin"]:
         cause = {"code": "UNHANDLED", "message": "cannot delete the default admin identity"}
-        raise ApiError("ENTITY_CAN_NOT_BE_DELETED", 400, cause=cause)
+        raise ApiError("ENTITY_CAN_NOT_BE_DELETED", cause=cause)
     if (
         row["type_id"] == "Router"
         and ctx.store.value("SELECT 1 FROM sqlite_master WHERE name = 'routers'")
@@ -188,7 +188,6 @@ def before_delete_identity(ctx, row: dict) -> None:
     ):
         raise ApiError(
             "ENTITY_CAN_NOT_BE_DELETED",
-            400,
             cause={"code": "UNHANDLED", "message": "cannot delete a router's identity while the router exists"},
         )
 
@@ -305,11 +304,7 @@ def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
         if store.value(
             "SELECT 1 FROM authenticators WHERE identity_id = ? AND method = ?", (values["identity_id"], method)
         ):
-            raise ApiError(
-                "MAX_AUTHENTICATOR_METHODS_REACHED",
-                409,
-                message="the identity already has an authenticator of this method",
-            )
+            raise ApiError("MAX_AUTHENTICATOR_METHODS_REACHED")
         if method == "updb":
             if not values.get("username"):
                 raise CouldNotValidate("username", "username is required", None)
@@ -323,7 +318,7 @@ def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
             return
     elif existing["method"] != "updb" and ("username" in values or "password" in values):
         raise ApiError(
-            "CAN_NOT_UPDATE_AUTHENTICATOR", 409, message="only updb authenticators have a username and password"
+            "CAN_NOT_UPDATE_AUTHENTICATOR", message="only updb authenticators have a username and password"
         )
     password = values.pop("password", None)
     if password is not None:

@@ -196,8 +196,7 @@ class RouterUpdate(RouterCreate):
 
 def prepare_router(ctx, values: dict, existing: dict | None) -> None:
     if existing is not None and existing["is_edge"]:
-        raise ApiError("CAN_NOT_UPDATE_ROUTER", 409,
-                       message="The router was not added via the Edge API and cannot be updated")
+        raise ApiError("CAN_NOT_UPDATE_ROUTER")
     check_name(values)
     if existing is None:
         values["disabled"] = False  # upstream's router create ignores disabled
