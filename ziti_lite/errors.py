@@ -52,7 +52,7 @@ CATALOGUE: dict[str, Code] = {
     "INVALID_CONTENT_TYPE": Code(400, "The content type supplied is not acceptable"),
     "REQUEST_TOO_LARGE": Code(413, "The request body is too large"),  # ziti-lite's own: upstream has no body limit
     "RATE_LIMITED": Code(
-        429, "The resource is rate limited and the rate limit has been exceeded. Please try again later"
+        429, "The requested operation is rate limited and the rate limit has been exceeded. Please try again later"
     ),
     # references
     "CAN_NOT_DELETE_REFERENCED_ENTITY": Code(
@@ -73,10 +73,12 @@ CATALOGUE: dict[str, Code] = {
     "ENROLLMENT_EXPIRED": Code(400, "The window for this enrollment has expired"),
     "ENROLLMENT_CA_NOT_VALID": Code(400, "The CA tied to the supplied token is no longer valid"),
     "ENROLLMENT_NO_VALID_CAS": Code(400, "No CAs are valid for this request"),
-    "ENROLLMENT_EXISTS": Code(409, "an enrollment of the same method already exists for this identity"),
+    "ENROLLMENT_EXISTS": Code(409, "ENROLLMENT_EXISTS"),  # sic, upstream's text
     "COULD_NOT_PROCESS_CSR": Code(400, "The supplied csr could not be processed"),
-    "MISSING_OR_INVALID_CSR": Code(400, "The request is missing a CSR or the CSR is invalid"),
-    "EDGE_ROUTER_ENROLL_COMMON_NAME_INVALID": Code(400, "The common name of the client CSR must be the router's id"),
+    "MISSING_OR_INVALID_CSR": Code(400, "The supplied enrollment request is missing or contains an invalid CSR"),
+    "EDGE_ROUTER_ENROLL_COMMON_NAME_INVALID": Code(
+        400, "The edge router CSR enrollment must have a common name that matches the edge router's id"
+    ),
     "MISSING_CERT_CLAIM": Code(
         400, "The certificate is expected to contain and externalId, which was not found"  # sic, upstream's text
     ),
@@ -91,11 +93,15 @@ CATALOGUE: dict[str, Code] = {
     "CERTIFICATE_FAILED_VALIDATION": Code(
         400, "The supplied certificate failed to validate against the CA's certificate chain"
     ),
-    "CERTIFICATE_IS_NOT_CA": Code(400, "the certificate is not a CA"),
-    "INVALID_CERT_PEM": Code(400, "the certificate PEM must hold exactly one certificate"),
+    "CERTIFICATE_IS_NOT_CA": Code(400, "Leading certificate is not a CA"),
+    "INVALID_CERT_PEM": Code(
+        400, "the supplied certificate PEM is either invalid or contains the incorrect number of certificates"
+    ),
     "INVALID_CLIENT_CERT": Code(400, "The provided client certificate is invalid"),
-    "CAN_NOT_UPDATE_AUTHENTICATOR": Code(409, "The authenticator cannot be updated"),
-    "MAX_AUTHENTICATOR_METHODS_REACHED": Code(409, "the identity already has an authenticator of this method"),
+    "CAN_NOT_UPDATE_AUTHENTICATOR": Code(409, "The authenticator cannot be updated in this fashion"),
+    "MAX_AUTHENTICATOR_METHODS_REACHED": Code(
+        409, "The identity already has the maximum authenticators of the specified method"
+    ),
     "CAN_NOT_UPDATE_ROUTER": Code(409, "The router was not added via the Edge API and cannot be updated"),
 }
 

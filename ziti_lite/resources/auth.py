@@ -274,7 +274,7 @@ def _cert_columns(cert_pem: str | None) -> dict:
     except Exception:
         certs = []
     if len(certs) != 1:
-        raise ApiError("INVALID_CERT_PEM", message="the certificate PEM must hold exactly one certificate")
+        raise ApiError("INVALID_CERT_PEM")
     info = pki.cert_info(certs[0])
     return {"fingerprint": info["fingerprint"], "common_name": info["cn"] or "",
             "not_before": clock.fmt(info["not_before"]), "not_after": clock.fmt(info["not_after"])}

@@ -122,7 +122,7 @@ def _ca_cert(store, pem: str) -> dict:
     if not certs:
         raise CouldNotValidate("certPem", "at least one leaf certificate must be supplied", pem)
     if not pki.is_ca(certs[0]):
-        raise ApiError("CERTIFICATE_IS_NOT_CA", message="the certificate is not a CA")
+        raise ApiError("CERTIFICATE_IS_NOT_CA")
     fp = pki.fingerprint(certs[0])
     other = store.value("SELECT id FROM cas WHERE fingerprint = ?", (fp,))
     if other:
