@@ -85,7 +85,7 @@ def test_every_catalogue_code_is_raised_somewhere():
 def test_the_scan_sees_the_raise_sites():
     raised, _ = _scan()
     assert "ziti_lite/errors.py" in " ".join(raised["NOT_FOUND"])  # the NotFound class
-    assert any(w.startswith("ziti_lite/enroll.py") for w in raised["INVALID_ENROLLMENT_TOKEN"])
+    assert any(w.startswith("ziti_lite/enroll/") for w in raised["INVALID_ENROLLMENT_TOKEN"])
     assert len(raised) >= 40
 
 

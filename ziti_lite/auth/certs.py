@@ -19,13 +19,23 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from .. import clock
+from ..api.context import Ctx
 from ..errors import ApiError, InvalidAuth, Unauthorized
 from ..pki import ca as pki
 from ..pki import claims
 from ..pki.csr import CsrError, parse_csr
+from .policy import identity_policy, is_disabled
 
 
 # ------------------------------------------------------------------ anchors
+def server_keypair(ctl) -> pki.KeyPair:
+    return pki.KeyPair(ctl.state["server_cert"], ctl.state["server_key"])
+
+
+def signer_keypair(ctl) -> pki.KeyPair:
+    return pki.KeyPair(ctl.state["signer_cert"], ctl.state["signer_key"])
+
+
 def controller_cas(ctl) -> list[str]:
     return [ctl.state["root_cert"], ctl.state["signer_cert"]]
 
@@ -103,10 +113,9 @@ def pem_of(cert: x509.Certificate) -> str:
 
 
 # ------------------------------------------------------------------ method=cert
-def login(ctx, certs: list[x509.Certificate]):
+def login(ctx: Ctx, certs: list[x509.Certificate]):
     """Who the presented certificates authenticate: ``(identity_id, authenticator_id,
     cert_extendable)``; raises INVALID_AUTH for anything else."""
-    from ..api.authentication import identity_policy, is_disabled
     store = ctx.store
     if not certs:
         raise InvalidAuth()
@@ -154,7 +163,7 @@ def login(ctx, certs: list[x509.Certificate]):
 
 
 # ------------------------------------------------------------------ admin-created cert authenticators
-def prepare_cert_authenticator(ctx, values: dict) -> None:
+def prepare_cert_authenticator(ctx: Ctx, values: dict) -> None:
     """One PEM certificate that chains to the controller bundle or a verified CA (checked at the
     certificate's own NotBefore, as upstream)."""
     pem = values.pop("cert_pem", None) or ""
@@ -191,7 +200,7 @@ def prepare_cert_authenticator(ctx, values: dict) -> None:
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
 
 
-def verify_ca(ctx, row: dict, body: bytes) -> None:
+def verify_ca(ctx: Ctx, row: dict, body: bytes) -> None:
     """``POST /cas/{id}/verify``: a certificate signed by the CA whose CN is the CA's
     verification token marks it verified. Checks and codes in upstream's order."""
     if row["is_verified"]:
@@ -219,7 +228,7 @@ def verify_ca(ctx, row: dict, body: bytes) -> None:
 
 
 # ------------------------------------------------------------------ certificate extension
-def extend(ctx, auth: dict, certs: list[x509.Certificate], csr_pem: str) -> dict:
+def extend(ctx: Ctx, auth: dict, certs: list[x509.Certificate], csr_pem: str) -> dict:
     """Issue a new certificate for a network-issued cert authenticator of the caller, kept
     unverified (the current one keeps working) until :func:`verify_extension`."""
     if not certs:
@@ -244,8 +253,6 @@ def extend(ctx, auth: dict, certs: list[x509.Certificate], csr_pem: str) -> dict
         sans = list(current.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
     except x509.ExtensionNotFound:
         sans = []
-    from ..enroll import signer_keypair
-
     leaf = pki.sign_csr(csr, signer_keypair(ctx.ctl), usage="client", sans=sans)
     with ctx.store.write():
         ctx.store.execute(
@@ -256,7 +263,7 @@ def extend(ctx, auth: dict, certs: list[x509.Certificate], csr_pem: str) -> dict
     return {"clientCert": chain_pem(ctx.ctl, leaf), "ca": ca_bundle_pem(ctx.ctl)}
 
 
-def verify_extension(ctx, auth: dict, cert_pem: str) -> None:
+def verify_extension(ctx: Ctx, auth: dict, cert_pem: str) -> None:
     """Promote the certificate issued by :func:`extend`: from now on it, not the old one,
     authenticates."""
     if auth["method"] != "cert":

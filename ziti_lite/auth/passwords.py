@@ -36,7 +36,7 @@ try:
     from argon2.low_level import Type as _Type
     from argon2.low_level import hash_secret_raw as _hash_secret_raw
 except ImportError:  # pragma: no cover - argon2-cffi is a dependency
-    _hash_secret_raw = None
+    _hash_secret_raw = None  # type: ignore[assignment]
 
 
 _kdf_lock = threading.Lock()  # only for the cryptography fallback

@@ -14,8 +14,9 @@ from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
 from ..api.resource import Field, Resource
+from ..auth.certs import server_keypair
 from ..db.filters import Symbol
-from ..enroll import new_enrollment, server_keypair
+from ..enroll.create import new_enrollment
 from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca as pki
