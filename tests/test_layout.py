@@ -2,8 +2,6 @@
 (or the package ``ziti_lite/<pkg>/<module>/``), so the tests of a module are where one looks.
 
 * a module whose tests are split by topic has several files ``test_<module>_<topic>.py``;
-* a directory ``tests/<name>/`` may also hold the topic files of the single module
-  ``ziti_lite/<name>.py`` (``tests/enroll/`` for ``ziti_lite/enroll.py``);
 * cross-cutting tests that test no one module carry a name from ``CROSS_CUTTING``.
 """
 
@@ -33,8 +31,6 @@ def mirrored(path: Path) -> bool:
     if name in CROSS_CUTTING or any(d in CROSS_CUTTING for d in dirs):
         return True
     base = PACKAGE.joinpath(*dirs)
-    if dirs and not base.is_dir():
-        return base.with_suffix(".py").is_file()   # tests/enroll/ -> ziti_lite/enroll.py
     words = name.split("_")
     candidates = ("_".join(words[:n]) for n in range(len(words), 0, -1))
     return any((base / f"{c}.py").is_file() or (base / c / "__init__.py").is_file() for c in candidates)
@@ -50,7 +46,8 @@ def test_every_test_file_maps_to_a_module():
 def test_the_rule():
     assert mirrored(TESTS / "db" / "test_store.py")
     assert mirrored(TESTS / "resources" / "test_routers_terminators.py")
-    assert mirrored(TESTS / "enroll" / "test_anything.py")
+    assert mirrored(TESTS / "enroll" / "test_complete_ca.py")
+    assert not mirrored(TESTS / "enroll" / "test_anything.py")
     assert mirrored(TESTS / "client" / "test_live_tls.py")
     assert not mirrored(TESTS / "hardening" / "test_truths.py")
     assert not mirrored(TESTS / "api" / "test_nothing_here.py")

@@ -115,3 +115,7 @@ def enroll_totp(api: Api) -> tuple[str, list[str]]:
 
 
 __all__ = ["CLIENT", "MGMT", "PASSWORD", "Net", "code", "enroll_totp", "secret_of"]
+
+
+# the certificate-capable TestClient and its admin, for the method=cert tests (test_certs.py)
+from tests.enroll.conftest import cadmin, certs, keys  # noqa: E402,F401

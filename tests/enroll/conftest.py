@@ -148,9 +148,9 @@ def certs(app):
 
 
 @pytest.fixture
-def cadmin(certs):
+def cadmin(certs, admin_token):
     """Admin API on the same certificate-capable client."""
-    return Api(certs.client).login()
+    return Api(certs.client, token=admin_token)
 
 
 # ------------------------------------------------------------------ a live controller over TLS

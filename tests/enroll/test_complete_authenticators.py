@@ -7,9 +7,9 @@ import datetime as dt
 
 import pytest
 
+from tests.auth.test_certs import enrolled
 from tests.conftest import CLIENT, MGMT, Api, assert_error
 from tests.enroll.conftest import csr, issue, make_ca, register_ca
-from tests.enroll.test_cert_auth import enrolled
 from ziti_lite import clock
 
 
