@@ -9,6 +9,7 @@ at the site fails here rather than at run time (where an unknown code is a KeyEr
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 import re
 
@@ -29,8 +30,9 @@ def _name(node: ast.expr) -> str | None:
     return None
 
 
+@functools.cache
 def _scan() -> tuple[dict[str, list[str]], list[str]]:
-    """(code -> where it is raised, problems) over every module of the package."""
+    """(code -> where it is raised, problems) over every module of the package (once a run; read-only)."""
     trees = {p: ast.parse(p.read_text(), str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
     # the ApiError family: ApiError and every class deriving from it, anywhere in the package
     family = {"ApiError"}

@@ -118,6 +118,7 @@ def test_routes_command_names_every_handler():
     assert all(line.split()[2] == "client" for line in client.output.splitlines())
 
 
+@pytest.mark.slow
 def test_check_command_has_the_policy_checks(template_db, tmp_path):
     # a fresh interpreter: nothing but the command itself has imported anything
     db = tmp_path / "drift.db"
