@@ -18,11 +18,13 @@ install: $(VENV)/.installed  ## create .venv with ziti-lite and test tools
 serve: install  ## start a controller on $(DB)
 	$(VENV)/bin/ziti-lite serve --db $(DB)
 
+# the tests run with bytecode caching on even where the environment turns it off: compiling and
+# assertion-rewriting every test module again on each run costs ~5 s
 test: install  ## the fast tests: all but the slow (servers, TLS, SDKs, oracles) and interop ones
-	$(PY) -m pytest -m "not slow and not interop"
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not slow and not interop"
 
 test-all: install  ## every test but the interop ones (what CI runs)
-	$(PY) -m pytest -m "not interop"
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not interop"
 
 interop: install  ## interop with real SDKs and the ziti CLI built here (needs go and the Go module proxy)
 	$(PY) -m pytest -m interop -q

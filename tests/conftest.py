@@ -74,14 +74,20 @@ def db_dir(tmp_path_factory):
 _db_numbers = itertools.count()
 
 
+# derived templates, most specific first; each is (database file, ...) made once a session from
+# the one before it, through the API, as the fixture that uses it would have done in each test
+TEMPLATES = ("client_net_template", "bare_template", "admin_template")
+
+
 @pytest.fixture
 def db_path(request, template_db, db_dir):
-    """A copy of the template; for tests that use the admin session (``admin_token``), of the
-    one that holds it, so that the others see no API session they did not make."""
+    """A copy of the template; for tests that need more (the admin session, a network without
+    the default policies, ...), of the most specific of the ``TEMPLATES`` their fixtures use,
+    so that the others see no API session or entity they did not make."""
     path = db_dir / str(next(_db_numbers)) / "net.db"
     path.parent.mkdir()
-    source = request.getfixturevalue("admin_template")[0] if "admin_token" in request.fixturenames else template_db
-    shutil.copy(source, path)
+    used = next((t for t in TEMPLATES if t in request.fixturenames), None)
+    shutil.copy(request.getfixturevalue(used)[0] if used else template_db, path)
     yield path
     shutil.rmtree(path.parent, ignore_errors=True)   # snapshots beside it too
 
@@ -189,10 +195,23 @@ def delete_default_policies(api) -> None:
             assert api.delete(f"/{collection}/{p['id']}").status_code == 200
 
 
+@pytest.fixture(scope="session")
+def bare_template(admin_template) -> tuple[Path, str]:
+    """The admin template without the default router policies: (database file, admin token)."""
+    path, token = admin_template
+    bare = path.with_name("bare-template.db")
+    shutil.copy(path, bare)
+    app = create_app(Settings(db=str(bare), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
+    try:
+        delete_default_policies(Api(TestClient(app), token=token))   # no lifespan, as above
+    finally:
+        app.state.controller.store.close()
+    return bare, token
+
+
 @pytest.fixture
-def bare(admin):
-    """The admin API on a network without the default router policies."""
-    delete_default_policies(admin)
+def bare(bare_template, admin):
+    """The admin API on a network without the default router policies (deleted in the template)."""
     return admin
 
 

@@ -4,11 +4,16 @@ two granted services (``web`` dialable, ``db`` bindable, each with a config), on
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
-from tests.conftest import CLIENT, MGMT, Api
+from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, CLIENT, MGMT, Api
+from ziti_lite.app import create_app
+from ziti_lite.config import Settings
 
 INTERCEPT = "g7cIWbcGg"
 HOST = "NH5p4FpGR"
@@ -47,9 +52,9 @@ class Net:
         return client_login(self.client, who[1], who[2], **body)
 
 
-@pytest.fixture
-def net(bare, client) -> Net:
-    admin = bare
+def build_network(admin: Api) -> dict:
+    """The network of the docstring, made through the API (on a network without the default
+    router policies): the ids ``Net`` holds."""
     router = admin.create("edge-routers", {"name": "er1", "roleAttributes": ["public"]})
     admin.create("edge-router-policies", {"name": "erp-all", "semantic": "AnyOf", "identityRoles": ["#all"],
                                           "edgeRouterRoles": ["#public"]})
@@ -68,7 +73,28 @@ def net(bare, client) -> Net:
                                       "identityRoles": ["#staff"], "serviceRoles": ["#db"]})
     alice = add_identity(admin, "alice")
     bob = add_identity(admin, "bob")
-    return Net(admin, client, web, db, hidden, router, web_config, db_config, alice, bob)
+    return dict(web=web, db=db, hidden=hidden, router=router, web_config=web_config, db_config=db_config,
+                alice=alice, bob=bob)
+
+
+@pytest.fixture(scope="session")
+def client_net_template(bare_template) -> tuple[Path, dict]:
+    """The bare template with the network built in (once a session): (database file, ids)."""
+    path, token = bare_template
+    made = path.with_name("client-net-template.db")
+    shutil.copy(path, made)
+    app = create_app(Settings(db=str(made), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
+    try:
+        ids = build_network(Api(TestClient(app), token=token))   # no lifespan: no threads
+    finally:
+        app.state.controller.store.close()
+    return made, ids
+
+
+@pytest.fixture
+def net(client_net_template, bare, client) -> Net:
+    """The network, copied with the database (``db_path`` takes the most specific template)."""
+    return Net(bare, client, **client_net_template[1])
 
 
 def mgmt(api: Api) -> Api:
