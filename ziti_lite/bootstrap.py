@@ -47,6 +47,13 @@ def _get(store, key: str) -> str | None:
     return store.value("SELECT value FROM controller WHERE key = ?", (key,))
 
 
+def _need(store, key: str) -> str:
+    value = _get(store, key)
+    if value is None:
+        raise RuntimeError(f"the controller table has no {key}")
+    return value
+
+
 def _put(store, key: str, value: str) -> None:
     store.execute(
         "INSERT INTO controller (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -90,7 +97,7 @@ def ensure(ctl) -> dict:
         else:
             _upgrade(store)
         if json.loads(_get(store, "server_hosts") or "[]") != hosts:
-            signer = ca.KeyPair(_get(store, "signer_cert"), _get(store, "signer_key"))
+            signer = ca.KeyPair(_need(store, "signer_cert"), _need(store, "signer_key"))
             server = ca.issue_server_cert(
                 signer, hosts, key_pem=_get(store, "server_key")
             )  # same key: issued JWTs stay valid
@@ -161,7 +168,7 @@ def _seed_admin(store, settings) -> None:
 
     password = settings.admin_password or os.environ.get("ZITI_LITE_ADMIN_PASSWORD")
     generated = not password
-    if generated:
+    if not password:
         password = secrets.token_urlsafe(18)
     identity_id = new_id()
     _insert(

@@ -131,10 +131,10 @@ def run(store, fix: bool = False) -> list[Problem]:
     problems: list[Problem] = []
     for c in (*CHECKS, foreign_keys):
         problems.extend(c(store))
-    fixes = [p for p in problems if p.fixable and p.fix is not None]
+    fixes = [(p, p.fix) for p in problems if p.fixable and p.fix is not None]
     if fix and fixes:  # no write transaction (no wait for busy writers) when there is nothing to fix
         with store.write():
-            for p in fixes:
-                p.fix(store)
+            for p, repair in fixes:
+                repair(store)
                 p.fixed = True
     return problems

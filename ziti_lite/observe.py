@@ -211,6 +211,7 @@ class Observer:
         from starlette.responses import Response
 
         path, method = scope["path"], scope["method"]
+        response: Response
         if method not in ("GET", "HEAD"):
             from .api import envelope as env
             from .errors import ApiError

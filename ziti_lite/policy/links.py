@@ -25,7 +25,7 @@ from ..api import crud
 from . import evaluate
 from .model import KINDS, SIDES, SP, Kind, Link, Side, table_exists
 
-NOTHING = ("SELECT NULL AS id WHERE 0", [])
+NOTHING: tuple[str, list] = ("SELECT NULL AS id WHERE 0", [])
 
 
 def _roles(text: str | None) -> list[str]:
