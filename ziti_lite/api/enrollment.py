@@ -25,6 +25,7 @@ from . import envelope as env
 from .authentication import Login, method
 from .context import not_parsable
 from .ops import BOTH, op
+from .resource import derive_patch
 
 CLIENT = ("client",)
 RAW_TYPES = {"text/plain", "application/x-pem-file", "application/pkcs7-mime", "application/pkcs10"}
@@ -218,11 +219,7 @@ class OwnUpdate(Body):
     tags: Tags | None = None
 
 
-class OwnPatch(Body, kw_only=True):
-    username: Username | None = None
-    password: Password | None = None
-    current_password: Password
-    tags: Tags | None = None
+OwnPatch = derive_patch(OwnUpdate, default=None, keep=("current_password",))
 
 
 async def _change_own(ctx, struct):

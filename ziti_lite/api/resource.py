@@ -9,6 +9,8 @@ same six handlers, ``routes.py`` mounts them and ``spec.py`` documents them from
 from __future__ import annotations
 
 import re
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -112,10 +114,30 @@ class Resource:
         return self.auth.get(op, "admin")
 
 
-def derive_patch(update: type) -> type:
-    """A PATCH struct: every field of the PUT struct, optional, UNSET when absent."""
-    fields = []
+def derive_patch(update: type, default: Any = UNSET, keep: tuple[str, ...] = (), nested: bool = False) -> type:
+    """A PATCH struct: every field of the PUT struct optional (absent = ``default``, UNSET unless
+    told), wire renames kept, the fields in ``keep`` left as they are (still required); with
+    ``nested``, nested structs with required fields are derived the same way (every leaf
+    optional, absent = None), for bodies whose PATCH merges leaves."""
+    fields: list[tuple[str, Any, Any]] = []
     for f in msgspec.structs.fields(update):
-        fields.append((f.name, Union[f.type, None, UnsetType], UNSET))  # noqa: UP007 (f.type may be a string)
+        if f.name in keep:
+            fields.append((f.name, f.type, msgspec.field(name=f.encode_name) if f.required else f.default))
+            continue
+        t = _patch_type(f.type) if nested else f.type
+        options = (t, None) if default is None else (t, None, UnsetType)
+        fields.append((f.name, Union[options], msgspec.field(default=default, name=f.encode_name)))  # noqa: UP007
     return msgspec.defstruct(update.__name__.replace("Update", "") + "Patch", fields,
                              rename="camel", kw_only=True)
+
+
+def _patch_type(t: Any) -> Any:
+    """A nested struct type (alone or in a union) with required fields becomes its patch form."""
+    members = typing.get_args(t) if typing.get_origin(t) in (Union, types.UnionType) else (t,)
+    out = []
+    for m in members:
+        if isinstance(m, type) and issubclass(m, msgspec.Struct) and any(
+                f.required for f in msgspec.structs.fields(m)):
+            m = derive_patch(m, default=None, nested=True)
+        out.append(m)
+    return Union[tuple(out)] if len(out) > 1 else out[0]  # noqa: UP007

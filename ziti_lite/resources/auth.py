@@ -16,7 +16,7 @@ from .. import clock
 from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
-from ..api.resource import Field, Resource
+from ..api.resource import Field, Resource, derive_patch
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, ReferencedEntity, field_cause
 from ..pki import ca as pki
@@ -76,45 +76,6 @@ class AuthPolicyCreate(Body):
 
 class AuthPolicyUpdate(AuthPolicyCreate):
     pass
-
-
-# PATCH: every leaf optional; null (or absent) leaves the stored value alone
-class AuthPolicyPrimaryCertPatch(Body):
-    allowed: bool | None = None
-    allow_expired_certs: bool | None = None
-
-
-class AuthPolicyPrimaryExtJwtPatch(Body):
-    allowed: bool | None = None
-    allowed_signers: list[str] | None = None
-
-
-class AuthPolicyPrimaryUpdbPatch(Body):
-    allowed: bool | None = None
-    lockout_duration_minutes: int | None = None
-    max_attempts: int | None = None
-    min_password_length: int | None = None
-    require_mixed_case: bool | None = None
-    require_number_char: bool | None = None
-    require_special_char: bool | None = None
-
-
-class AuthPolicyPrimaryPatch(Body):
-    cert: AuthPolicyPrimaryCertPatch | None = None
-    ext_jwt: AuthPolicyPrimaryExtJwtPatch | None = None
-    updb: AuthPolicyPrimaryUpdbPatch | None = None
-
-
-class AuthPolicySecondaryPatch(Body):
-    require_ext_jwt_signer: str | None = None
-    require_totp: bool | None = None
-
-
-class AuthPolicyPatch(Body):
-    name: str | None = None
-    primary_: AuthPolicyPrimaryPatch | None = msgspec.field(default=None, name="primary")
-    secondary: AuthPolicySecondaryPatch | None = None
-    tags: Tags | None = None
 
 
 # what a policy reads as when a key was never stored (upstream's read defaults)
@@ -200,7 +161,8 @@ AUTH_POLICIES = Resource(
     name="auth-policies", entity="authPolicy", table="auth_policies",
     fields=(NAME, Field("primary", "json", column="primary_", filterable=False),
             Field("secondary", "json", filterable=False)),
-    create=AuthPolicyCreate, update=AuthPolicyUpdate, patch=AuthPolicyPatch,
+    create=AuthPolicyCreate, update=AuthPolicyUpdate,
+    patch=derive_patch(AuthPolicyUpdate, default=None, nested=True),  # null (or absent) leaves the stored value alone
     extra_symbols={
         "primary.cert.allowed": _json_sym("bool", "primary_", "cert.allowed"),
         "primary.cert.allowExpiredCerts": _json_sym("bool", "primary_", "cert.allowExpiredCerts"),

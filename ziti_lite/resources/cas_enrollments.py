@@ -13,7 +13,7 @@ from .. import clock
 from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
-from ..api.resource import Field, Resource
+from ..api.resource import Field, Resource, derive_patch
 from ..db.filters import Symbol
 from ..enroll import new_enrollment, server_keypair
 from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
@@ -59,17 +59,6 @@ class CaUpdate(Body):
     is_auth_enabled: bool
     identity_roles: list[str] | None
     identity_name_format: str
-    external_id_claim: ExternalIdClaim | None = None
-    tags: Tags | None = None
-
-
-class CaPatch(Body):
-    name: str | None = None
-    is_auto_ca_enrollment_enabled: bool | None = None
-    is_ott_ca_enrollment_enabled: bool | None = None
-    is_auth_enabled: bool | None = None
-    identity_roles: list[str] | None = None
-    identity_name_format: str | None = None
     external_id_claim: ExternalIdClaim | None = None
     tags: Tags | None = None
 
@@ -165,7 +154,7 @@ CAS = Resource(
         Field("identityNameFormat", filterable=False),
         Field("externalIdClaim", "json", filterable=False, nullable=True),
     ),
-    create=CaCreate, update=CaUpdate, patch=CaPatch,
+    create=CaCreate, update=CaUpdate, patch=derive_patch(CaUpdate, default=None),
     prepare=prepare_ca, render=render_ca, before_delete=before_delete_ca,
 )
 

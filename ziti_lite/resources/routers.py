@@ -17,7 +17,6 @@ import base64
 import binascii
 
 import msgspec
-from msgspec import UNSET, UnsetType
 
 from ..api import crud
 from ..api import envelope as env
@@ -254,17 +253,6 @@ class TerminatorUpdate(Body):
     tags: Tags | None = None
 
 
-class TerminatorPatch(Body):
-    """Written out (not derived) so the ``service``/``router`` wire names survive."""
-    service_id: str | None | UnsetType = msgspec.field(default=UNSET, name="service")
-    router_id: str | None | UnsetType = msgspec.field(default=UNSET, name="router")
-    binding: str | None | UnsetType = UNSET
-    address: str | None | UnsetType = UNSET
-    cost: Cost | None | UnsetType = UNSET
-    precedence: Precedence | None | UnsetType = UNSET
-    tags: Tags | None | UnsetType = UNSET
-
-
 def prepare_terminator(ctx, values: dict, existing: dict | None) -> None:
     store = ctx.store
     if existing is None:
@@ -311,7 +299,7 @@ TERMINATORS = Resource(
         Field("instanceSecret", output=False, filterable=False),
         Field("hostId", output=False),
     ),
-    create=TerminatorCreate, update=TerminatorUpdate, patch=TerminatorPatch,
+    create=TerminatorCreate, update=TerminatorUpdate,
     extra_symbols={
         "instanceId": Symbol("string", "t.instance_id"),
         "service": Symbol("string", "t.service_id"),
