@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import apsw
@@ -108,14 +108,7 @@ def _render_plan(res: Resource) -> tuple:
 
 def render_fields(res: Resource, row: dict) -> dict:
     """The detail of a row from the Resource's declarations alone (base fields, links, fields)."""
-    id = row["id"]
-    out: dict[str, Any] = {
-        "id": id,
-        "createdAt": row["created_at"],
-        "updatedAt": row["updated_at"],
-        "tags": Raw(row["tags"]),
-        "_links": env.links(res.name, id, res.links),
-    }
+    out = env.base(row, res.name, res.links)
     get = row.get
     for name, column, conv in _render_plan(res):
         v = get(column)
@@ -290,12 +283,26 @@ def _with_sort(query, sort_text: str):
     return zitiql.Query(query.predicate, sorted_q.sort, query.skip, query.limit)
 
 
-def list_response(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), **kw) -> env.JSON:
+def list_response(
+    ctx: Ctx,
+    res: Resource,
+    where: str = "1",
+    params: Iterable = (),
+    render_row: Callable[[Ctx, dict], dict] | None = None,
+    prefetch: Callable[[Ctx, list[dict]], Any] | None = None,
+    **kw,
+) -> env.JSON:
+    """The list page of ``res`` (paging, filter, sort, totalCount) under an extra condition,
+    each row rendered as its detail or by ``render_row`` (a page with a shape of its own);
+    ``prefetch`` (default: the resource's registered one) sees the page's rows first."""
     rows, limit, offset, total = page(ctx, res, where, params, **kw)
-    pre = PREFETCH.get(res.name)
+    pre = PREFETCH.get(res.name) if prefetch is None else prefetch
     if pre is not None and rows:
         pre(ctx, rows)
-    data = [render(ctx, res, r) for r in rows]
+    if render_row is None:
+        data = [render(ctx, res, r) for r in rows]
+    else:
+        data = [render_row(ctx, r) for r in rows]
     return env.listing(data, limit, offset, total, res.filterable)
 
 

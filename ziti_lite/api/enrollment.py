@@ -201,9 +201,7 @@ def _own(ctx) -> dict:
 @op("GET", "/current-identity/authenticators", apis=BOTH, auth="session", op_id="listCurrentIdentityAuthenticators",
     tag="current-api-session", query=("limit", "offset", "filter"))
 async def list_own(ctx):
-    res = _authenticators()
-    rows, limit, offset, total = crud.page(ctx, res, "t.identity_id = ?", [ctx.identity_id])
-    return env.listing([_render_own(ctx, r) for r in rows], limit, offset, total, res.filterable)
+    return crud.list_response(ctx, _authenticators(), "t.identity_id = ?", [ctx.identity_id], render_row=_render_own)
 
 
 @op("GET", "/current-identity/authenticators/{id}", apis=BOTH, auth="session",

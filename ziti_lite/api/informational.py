@@ -60,14 +60,7 @@ async def capabilities(ctx):
 
 
 def _spec_item(id: str) -> dict:
-    return {
-        "id": id,
-        "name": id,
-        "createdAt": ZERO_TIME,
-        "updatedAt": ZERO_TIME,
-        "tags": {},
-        "_links": {"self": {"href": f"./specs/{id}"}, "spec": {"href": f"./specs/{id}/spec"}},
-    }
+    return {**env.base({"id": id, "created_at": ZERO_TIME, "updated_at": ZERO_TIME}, "specs", ("spec",)), "name": id}
 
 
 SPEC_IDS = {"edge-client": "client", "edge-management": "management"}

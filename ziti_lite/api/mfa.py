@@ -58,14 +58,9 @@ async def _given_code(ctx) -> str | None:
         return None
 
 
-def _base(rec: dict, links: dict) -> dict:
-    return {"id": rec["id"], "createdAt": rec["created_at"], "updatedAt": rec["updated_at"],
-            "tags": {}, "_links": links}
-
-
 def detail(ctx, rec: dict) -> dict:
     links = {"self": env.link("./current-identity/mfa"), "current-identity": env.link("./current-identity")}
-    out = _base(rec, links)
+    out = env.base(rec, "", link_map=links)  # tags: never written, {}
     out["isVerified"] = bool(rec["is_verified"])
     if rec["is_verified"]:
         links["recovery-codes"] = env.link("./current-identity/mfa/recovery-codes")
@@ -154,8 +149,8 @@ async def recovery_codes(ctx):
     rec = _record(ctx, verified=True)
     if not mfa.valid_totp(rec["secret"], await _given_code(ctx)):
         raise invalid_token()
-    out = _base(rec, {"self": env.link("./current-identity/mfa/recovery-codes"),
-                      "mfa": env.link("./current-identity/mfa")})
+    out = env.base(rec, "", link_map={"self": env.link("./current-identity/mfa/recovery-codes"),
+                                      "mfa": env.link("./current-identity/mfa")})
     out["recoveryCodes"] = rec["recovery_codes"]
     return env.ok(out)
 

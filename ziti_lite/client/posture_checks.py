@@ -20,9 +20,8 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-import msgspec
-
 from .. import clock
+from ..api import envelope as env
 from . import semver
 
 GRACE_SECONDS = 300          # MFA prompt grace after a wake or unlock
@@ -228,11 +227,8 @@ def query(check: dict, subj: Subject, passing: bool) -> dict:
         sess = subj.session
         updated = max([updated] + [t for t in (sess.woken_at, sess.unlocked_at) if t])
     out = {
-        "id": check["id"],
-        "createdAt": check["created_at"],
+        **env.base(check, "posture-checks"),
         "updatedAt": updated,
-        "_links": {"self": {"href": f"./posture-checks/{check['id']}"}},
-        "tags": msgspec.Raw(check["tags"]),
         "queryType": check["type_id"],
         "isPassing": passing,
         "timeout": timeout,

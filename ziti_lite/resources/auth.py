@@ -293,19 +293,18 @@ EXT_JWT_SIGNERS = Resource(
     tag="external-jwt-signers", query=("limit", "offset", "filter"))
 async def list_client_signers(ctx):
     """The client API's view: enabled signers only, just what a login UI needs."""
-    rows, limit, offset, total = crud.page(ctx, EXT_JWT_SIGNERS, "t.enabled = 1")
-    data = []
-    for r in rows:
-        item = {"id": r["id"], "createdAt": r["created_at"], "updatedAt": r["updated_at"],
-                "tags": crud.Raw(r["tags"]), "_links": env.links("external-jwt-signers", r["id"]),
-                "name": r["name"], "externalAuthUrl": r["external_auth_url"],
-                "scopes": crud.Raw(r["scopes"]) if r["scopes"] else None}
-        if r["client_id"] is not None:
-            item["clientId"] = r["client_id"]
-        if r["audience"] is not None:
-            item["audience"] = r["audience"]
-        data.append(item)
-    return env.listing(data, limit, offset, total, EXT_JWT_SIGNERS.filterable)
+    return crud.list_response(ctx, EXT_JWT_SIGNERS, "t.enabled = 1", render_row=_client_signer)
+
+
+def _client_signer(ctx, r: dict) -> dict:
+    item = env.base(r, "external-jwt-signers")
+    item.update(name=r["name"], externalAuthUrl=r["external_auth_url"],
+                scopes=crud.Raw(r["scopes"]) if r["scopes"] else None)
+    if r["client_id"] is not None:
+        item["clientId"] = r["client_id"]
+    if r["audience"] is not None:
+        item["audience"] = r["audience"]
+    return item
 
 
 # ================================================================ identity sub-lists
