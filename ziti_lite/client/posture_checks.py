@@ -18,11 +18,12 @@ import functools
 import json
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import clock
+from .. import clock, semver
 from ..api import envelope as env
-from . import semver
+from ..resources import posture as posture_types
 
 GRACE_SECONDS = 300          # MFA prompt grace after a wake or unlock
 NO_TIMEOUT = -1
@@ -182,33 +183,36 @@ def _mfa_passes(check: dict, subj: Subject) -> bool:
     )
 
 
+def _domain_passes(check: dict, subj: Subject) -> bool:
+    domain = (subj.state.domain or {}).get("domain")
+    return domain is not None and domain.lower() in {d.lower() for d in _json(check["domains"]) or ()}
+
+
+def _mac_passes(check: dict, subj: Subject) -> bool:
+    listed = {clean_hex(m) for m in _json(check["mac_addresses"]) or ()}
+    return bool(listed.intersection((subj.state.mac or {}).get("addresses") or ()))
+
+
+def _process_passes(check: dict, subj: Subject) -> bool:
+    proc = _json(check["process"]) or {}
+    signer = proc.get("signerFingerprint")
+    return _process_ok(subj.state.processes.get(check["id"]), proc.get("hashes"), [signer] if signer else None)
+
+
+def _processes_pass(check: dict, subj: Subject) -> bool:
+    results = [
+        bool(p.get("path"))
+        and _process_ok(subj.state.by_path.get(p.get("path")), p.get("hashes"), p.get("signerFingerprints"))
+        for p in _json(check["processes"]) or ()
+    ]
+    if check["semantic"] == "AnyOf":
+        return any(results)
+    return bool(results) and all(results)
+
+
 def passes(check: dict, subj: Subject) -> bool:
-    st = subj.state
-    t = check["type_id"]
-    if t == "OS":
-        return _os_passes(check, st)
-    if t == "DOMAIN":
-        domain = (st.domain or {}).get("domain")
-        return domain is not None and domain.lower() in {d.lower() for d in _json(check["domains"]) or ()}
-    if t == "MAC":
-        listed = {clean_hex(m) for m in _json(check["mac_addresses"]) or ()}
-        return bool(listed.intersection((st.mac or {}).get("addresses") or ()))
-    if t == "PROCESS":
-        proc = _json(check["process"]) or {}
-        signer = proc.get("signerFingerprint")
-        return _process_ok(st.processes.get(check["id"]), proc.get("hashes"), [signer] if signer else None)
-    if t == "PROCESS_MULTI":
-        results = [
-            bool(p.get("path"))
-            and _process_ok(st.by_path.get(p.get("path")), p.get("hashes"), p.get("signerFingerprints"))
-            for p in _json(check["processes"]) or ()
-        ]
-        if check["semantic"] == "AnyOf":
-            return any(results)
-        return bool(results) and all(results)
-    if t == "MFA":
-        return _mfa_passes(check, subj)
-    return False
+    ev = EVALUATION.get(check["type_id"])
+    return ev is not None and ev.passes(check, subj)
 
 
 def timeouts(check: dict, subj: Subject) -> tuple[int, int]:
@@ -235,12 +239,19 @@ def query(check: dict, subj: Subject, passing: bool) -> dict:
         "timeoutRemaining": remaining,
         "processes": None,
     }
-    if check["type_id"] == "PROCESS":
-        p = _json(check["process"]) or {}
-        out["process"] = {"osType": p.get("osType"), "path": p.get("path")}
-    elif check["type_id"] == "PROCESS_MULTI":
-        out["processes"] = [{"osType": p.get("osType"), "path": p.get("path")} for p in _json(check["processes"]) or ()]
+    ev = EVALUATION.get(check["type_id"])
+    if ev is not None and ev.query is not None:
+        ev.query(check, out)
     return out
+
+
+def _process_query(check: dict, out: dict) -> None:
+    p = _json(check["process"]) or {}
+    out["process"] = {"osType": p.get("osType"), "path": p.get("path")}
+
+
+def _processes_query(check: dict, out: dict) -> None:
+    out["processes"] = [{"osType": p.get("osType"), "path": p.get("path")} for p in _json(check["processes"]) or ()]
 
 
 def _process_actual(resp: dict | None, path: str | None = None) -> dict:
@@ -257,49 +268,85 @@ def _process_actual(resp: dict | None, path: str | None = None) -> dict:
 
 def failure(check: dict, subj: Subject) -> dict:
     """Why a check fails, in the shape of ``postureCheckFailure*`` (failed service requests)."""
-    st, t = subj.state, check["type_id"]
+    t = check["type_id"]
     out = {"postureCheckId": check["id"], "postureCheckName": check["name"], "postureCheckType": t}
-    if t == "OS":
-        os_ = st.os or {}
-        out["actualValue"] = {"type": os_.get("type") or "", "version": os_.get("version") or ""}
-        out["expectedValue"] = _json(check["operating_systems"]) or []
-    elif t == "DOMAIN":
-        out["actualValue"] = (st.domain or {}).get("domain") or ""
-        out["expectedValue"] = _json(check["domains"]) or []
-    elif t == "MAC":
-        out["actualValue"] = (st.mac or {}).get("addresses") or []
-        out["expectedValue"] = _json(check["mac_addresses"]) or []
-    elif t == "PROCESS":
-        out["actualValue"] = _process_actual(st.processes.get(check["id"]))
-        out["expectedValue"] = _json(check["process"]) or {}
-    elif t == "PROCESS_MULTI":
-        procs = _json(check["processes"]) or []
-        out["semantic"] = check["semantic"]
-        out["actualValue"] = [_process_actual(st.by_path.get(p["path"]), p["path"]) for p in procs]
-        out["expectedValue"] = procs
-    elif t == "MFA":
-        passed, sess = subj.mfa_passed_at(), subj.session
-        remaining = _mfa_timeout(check, subj)
-        out["actualValue"] = {
-            "passedMfa": passed is not None,
-            "timedOut": remaining == 0 and passed is not None,
-            "passedOnWake": _prompt_passed(check["prompt_on_wake"], sess.woken_at, passed),
-            "passedOnUnlock": _prompt_passed(check["prompt_on_unlock"], sess.unlocked_at, passed),
-        }
-        out["expectedValue"] = {
-            "passedMfa": True,
-            "timedOut": False,
-            "passedOnWake": bool(check["prompt_on_wake"]),
-            "passedOnUnlock": bool(check["prompt_on_unlock"]),
-        }
-        out["criteria"] = {
-            "passedMfaAt": clock.fmt(passed),
-            "timeoutSeconds": check["timeout_seconds"],
-            "timeoutRemainingSeconds": remaining,
-            "unlockedAt": sess.unlocked_at,
-            "wokenAt": sess.woken_at,
-        }
+    ev = EVALUATION.get(t)
+    if ev is not None:
+        ev.failure(check, subj, out)
     return out
+
+
+def _os_failure(check: dict, subj: Subject, out: dict) -> None:
+    os_ = subj.state.os or {}
+    out["actualValue"] = {"type": os_.get("type") or "", "version": os_.get("version") or ""}
+    out["expectedValue"] = _json(check["operating_systems"]) or []
+
+
+def _domain_failure(check: dict, subj: Subject, out: dict) -> None:
+    out["actualValue"] = (subj.state.domain or {}).get("domain") or ""
+    out["expectedValue"] = _json(check["domains"]) or []
+
+
+def _mac_failure(check: dict, subj: Subject, out: dict) -> None:
+    out["actualValue"] = (subj.state.mac or {}).get("addresses") or []
+    out["expectedValue"] = _json(check["mac_addresses"]) or []
+
+
+def _process_failure(check: dict, subj: Subject, out: dict) -> None:
+    out["actualValue"] = _process_actual(subj.state.processes.get(check["id"]))
+    out["expectedValue"] = _json(check["process"]) or {}
+
+
+def _processes_failure(check: dict, subj: Subject, out: dict) -> None:
+    procs = _json(check["processes"]) or []
+    out["semantic"] = check["semantic"]
+    out["actualValue"] = [_process_actual(subj.state.by_path.get(p["path"]), p["path"]) for p in procs]
+    out["expectedValue"] = procs
+
+
+def _mfa_failure(check: dict, subj: Subject, out: dict) -> None:
+    passed, sess = subj.mfa_passed_at(), subj.session
+    remaining = _mfa_timeout(check, subj)
+    out["actualValue"] = {
+        "passedMfa": passed is not None,
+        "timedOut": remaining == 0 and passed is not None,
+        "passedOnWake": _prompt_passed(check["prompt_on_wake"], sess.woken_at, passed),
+        "passedOnUnlock": _prompt_passed(check["prompt_on_unlock"], sess.unlocked_at, passed),
+    }
+    out["expectedValue"] = {
+        "passedMfa": True,
+        "timedOut": False,
+        "passedOnWake": bool(check["prompt_on_wake"]),
+        "passedOnUnlock": bool(check["prompt_on_unlock"]),
+    }
+    out["criteria"] = {
+        "passedMfaAt": clock.fmt(passed),
+        "timeoutSeconds": check["timeout_seconds"],
+        "timeoutRemainingSeconds": remaining,
+        "unlockedAt": sess.unlocked_at,
+        "wokenAt": sess.woken_at,
+    }
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """How checks of one posture type (``ziti_lite.resources.posture.TYPES``) are evaluated:
+    ``passes``; ``failure`` fills a failure record with what was expected and what was
+    reported; ``query`` adds the type's own fields to its ``postureQuery``."""
+    passes: Callable[[dict, Subject], bool]
+    failure: Callable[[dict, Subject, dict], None]
+    query: Callable[[dict, dict], None] | None = None
+
+
+EVALUATION = {
+    "OS": Evaluation(lambda check, subj: _os_passes(check, subj.state), _os_failure),
+    "PROCESS": Evaluation(_process_passes, _process_failure, _process_query),
+    "DOMAIN": Evaluation(_domain_passes, _domain_failure),
+    "MAC": Evaluation(_mac_passes, _mac_failure),
+    "PROCESS_MULTI": Evaluation(_processes_pass, _processes_failure, _processes_query),
+    "MFA": Evaluation(_mfa_passes, _mfa_failure),
+}
+assert EVALUATION.keys() == posture_types.TYPES.keys()
 
 
 # ------------------------------------------------------------------ service policies

@@ -10,10 +10,13 @@ lower-cased, MFA ``timeoutSeconds <= 0`` as -1). A check's type never changes af
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import msgspec
 
+from .. import semver
 from ..api.resource import Field, Resource
 from ..errors import CouldNotValidate
 from .common import NAME, Attributes, Body, Semantic, Tags, check_attributes, check_name
@@ -62,51 +65,70 @@ class PostureCheckUpdate(PostureCheckCreate):
     pass
 
 
-# columns of each type, and which of them a create/PUT must carry (non-empty for lists)
-TYPE_COLUMNS = {
-    "OS": ("operating_systems",),
-    "DOMAIN": ("domains",),
-    "MAC": ("mac_addresses",),
-    "PROCESS": ("process",),
-    "PROCESS_MULTI": ("processes", "semantic"),
-    "MFA": ("timeout_seconds", "prompt_on_wake", "prompt_on_unlock", "ignore_legacy_endpoints"),
-}
-REQUIRED = {"OS": ("operating_systems",), "DOMAIN": ("domains",), "MAC": ("mac_addresses",),
-            "PROCESS": ("process",), "PROCESS_MULTI": ("processes", "semantic"), "MFA": ()}
-ALL_TYPE_COLUMNS = tuple(c for cols in TYPE_COLUMNS.values() for c in cols)
+# ---------------------------------------------------------------- the posture check types
 WIRE = {"operating_systems": "operatingSystems", "domains": "domains", "mac_addresses": "macAddresses",
         "process": "process", "processes": "processes", "semantic": "semantic"}
+_MFA_FLAGS = (("promptOnWake", "prompt_on_wake"), ("promptOnUnlock", "prompt_on_unlock"),
+              ("ignoreLegacyEndpoints", "ignore_legacy_endpoints"))
 
 
-# ---------------------------------------------------------------- version ranges (OS checks)
-_SEMVER = re.compile(
-    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*)?"
-    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?")
-_WILDCARD = re.compile(r"\d+(?:\.\d+)?\.x")
-_OPERATORS = ("", "=", "==", "!=", "!", ">", ">=", "<", "<=")
+def _render_columns(row: dict, out: dict) -> None:
+    for column in TYPES[row["type_id"]].columns:
+        text = row[column]
+        out[WIRE[column]] = msgspec.Raw(text) if text is not None and column != "semantic" else text
 
 
-def valid_version_range(text: str) -> bool:
-    """A semver range as upstream's OS check accepts: ``>=10.0.0 <11.0.0 || 12.1.x``."""
-    tokens = re.sub(r"([<>=!]+)\s+", r"\1", text.strip()).split()
-    if not tokens:
-        return False
-    group = 0
-    for tok in tokens:
-        if tok == "||":
-            if group == 0:
-                return False
-            group = 0
-            continue
-        m = re.search(r"\d", tok)
-        if m is None or tok[:m.start()] not in _OPERATORS:
-            return False
-        version = tok[m.start():]
-        if not (_SEMVER.fullmatch(version) or ("x" in version and _WILDCARD.fullmatch(version))):
-            return False
-        group += 1
-    return group > 0
+def _render_mfa(row: dict, out: dict) -> None:
+    out["timeoutSeconds"] = row["timeout_seconds"]
+    for wire, column in _MFA_FLAGS:
+        if row[column]:
+            out[wire] = True               # omitempty upstream: false is left out
+
+
+# versions of the OSes the posture-check-types rows list (upstream's seed data)
+_OS_VERSIONS = {
+    "Windows": ["Vista", "7", "8", "10", "2000"],
+    "Linux": ["4.14", "4.19", "5.4", "5.9"],
+    "Android": ["9", "10", "11"],
+    "macOS": ["10.15", "11.0"],
+    "iOS": ["11", "12"],
+}
+
+
+@dataclass(frozen=True)
+class PostureType:
+    """One type of posture check. ``columns``: the posture_checks columns a check of it holds
+    (the others stay null); ``required``: those a create/PUT must carry (non-empty for lists);
+    ``name``/``oses``: its posture-check-types row (none for MFA, which upstream does not list;
+    ``versions`` False lists the OSes without versions); ``render`` adds its fields to the
+    detail. How a check of each type is evaluated: ``ziti_lite.client.posture_checks.EVALUATION``,
+    keyed by the same ids."""
+    id: str
+    columns: tuple[str, ...]
+    required: tuple[str, ...]
+    name: str = ""
+    oses: tuple[str, ...] = ()
+    versions: bool = True
+    render: Callable[[dict, dict], None] = _render_columns
+
+    def operating_systems(self) -> list[dict]:
+        return [{"type": n, "versions": _OS_VERSIONS[n] if self.versions else []} for n in self.oses]
+
+
+TYPES = {t.id: t for t in (
+    PostureType("OS", ("operating_systems",), ("operating_systems",), "Operating System Check",
+                ("Windows", "Linux", "Android", "macOS", "iOS")),
+    PostureType("PROCESS", ("process",), ("process",), "Process Check", ("Windows", "macOS", "Linux")),
+    PostureType("DOMAIN", ("domains",), ("domains",), "Windows Domain Check", ("Windows",)),
+    PostureType("MAC", ("mac_addresses",), ("mac_addresses",), "MAC Address Check",
+                ("Windows", "Linux", "macOS", "Android")),
+    PostureType("PROCESS_MULTI", ("processes", "semantic"), ("processes", "semantic"), "Process Multi Check",
+                ("Windows", "macOS", "Linux"), versions=False),
+    PostureType("MFA", ("timeout_seconds", "prompt_on_wake", "prompt_on_unlock", "ignore_legacy_endpoints"), (),
+                render=_render_mfa),
+)}
+assert set(TYPES) == set(PostureCheckType.__args__)  # type: ignore[attr-defined]
+ALL_TYPE_COLUMNS = tuple(c for t in TYPES.values() for c in t.columns)
 
 
 # ---------------------------------------------------------------- normalisation
@@ -125,7 +147,7 @@ def _normalise(column: str, value):
         by_type: dict[str, dict] = {}
         for os_ in value:                      # the last entry of a type wins
             for i, v in enumerate(os_["versions"]):
-                if not valid_version_range(v):
+                if not semver.valid_range(v):
                     field = f"operatingSystems[{os_['type']}][{i}]"
                     raise CouldNotValidate(field, f"invalid version for os: [{os_['type']}], version: [{v}]", v)
             by_type[os_["type"]] = {"type": os_["type"], "versions": _str_list(os_["versions"])}
@@ -166,9 +188,9 @@ def prepare_posture_check(ctx, values: dict, existing: dict | None) -> None:
         type_id = existing["type_id"]
     else:
         values["type_id"] = type_id
-    mine = TYPE_COLUMNS[type_id]
+    kind = TYPES[type_id]
     for column in ALL_TYPE_COLUMNS:
-        if column not in mine:
+        if column not in kind.columns:
             values.pop(column, None)           # a row only ever holds its own type's fields
             continue
         value = values.get(column)
@@ -176,7 +198,7 @@ def prepare_posture_check(ctx, values: dict, existing: dict | None) -> None:
             values.pop(column, None)
             continue
         wire = WIRE.get(column)
-        if value is None and column in REQUIRED[type_id]:
+        if value is None and column in kind.required:
             raise CouldNotValidate(wire, f"{wire} in body is required", None)
         if isinstance(value, list) and not value and wire:
             raise CouldNotValidate(wire, f"{wire} in body should have at least 1 items", value)
@@ -186,21 +208,8 @@ def prepare_posture_check(ctx, values: dict, existing: dict | None) -> None:
             values[key] = []
 
 
-_MFA_FLAGS = (("promptOnWake", "prompt_on_wake"), ("promptOnUnlock", "prompt_on_unlock"),
-              ("ignoreLegacyEndpoints", "ignore_legacy_endpoints"))
-
-
 def render_posture_check(ctx, row: dict, out: dict) -> None:
-    t = row["type_id"]
-    if t == "MFA":
-        out["timeoutSeconds"] = row["timeout_seconds"]
-        for wire, column in _MFA_FLAGS:
-            if row[column]:
-                out[wire] = True               # omitempty upstream: false is left out
-        return
-    for column in TYPE_COLUMNS[t]:
-        text = row[column]
-        out[WIRE[column]] = msgspec.Raw(text) if text is not None and column != "semantic" else text
+    TYPES[row["type_id"]].render(row, out)
 
 
 POSTURE_CHECKS = Resource(

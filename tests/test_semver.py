@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ziti_lite.client.semver import compile_range, satisfies
+from ziti_lite.semver import compile_range, satisfies
 
 
 @pytest.mark.parametrize("version, rng, ok", [
