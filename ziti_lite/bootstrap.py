@@ -22,25 +22,11 @@ import sys
 
 from . import clock
 from .auth import passwords
+from .auth.defaults import default_policy
 from .edge.entity import seed_policies
 from .ids import new_id
 
-DEFAULT_AUTH_POLICY = {
-    "primary": {
-        "cert": {"allowed": True, "allowExpiredCerts": True},
-        "extJwt": {"allowed": True, "allowedSigners": []},
-        "updb": {
-            "allowed": True,
-            "lockoutDurationMinutes": 0,
-            "maxAttempts": 0,
-            "minPasswordLength": 5,
-            "requireMixedCase": False,
-            "requireNumberChar": False,
-            "requireSpecialChar": False,
-        },
-    },
-    "secondary": {"requireExtJwtSigner": None, "requireTotp": False},
-}
+DEFAULT_AUTH_POLICY = default_policy()
 
 
 def _get(store, key: str) -> str | None:

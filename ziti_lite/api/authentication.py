@@ -20,6 +20,7 @@ from ..api import crud
 from ..api import envelope as env
 from ..api.ops import BOTH, op
 from ..auth import passwords, sessions
+from ..auth.defaults import PRIMARY_DEFAULTS
 from ..errors import CouldNotValidate, InvalidAuth
 from ..resources.common import Body, name_of
 
@@ -71,13 +72,6 @@ def method(name: str):
     return deco
 
 
-# values an auth policy has when its stored JSON lacks them (upstream's read defaults)
-PRIMARY_DEFAULTS = {
-    "cert": {"allowed": True, "allowExpiredCerts": True},
-    "updb": {"allowed": True, "minPasswordLength": 5, "requireSpecialChar": False, "requireNumberChar": False,
-             "requireMixedCase": False, "maxAttempts": 5, "lockoutDurationMinutes": 0},
-    "extJwt": {"allowed": True, "allowedSigners": []},
-}
 _METHOD_KEYS = {"password": "updb", "updb": "updb", "cert": "cert", "ext-jwt": "extJwt", "extJwt": "extJwt"}
 
 

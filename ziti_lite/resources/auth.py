@@ -17,6 +17,7 @@ from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
 from ..api.resource import Field, Resource, derive_patch
+from ..auth.defaults import PRIMARY_DEFAULTS, SECONDARY_DEFAULTS
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, ReferencedEntity, field_cause
 from ..pki import ca as pki
@@ -76,16 +77,6 @@ class AuthPolicyCreate(Body):
 
 class AuthPolicyUpdate(AuthPolicyCreate):
     pass
-
-
-# what a policy reads as when a key was never stored (upstream's read defaults)
-PRIMARY_DEFAULTS = {
-    "cert": {"allowed": True, "allowExpiredCerts": True},
-    "extJwt": {"allowed": True, "allowedSigners": []},
-    "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 5, "minPasswordLength": 5,
-             "requireMixedCase": False, "requireNumberChar": False, "requireSpecialChar": False},
-}
-SECONDARY_DEFAULTS = {"requireExtJwtSigner": None, "requireTotp": False}
 
 
 def merge_leaves(base: dict, patch: dict) -> dict:
