@@ -137,9 +137,8 @@ def _seed_rows(store) -> None:
     )
     for id, name, schema in CONFIG_TYPES:
         _insert(store, "config_types", {"id": id, "name": name, "schema": json.dumps(schema)})
-    if store.value("SELECT 1 FROM sqlite_master WHERE name = 'posture_check_types'"):
-        for id, name, oses in POSTURE_CHECK_TYPES:
-            _insert(store, "posture_check_types", {"id": id, "name": name, "operating_systems": json.dumps(oses)})
+    for id, name, oses in POSTURE_CHECK_TYPES:
+        _insert(store, "posture_check_types", {"id": id, "name": name, "operating_systems": json.dumps(oses)})
 
 
 def _seed_admin(store, settings) -> None:

@@ -233,7 +233,7 @@ def page(
         syms = symbols or res.symbols
         if table and table != res.table:  # the search indexes follow the rows of res.table only
             syms = {k: dataclasses.replace(v, search="") if v.search else v for k, v in syms.items()}
-        compiled = fq.compile_query(query, syms, res.default_sort)
+        compiled = fq.compile_query(query, syms)
         limit, offset = fq.paging(compiled.skip, compiled.limit, ctx.q("limit"), ctx.q("offset"))
     except (zitiql.ParseError, fq.FilterError) as e:
         raise InvalidFilter(str(e)) from None

@@ -76,11 +76,9 @@ class Resource:
     auth: dict[str, str] = field(default_factory=dict)  # op -> public|session|admin (default admin)
     apis: tuple[str, ...] = ("management",)
     links: tuple[str, ...] = ()                 # sub-collections linked from the detail
-    unique: tuple[str, ...] = ("name",)         # wire names whose values are unique
     scope: str = ""                             # SQL condition every row of this resource meets
     scope_values: dict[str, Any] = field(default_factory=dict)  # columns set on create to meet it
     extra_symbols: dict[str, Symbol] = field(default_factory=dict)
-    default_sort: str = "t.id"
     protect_system: bool = False                # is_system rows refuse PUT/PATCH/DELETE (400)
     # hooks: prepare(ctx, values, existing) validates and completes the column values inside
     # the write transaction; render(ctx, row, out) adds computed detail fields;
@@ -90,7 +88,6 @@ class Resource:
     render: Hook = None
     before_delete: Hook = None
     after_write: Hook = None
-    op_names: dict[str, str] = field(default_factory=dict)  # overrides of derived operationIds
 
     def __post_init__(self):
         if not self.table:

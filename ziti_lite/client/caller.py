@@ -84,7 +84,7 @@ class CertificateCreate(Body):
 
 API_SESSION_CERTIFICATES = Resource(
     name="current-api-session/certificates", entity="apiSessionCertificate", table="api_session_certificates",
-    ops=(), unique=(),
+    ops=(),
     fields=(Field("subject"), Field("fingerprint"), Field("validFrom", "datetime"), Field("validTo", "datetime"),
             Field("certificate", filterable=False)),
 )

@@ -44,7 +44,7 @@ class SessionCreate(Body):
 
 
 SESSIONS = Resource(
-    name="sessions", entity="session", table="sessions", unique=("token",), ops=(),
+    name="sessions", entity="session", table="sessions", ops=(),
     fields=(Field("token"), Field("type"), Field("apiSessionId", column="api_session_id"),
             Field("serviceId", column="service_id"), Field("identityId", column="identity_id")),
     extra_symbols={"apiSession": Symbol("string", "t.api_session_id"), "service": Symbol("string", "t.service_id"),

@@ -255,7 +255,6 @@ def before_delete_signer(ctx, row: dict) -> None:
 
 EXT_JWT_SIGNERS = Resource(
     name="external-jwt-signers", entity="externalJwtSigner", table="external_jwt_signers",
-    unique=("name", "issuer", "kid", "fingerprint"),
     fields=(
         NAME,
         Field("certPem", nullable=True),

@@ -140,7 +140,7 @@ def before_delete_ca(ctx, row: dict) -> None:
 
 
 CAS = Resource(
-    name="cas", entity="ca", unique=("name", "fingerprint"),
+    name="cas", entity="ca",
     fields=(
         NAME,
         Field("certPem", filterable=False),
@@ -182,7 +182,7 @@ def render_enrollment(ctx, row: dict, out: dict) -> None:
 
 
 ENROLLMENTS = Resource(
-    name="enrollments", entity="enrollment", unique=("token",),
+    name="enrollments", entity="enrollment",
     fields=(
         Field("method"),
         Field("token"),

@@ -181,11 +181,7 @@ def before_delete_identity(ctx, row: dict) -> None:
     if row["is_default_admin"]:
         cause = {"code": "UNHANDLED", "message": "cannot delete the default admin identity"}
         raise ApiError("ENTITY_CAN_NOT_BE_DELETED", 400, cause=cause)
-    if (
-        row["type_id"] == "Router"
-        and ctx.store.value("SELECT 1 FROM sqlite_master WHERE name = 'routers'")
-        and exists(ctx.store, "routers", row["id"])
-    ):
+    if row["type_id"] == "Router" and exists(ctx.store, "routers", row["id"]):
         raise ApiError(
             "ENTITY_CAN_NOT_BE_DELETED",
             400,
@@ -236,7 +232,6 @@ IDENTITIES = Resource(
         "service-configs",
     ),
     extra_symbols={"type": Symbol("string", "t.type_id"), "disabled": Symbol("bool", DISABLED_SQL)},
-    default_sort="t.id",
     prepare=prepare_identity,
     render=render_identity,
     before_delete=before_delete_identity,
@@ -351,7 +346,6 @@ def before_delete_authenticator(ctx, row: dict) -> None:
 AUTHENTICATORS = Resource(
     name="authenticators",
     entity="authenticator",
-    unique=("username", "fingerprint"),
     fields=(
         Field("identityId", column="identity_id"),
         Field("method"),
@@ -384,7 +378,6 @@ API_SESSIONS = Resource(
     name="api-sessions",
     entity="apiSession",
     table="api_sessions",
-    unique=("token",),
     fields=(
         Field("token"),
         Field("identityId", column="identity_id"),

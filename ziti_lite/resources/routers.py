@@ -287,7 +287,7 @@ def render_terminator(ctx, row: dict, out: dict) -> None:
 
 
 TERMINATORS = Resource(
-    name="terminators", entity="terminator", unique=(),
+    name="terminators", entity="terminator",
     fields=(
         Field("serviceId", filterable=False),
         Field("routerId", filterable=False),

@@ -152,12 +152,10 @@ def render_config(ctx, row: dict, out: dict) -> None:
 
 
 def before_delete_config(ctx, row: dict) -> None:
-    if ctx.store.value("SELECT 1 FROM sqlite_master WHERE name = 'identity_service_configs'"):
-        ids = ctx.store.column(
-            "SELECT DISTINCT identity_id FROM identity_service_configs WHERE config_id = ?", (row["id"],)
-        )
-        if ids:
-            raise ReferencedEntity("configId", "config", "identity", ids)
+    ids = ctx.store.column("SELECT DISTINCT identity_id FROM identity_service_configs WHERE config_id = ?",
+                           (row["id"],))
+    if ids:
+        raise ReferencedEntity("configId", "config", "identity", ids)
     for sid, configs in ctx.store.conn.execute(
         "SELECT s.id, s.configs FROM services s JOIN service_configs sc ON sc.service_id = s.id WHERE sc.config_id = ?",
         (row["id"],),
