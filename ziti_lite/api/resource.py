@@ -76,6 +76,7 @@ class Resource:
     auth: dict[str, str] = field(default_factory=dict)  # op -> public|session|admin (default admin)
     apis: tuple[str, ...] = ("management",)
     links: tuple[str, ...] = ()                 # sub-collections linked from the detail
+    computed: tuple[Field, ...] = ()            # fields the render hook adds: in the spec, not stored
     scope: str = ""                             # SQL condition every row of this resource meets
     scope_values: dict[str, Any] = field(default_factory=dict)  # columns set on create to meet it
     extra_symbols: dict[str, Symbol] = field(default_factory=dict)

@@ -27,12 +27,11 @@ def _detail_schema(res) -> dict:
         "updatedAt": {"type": "string", "format": "date-time"}, "tags": {"type": "object"},
         "_links": {"type": "object"},
     }
-    for f in res.fields:
-        if f.output:
-            s = dict(_KIND_SCHEMA[f.kind])
-            if f.nullable and s:
-                s = {"anyOf": [s, {"type": "null"}]}
-            props[f.name] = s
+    for f in (*(f for f in res.fields if f.output), *res.computed):
+        s = dict(_KIND_SCHEMA[f.kind])
+        if f.nullable and s:
+            s = {"anyOf": [s, {"type": "null"}]}
+        props[f.name] = s
     return {"type": "object", "properties": props, "required": ["id", "createdAt", "updatedAt", "_links"]}
 
 

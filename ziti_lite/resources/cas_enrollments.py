@@ -195,6 +195,8 @@ ENROLLMENTS = Resource(
         Field("username", filterable=False),
     ),
     ops=("list", "detail", "delete"),
+    computed=(Field("identity", "json"), Field("edgeRouter", "json"), Field("transitRouter", "json"),
+              Field("ca", "json")),
     extra_symbols={"identity": Symbol("string", "t.identity_id"),
                    "edgeRouter": Symbol("string", "t.edge_router_id"),
                    "transitRouter": Symbol("string", "t.transit_router_id")},

@@ -231,6 +231,10 @@ IDENTITIES = Resource(
         "enrollments",
         "service-configs",
     ),
+    computed=(Field("type", "json"), Field("authPolicy", "json"), Field("authenticators", "json"),
+              Field("enrollment", "json"), Field("disabled", "bool"), Field("isMfaEnabled", "bool"),
+              Field("hasApiSession", "bool"), Field("hasEdgeRouterConnection", "bool"),
+              Field("edgeRouterConnectionStatus")),
     extra_symbols={"type": Symbol("string", "t.type_id"), "disabled": Symbol("bool", DISABLED_SQL)},
     prepare=prepare_identity,
     render=render_identity,
@@ -357,6 +361,7 @@ AUTHENTICATORS = Resource(
         Field("salt", output=False, filterable=False),
         Field("caId", column="ca_id", output=False, filterable=False),
     ),
+    computed=(Field("identity", "json"),),
     create=AuthenticatorCreate,
     update=AuthenticatorUpdate,
     prepare=prepare_authenticator,
@@ -391,6 +396,7 @@ API_SESSIONS = Resource(
     ),
     ops=("list", "detail", "delete"),
     links=("sessions",),
+    computed=(Field("identity", "json"), Field("cachedLastActivityAt", "datetime"), Field("authQueries", "json")),
     render=render_api_session,
 )
 

@@ -127,6 +127,12 @@ def _role_fields(kind: Kind) -> tuple[Field, ...]:
     return tuple(Field(ln.wire, "set", column=ln.roles) for ln in kind.links)
 
 
+def _display_fields(kind: Kind) -> tuple[Field, ...]:
+    """What ``_renderer`` adds: each role list's ``*Display`` (and an edge router policy's isSystem)."""
+    out = tuple(Field(ln.wire + "Display", "json") for ln in kind.links)
+    return (*out, Field("isSystem", "bool")) if kind is ERP else out
+
+
 def _member_symbols(kind: Kind, sides: tuple[str, ...]) -> dict[str, Symbol]:
     out = {}
     for name, side in zip(("identities", "services"), sides):
@@ -148,6 +154,7 @@ SERVICE_POLICIES = Resource(
     extra_symbols={"type": Symbol("int", POLICY_TYPE_SQL), **_member_symbols(SP, ("identity", "service"))},
     prepare=_preparer(SP),
     render=_renderer(SP),
+    computed=_display_fields(SP),
     after_write=links.after_policy_write(SP),
 )
 
@@ -162,6 +169,7 @@ EDGE_ROUTER_POLICIES = Resource(
     protect_system=True,
     prepare=_preparer(ERP),
     render=_renderer(ERP),
+    computed=_display_fields(ERP),
     after_write=links.after_policy_write(ERP),
 )
 
@@ -175,6 +183,7 @@ SERVICE_EDGE_ROUTER_POLICIES = Resource(
     links=("edge-routers", "services"),
     prepare=_preparer(SERP),
     render=_renderer(SERP),
+    computed=_display_fields(SERP),
     after_write=links.after_policy_write(SERP),
 )
 

@@ -212,6 +212,20 @@ def render_posture_check(ctx, row: dict, out: dict) -> None:
     TYPES[row["type_id"]].render(row, out)
 
 
+# the columns of the types: stored, rendered by each type's ``render`` (only the row's own)
+_TYPE_FIELDS = (
+    Field("operatingSystems", "json", output=False, filterable=False),
+    Field("domains", "json", output=False, filterable=False),
+    Field("macAddresses", "json", output=False, filterable=False),
+    Field("process", "json", output=False, filterable=False),
+    Field("processes", "json", output=False, filterable=False),
+    Field("semantic", output=False, filterable=False),
+    Field("timeoutSeconds", "int", output=False, filterable=False),
+    Field("promptOnWake", "bool", output=False),
+    Field("promptOnUnlock", "bool", output=False),
+    Field("ignoreLegacyEndpoints", "bool", output=False, filterable=False),
+)
+
 POSTURE_CHECKS = Resource(
     name="posture-checks", entity="postureCheck", table="posture_checks",
     fields=(
@@ -219,17 +233,9 @@ POSTURE_CHECKS = Resource(
         Field("typeId", filterable=False),
         Field("version", "int", filterable=False),
         Field("roleAttributes", "set", filterable=False),
-        Field("operatingSystems", "json", output=False, filterable=False),
-        Field("domains", "json", output=False, filterable=False),
-        Field("macAddresses", "json", output=False, filterable=False),
-        Field("process", "json", output=False, filterable=False),
-        Field("processes", "json", output=False, filterable=False),
-        Field("semantic", output=False, filterable=False),
-        Field("timeoutSeconds", "int", output=False, filterable=False),
-        Field("promptOnWake", "bool", output=False),
-        Field("promptOnUnlock", "bool", output=False),
-        Field("ignoreLegacyEndpoints", "bool", output=False, filterable=False),
+        *_TYPE_FIELDS,
     ),
+    computed=_TYPE_FIELDS,
     create=PostureCheckCreate, update=PostureCheckUpdate,
     prepare=prepare_posture_check, render=render_posture_check,
 )
@@ -243,7 +249,7 @@ def render_posture_check_type(ctx, row: dict, out: dict) -> None:
 POSTURE_CHECK_TYPES = Resource(
     name="posture-check-types", entity="postureCheckType", table="posture_check_types",
     fields=(NAME, Field("operatingSystems", "json", filterable=False)),
-    ops=("list", "detail"), render=render_posture_check_type,
+    ops=("list", "detail"), render=render_posture_check_type, computed=(Field("version"),),
 )
 
 RESOURCES = (POSTURE_CHECK_TYPES, POSTURE_CHECKS)

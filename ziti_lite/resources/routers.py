@@ -132,6 +132,9 @@ def render_edge_router(ctx, row: dict, out: dict) -> None:
         _enrollment_fields(ctx.store, "edge_router_id", row["id"], out)
 
 
+# the outstanding enrollment of an unverified router (``_enrollment_fields``)
+_ENROLLMENT_FIELDS = (Field("enrollmentToken"), Field("enrollmentJwt"), Field("enrollmentCreatedAt", "datetime"),
+                      Field("enrollmentExpiresAt", "datetime"))
 _ROUTER_FIELDS = (
     NAME,
     Field("fingerprint", nullable=True),
@@ -157,6 +160,8 @@ EDGE_ROUTERS = Resource(
     ),
     create=EdgeRouterCreate, update=EdgeRouterUpdate,
     links=("edge-router-policies",),
+    computed=(Field("isOnline", "bool"), Field("hostname"), Field("supportedProtocols", "map"), Field("syncStatus"),
+              Field("versionInfo", "json"), *_ENROLLMENT_FIELDS),
     scope="t.is_edge = 1", scope_values={"is_edge": 1},
     # live state: only the embedded router is ever online (db/store.py's zl_router_online)
     extra_symbols={name: Symbol("bool", "zl_router_online(t.id)") for name in ("connected", "online", "isOnline")},
@@ -220,6 +225,7 @@ def _router_resource(name: str, entity: str, patch: type | None = None) -> Resou
     return Resource(
         name=name, entity=entity, table="routers",
         fields=(*_ROUTER_FIELDS, Field("isVerified", "bool", filterable=False), *_CERT_FIELDS),
+        computed=(Field("isOnline", "bool"), *_ENROLLMENT_FIELDS),
         create=RouterCreate, update=RouterUpdate, patch=patch,
         prepare=prepare_router, render=render_router,
         before_delete=before_delete_router, after_write=_router_written(name),
@@ -300,6 +306,7 @@ TERMINATORS = Resource(
         Field("hostId", output=False),
     ),
     create=TerminatorCreate, update=TerminatorUpdate,
+    computed=(Field("service", "json"), Field("router", "json"), Field("dynamicCost", "int")),
     extra_symbols={
         "instanceId": Symbol("string", "t.instance_id"),
         "service": Symbol("string", "t.service_id"),
