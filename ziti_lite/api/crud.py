@@ -141,7 +141,7 @@ def _renderer(res: Resource):
     ns: dict[str, Any] = {"Raw": Raw, "_p": prefix}
     exec("\n".join(lines), ns)  # noqa: S102 - source built from the Resource's own declarations
     fn = ns["_render"]
-    sample = {"id": "id0", "created_at": "c", "updated_at": "u", "tags": "{}"}
+    sample: dict[str, Any] = {"id": "id0", "created_at": "c", "updated_at": "u", "tags": "{}"}
     for f in res.fields:
         sample[f.column] = 1 if f.kind in ("bool", "int") else ("[]" if f.kind in ("json", "set", "map") else "v")
     if _jenc.encode(fn(sample)) != _jenc.encode(render_fields(res, sample)):
@@ -347,7 +347,8 @@ async def detail(res: Resource, ctx: Ctx):
 
 
 async def create(res: Resource, ctx: Ctx):
-    body = await ctx.json(res.create)
+    assert res.create is not None  # routes.py mounts create only with a create struct
+    body: Any = await ctx.json(res.create)
     values = struct_values(body)
     with ctx.store.write():
         if res.prepare:
@@ -365,11 +366,12 @@ async def patch(res: Resource, ctx: Ctx):
     return await _change(res, ctx, res.patch, patch=True)
 
 
-async def _change(res: Resource, ctx: Ctx, struct: type, patch: bool):
+async def _change(res: Resource, ctx: Ctx, struct: type | None, patch: bool):
+    assert struct is not None  # routes.py mounts update and patch only with an update struct
     id = ctx.params["id"]
     # as upstream: the body's schema is checked while binding the request (400 even for an
     # unknown id), the id looked up by the handler (404), then the values validated (400)
-    body = await ctx.json(struct)
+    body: Any = await ctx.json(struct)
     get_row(ctx.store, res, id)
     values = struct_values(body, patch=patch)
     if not patch and "tags" in values and values["tags"] is None:

@@ -13,7 +13,7 @@ import msgspec
 
 from .. import __version__
 
-_KIND_SCHEMA = {
+_KIND_SCHEMA: dict[str, dict[str, Any]] = {
     "string": {"type": "string"}, "int": {"type": "integer"}, "float": {"type": "number"},
     "bool": {"type": "boolean"}, "datetime": {"type": "string", "format": "date-time"},
     "json": {}, "set": {"type": "array", "items": {"type": "string"}}, "map": {"type": "object"},
@@ -37,7 +37,7 @@ def _detail_schema(res) -> dict:
 
 _ERRORS = {"400": "invalid request (COULD_NOT_VALIDATE, INVALID_FILTER, ...)",
            "401": "missing, expired or insufficient session", "404": "no such entity or path"}
-_QUERY = {
+_QUERY: dict[str, dict[str, Any]] = {
     "limit": {"type": "integer"}, "offset": {"type": "integer"}, "filter": {"type": "string"},
     "policyType": {"type": "string", "enum": ["dial", "bind"]},
     "roleSemantic": {"type": "string", "enum": ["AllOf", "AnyOf"]},

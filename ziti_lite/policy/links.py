@@ -25,8 +25,6 @@ from ..api import crud
 from . import evaluate
 from .model import KINDS, SIDES, SP, Kind, Link, Side
 
-NOTHING = ("SELECT NULL AS id WHERE 0", [])
-
 
 def _roles(text: str | None) -> list[str]:
     return json.loads(text) if text else []

@@ -108,7 +108,7 @@ def prepare_auth_policy(ctx, values: dict, existing: dict | None) -> None:
     if "primary_" not in values and "secondary" not in values:
         return
     p_in, s_in = values.get("primary_") or {}, values.get("secondary") or {}
-    if patch:  # only the leaves sent (null leaves count as not sent)
+    if patch and existing is not None:  # only the leaves sent (null leaves count as not sent)
         p_in = merge_leaves(load_json(existing["primary_"]), p_in)
         s_in = merge_leaves(load_json(existing["secondary"]), s_in)
     primary, secondary = normalized_policy(p_in, s_in)

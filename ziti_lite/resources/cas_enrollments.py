@@ -96,7 +96,7 @@ def prepare_ca(ctx, values: dict, existing: dict | None) -> None:
     if "external_id_claim" in values:
         claim = values["external_id_claim"]
         if claim is not None:
-            base = (load_json(existing["external_id_claim"]) or {}) if patch else {}
+            base = (load_json(existing["external_id_claim"]) or {}) if patch and existing is not None else {}
             claim = merge_leaves(merge_leaves(CLAIM_DEFAULTS, base), claim)
             if claim["matcher"] == "SCHEME" and claim["location"] != "SAN_URI":
                 raise bad_request("matcher", "scheme matcher can only be used with URI locations", claim["matcher"])

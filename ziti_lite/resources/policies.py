@@ -137,6 +137,7 @@ def _member_symbols(kind: Kind, sides: tuple[str, ...]) -> dict[str, Symbol]:
     out = {}
     for name, side in zip(("identities", "services"), sides):
         ln = kind.link(side)
+        assert ln is not None
         out[name] = Symbol("set", f"SELECT {ln.column} AS value FROM {ln.table} WHERE policy_id = t.id")
     return out
 

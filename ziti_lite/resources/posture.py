@@ -197,7 +197,7 @@ def prepare_posture_check(ctx, values: dict, existing: dict | None) -> None:
         if value is None and patch:
             values.pop(column, None)
             continue
-        wire = WIRE.get(column)
+        wire = WIRE.get(column, column)
         if value is None and column in kind.required:
             raise CouldNotValidate(wire, f"{wire} in body is required", None)
         if isinstance(value, list) and not value and wire:

@@ -84,7 +84,7 @@ def _router_written(own: str):
                 new_enrollment(ctx, "erott", edge_router_id=id)
             else:
                 new_enrollment(ctx, "trott", transit_router_id=id)
-        elif values is None:
+        elif values is None and before is not None:  # a delete
             targets = ["routers"] + (["edge-routers"] if before["is_edge"] else [])
             for name in targets:
                 if name != own:

@@ -136,7 +136,7 @@ def prepare_config(ctx, values: dict, existing: dict | None) -> None:
         raise CouldNotValidate("type", "invalid config type", type_id)
     values.pop("config_type_id", None) if existing else None
     if "data" in values:
-        validate_config_data(ctx.store, type_id, values["data"])
+        validate_config_data(ctx.store, str(type_id), values["data"])
     if existing is None:
         values["config_type_id"] = type_id
 
