@@ -152,6 +152,10 @@ def _renderer(res: Resource):
 
 def render(ctx: Ctx, res: Resource, row: dict) -> dict:
     out = _renderer(res)(row)
+    for ref in res.refs:
+        out[ref.name] = ref.render(ctx.store, row)
+    if res.constants:
+        out.update(res.constants)
     if res.render is not None:
         res.render(ctx, row, out)
     return out

@@ -52,6 +52,25 @@ class Field:
         return Symbol(kind, f"t.{self.column}")
 
 
+@dataclass(frozen=True)
+class Ref:
+    """A detail field naming the entity whose id is in ``column``: ``{entity, id, name, _links}``
+    with ``entity`` the URL collection, the name read from ``table``; null when the column is."""
+    name: str                     # wire name
+    column: str
+    collection: str
+    table: str = ""               # defaults to the collection's
+
+    def render(self, store, row: dict) -> dict | None:
+        id = row[self.column]
+        if id is None:
+            return None
+        table = self.table or self.collection.replace("-", "_")
+        name = store.value(f"SELECT name FROM {table} WHERE id = ?", (id,))
+        return {"entity": self.collection, "id": id, "name": name,
+                "_links": {"self": {"href": f"./{self.collection}/{id}"}}}
+
+
 BASE_SYMBOLS = {
     "id": Symbol("string", "t.id"),
     "createdAt": Symbol("datetime", "t.created_at"),
@@ -76,6 +95,8 @@ class Resource:
     auth: dict[str, str] = field(default_factory=dict)  # op -> public|session|admin (default admin)
     apis: tuple[str, ...] = ("management",)
     links: tuple[str, ...] = ()                 # sub-collections linked from the detail
+    refs: tuple[Ref, ...] = ()                  # references to other entities, after the fields
+    constants: dict[str, Any] = field(default_factory=dict)  # detail fields of a fixed value, after the refs
     computed: tuple[Field, ...] = ()            # fields the render hook adds: in the spec, not stored
     scope: str = ""                             # SQL condition every row of this resource meets
     scope_values: dict[str, Any] = field(default_factory=dict)  # columns set on create to meet it

@@ -32,6 +32,10 @@ def _detail_schema(res) -> dict:
         if f.nullable and s:
             s = {"anyOf": [s, {"type": "null"}]}
         props[f.name] = s
+    for r in res.refs:
+        props[r.name] = {"anyOf": [{"type": "object"}, {"type": "null"}]}
+    for name, value in res.constants.items():
+        props[name] = {"type": {bool: "boolean", int: "integer", str: "string"}[type(value)]}
     return {"type": "object", "properties": props, "required": ["id", "createdAt", "updatedAt", "_links"]}
 
 

@@ -13,7 +13,7 @@ from .. import clock
 from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
-from ..api.resource import Field, Resource, derive_patch
+from ..api.resource import Field, Ref, Resource, derive_patch
 from ..db.filters import Symbol
 from ..enroll import new_enrollment, server_keypair
 from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
@@ -21,7 +21,7 @@ from ..ids import new_id, new_token
 from ..pki import ca as pki
 from ..pki import tokens
 from .auth import bad_request, blank, load_json, merge_leaves
-from .common import NAME, Body, Tags, check_name, exists, name_of
+from .common import NAME, Body, Tags, check_name, exists
 
 # ================================================================ CAs
 Location = Literal["COMMON_NAME", "SAN_URI", "SAN_EMAIL"]
@@ -160,25 +160,9 @@ CAS = Resource(
 
 
 # ================================================================ enrollments
-def _ref(store, entity: str, table: str, id: str | None) -> dict | None:
-    if id is None:
-        return None
-    try:
-        name = name_of(store, table, id)
-    except Exception:  # the table of that family may not exist in this build
-        name = None
-    return env.entity_ref(entity, entity, id, name)
-
-
 def render_enrollment(ctx, row: dict, out: dict) -> None:
-    store = ctx.store
-    out["identity"] = _ref(store, "identities", "identities", row["identity_id"])
-    out["edgeRouter"] = _ref(store, "edge-routers", "routers", row["edge_router_id"])
-    out["transitRouter"] = _ref(store, "transit-routers", "routers", row["transit_router_id"])
-    if row["ca_id"] is not None:
-        out["ca"] = _ref(store, "cas", "cas", row["ca_id"])
     for k in [k for k, v in out.items() if v is None or v == ""]:
-        del out[k]
+        del out[k]  # omitempty upstream: an enrollment shows only what its method uses
 
 
 ENROLLMENTS = Resource(
@@ -195,8 +179,8 @@ ENROLLMENTS = Resource(
         Field("username", filterable=False),
     ),
     ops=("list", "detail", "delete"),
-    computed=(Field("identity", "json"), Field("edgeRouter", "json"), Field("transitRouter", "json"),
-              Field("ca", "json")),
+    refs=(Ref("identity", "identity_id", "identities"), Ref("edgeRouter", "edge_router_id", "edge-routers", "routers"),
+          Ref("transitRouter", "transit_router_id", "transit-routers", "routers"), Ref("ca", "ca_id", "cas")),
     extra_symbols={"identity": Symbol("string", "t.identity_id"),
                    "edgeRouter": Symbol("string", "t.edge_router_id"),
                    "transitRouter": Symbol("string", "t.transit_router_id")},

@@ -12,7 +12,7 @@ from .. import clock
 from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
-from ..api.resource import Field, Resource
+from ..api.resource import Field, Ref, Resource
 from ..auth import passwords
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound
@@ -330,9 +330,6 @@ def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
 
 
 def render_authenticator(ctx, row: dict, out: dict) -> None:
-    out["identity"] = env.entity_ref(
-        "identities", "identities", row["identity_id"], name_of(ctx.store, "identities", row["identity_id"])
-    )
     out["_links"]["identities"] = {"href": f"./identities/{row['identity_id']}"}
     if row["method"] == "updb":
         for k in ("certPem", "fingerprint", "isIssuedByNetwork"):
@@ -361,7 +358,7 @@ AUTHENTICATORS = Resource(
         Field("salt", output=False, filterable=False),
         Field("caId", column="ca_id", output=False, filterable=False),
     ),
-    computed=(Field("identity", "json"),),
+    refs=(Ref("identity", "identity_id", "identities"),),
     create=AuthenticatorCreate,
     update=AuthenticatorUpdate,
     prepare=prepare_authenticator,
@@ -372,9 +369,6 @@ AUTHENTICATORS = Resource(
 
 # ---------------------------------------------------------------- API sessions (admin view)
 def render_api_session(ctx, row: dict, out: dict) -> None:
-    out["identity"] = env.entity_ref(
-        "identities", "identities", row["identity_id"], name_of(ctx.store, "identities", row["identity_id"])
-    )
     out["cachedLastActivityAt"] = max(row["last_activity_at"], ctx.ctl.activity.get(row["token"], ""))
     out["authQueries"] = []
 
@@ -396,7 +390,8 @@ API_SESSIONS = Resource(
     ),
     ops=("list", "detail", "delete"),
     links=("sessions",),
-    computed=(Field("identity", "json"), Field("cachedLastActivityAt", "datetime"), Field("authQueries", "json")),
+    refs=(Ref("identity", "identity_id", "identities"),),
+    computed=(Field("cachedLastActivityAt", "datetime"), Field("authQueries", "json")),
     render=render_api_session,
 )
 

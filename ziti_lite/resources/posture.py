@@ -241,15 +241,12 @@ POSTURE_CHECKS = Resource(
 )
 
 
-def render_posture_check_type(ctx, row: dict, out: dict) -> None:
-    # upstream never sets it (null); the spec requires a string, so "" keeps clients' models valid
-    out["version"] = ""
-
-
 POSTURE_CHECK_TYPES = Resource(
     name="posture-check-types", entity="postureCheckType", table="posture_check_types",
     fields=(NAME, Field("operatingSystems", "json", filterable=False)),
-    ops=("list", "detail"), render=render_posture_check_type, computed=(Field("version"),),
+    ops=("list", "detail"),
+    # upstream never sets version (null); the spec requires a string, so "" keeps clients' models valid
+    constants={"version": ""},
 )
 
 RESOURCES = (POSTURE_CHECK_TYPES, POSTURE_CHECKS)

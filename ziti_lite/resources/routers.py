@@ -21,7 +21,7 @@ import msgspec
 from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
-from ..api.resource import Field, Resource
+from ..api.resource import Field, Ref, Resource
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound
 from .common import (
@@ -283,15 +283,6 @@ def prepare_terminator(ctx, values: dict, existing: dict | None) -> None:
     _defaults(values, {"cost": 0, "precedence": "default"})
 
 
-def render_terminator(ctx, row: dict, out: dict) -> None:
-    store = ctx.store
-    out["service"] = env.entity_ref("services", "services", row["service_id"],
-                                    store.value("SELECT name FROM services WHERE id = ?", (row["service_id"],)))
-    out["router"] = env.entity_ref("transit-routers", "transit-routers", row["router_id"],
-                                   store.value("SELECT name FROM routers WHERE id = ?", (row["router_id"],)))
-    out["dynamicCost"] = 0
-
-
 TERMINATORS = Resource(
     name="terminators", entity="terminator",
     fields=(
@@ -306,7 +297,8 @@ TERMINATORS = Resource(
         Field("hostId", output=False),
     ),
     create=TerminatorCreate, update=TerminatorUpdate,
-    computed=(Field("service", "json"), Field("router", "json"), Field("dynamicCost", "int")),
+    refs=(Ref("service", "service_id", "services"), Ref("router", "router_id", "transit-routers", "routers")),
+    constants={"dynamicCost": 0},
     extra_symbols={
         "instanceId": Symbol("string", "t.instance_id"),
         "service": Symbol("string", "t.service_id"),
@@ -315,7 +307,7 @@ TERMINATORS = Resource(
         "router.name": Symbol("string", "(SELECT r.name FROM routers r WHERE r.id = t.router_id)"),
     },
     protect_system=True,
-    prepare=prepare_terminator, render=render_terminator,
+    prepare=prepare_terminator,
 )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 
 from ..api import crud
-from ..api.resource import Field, Resource
+from ..api.resource import Field, Ref, Resource
 from ..errors import CouldNotValidate, NotFound, ReferencedEntity
 from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Tags, check_attributes, check_name, exists
 
@@ -141,16 +141,6 @@ def prepare_config(ctx, values: dict, existing: dict | None) -> None:
         values["config_type_id"] = type_id
 
 
-def render_config(ctx, row: dict, out: dict) -> None:
-    name = ctx.store.value("SELECT name FROM config_types WHERE id = ?", (row["config_type_id"],))
-    out["configType"] = {
-        "entity": "config-types",
-        "id": row["config_type_id"],
-        "name": name,
-        "_links": {"self": {"href": f"./config-types/{row['config_type_id']}"}},
-    }
-
-
 def before_delete_config(ctx, row: dict) -> None:
     ids = ctx.store.column("SELECT DISTINCT identity_id FROM identity_service_configs WHERE config_id = ?",
                            (row["id"],))
@@ -168,12 +158,11 @@ CONFIGS = Resource(
     name="configs",
     entity="config",
     fields=(NAME, Field("configTypeId", column="config_type_id"), Field("data", "json", filterable=False)),
-    computed=(Field("configType", "json"),),
+    refs=(Ref("configType", "config_type_id", "config-types"),),
     create=ConfigCreate,
     update=ConfigUpdate,
     extra_symbols={"type": crud.fq.Symbol("string", "t.config_type_id")},
     prepare=prepare_config,
-    render=render_config,
     before_delete=before_delete_config,
 )
 
