@@ -310,6 +310,14 @@ def list_response(
     return env.listing(data, limit, offset, total, res.filterable)
 
 
+def child_list(ctx: Ctx, parent: Resource, res: Resource, column: str) -> env.JSON:
+    """The list page of the ``res`` rows whose ``column`` holds the id of the ``parent`` entity
+    in the path (404 when there is no such parent)."""
+    id = ctx.params["id"]
+    get_row(ctx.store, parent, id)
+    return list_response(ctx, res, f"t.{column} = ?", [id])
+
+
 # resource name -> fn(ctx) returning None or (where, params): a condition the request adds to
 # that resource's list (e.g. roleFilter on identities), applied before filter and paging.
 LIST_CONDITIONS: dict[str, Any] = {}

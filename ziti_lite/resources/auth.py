@@ -19,10 +19,10 @@ from ..api.ops import op
 from ..api.resource import Field, Resource, derive_patch
 from ..auth.defaults import PRIMARY_DEFAULTS, SECONDARY_DEFAULTS
 from ..db.filters import Symbol
-from ..errors import ApiError, CouldNotValidate, NotFound, ReferencedEntity, field_cause
+from ..errors import ApiError, CouldNotValidate, ReferencedEntity, field_cause
 from ..pki import ca as pki
 from .common import NAME, Body, Tags, check_name, exists
-from .identities import AUTHENTICATORS
+from .identities import AUTHENTICATORS, IDENTITIES
 
 ZERO_TIME = "0001-01-01T00:00:00.000Z"
 
@@ -301,10 +301,7 @@ def _client_signer(ctx, r: dict) -> dict:
 @op("GET", "/identities/{id}/authenticators", op_id="getIdentityAuthenticators", tag="identities",
     query=("limit", "offset", "filter"))
 async def identity_authenticators(ctx):
-    id = ctx.params["id"]
-    if not exists(ctx.store, "identities", id):
-        raise NotFound("identity", id)
-    return crud.list_response(ctx, AUTHENTICATORS, "t.identity_id = ?", [id])
+    return crud.child_list(ctx, IDENTITIES, AUTHENTICATORS, "identity_id")
 
 
 # ================================================================ controllers

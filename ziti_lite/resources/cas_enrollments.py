@@ -16,12 +16,13 @@ from ..api.ops import op
 from ..api.resource import Field, Ref, Resource, derive_patch
 from ..db.filters import Symbol
 from ..enroll import new_enrollment, server_keypair
-from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
+from ..errors import ApiError, CouldNotValidate, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca as pki
 from ..pki import tokens
 from .auth import bad_request, blank, load_json, merge_leaves
 from .common import NAME, Body, Tags, check_name, exists
+from .identities import IDENTITIES
 
 # ================================================================ CAs
 Location = Literal["COMMON_NAME", "SAN_URI", "SAN_EMAIL"]
@@ -249,10 +250,7 @@ async def refresh_enrollment(ctx):
 @op("GET", "/identities/{id}/enrollments", op_id="getIdentityEnrollments", tag="identities",
     query=("limit", "offset", "filter"))
 async def identity_enrollments(ctx):
-    id = ctx.params["id"]
-    if not exists(ctx.store, "identities", id):
-        raise NotFound("identity", id)
-    return crud.list_response(ctx, ENROLLMENTS, "t.identity_id = ?", [id])
+    return crud.child_list(ctx, IDENTITIES, ENROLLMENTS, "identity_id")
 
 
 RESOURCES = (CAS, ENROLLMENTS)
