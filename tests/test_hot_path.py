@@ -15,7 +15,7 @@ import msgspec
 
 from ziti_lite import clock
 from ziti_lite.api import crud
-from ziti_lite.resources import registry
+from ziti_lite.wiring import resources as registry
 
 from .conftest import ADMIN_USER
 

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from ziti_lite.db.store import Store
-from ziti_lite.resources import registry
+from ziti_lite.wiring import resources as registry
 
 BASE = {"id": "TEXT", "created_at": "TEXT", "updated_at": "TEXT", "tags": "TEXT", "is_system": "INTEGER"}
 SQL_TYPE = {"string": "TEXT", "datetime": "TEXT", "json": "TEXT", "set": "TEXT", "map": "TEXT",

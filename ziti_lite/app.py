@@ -12,21 +12,30 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import socket
+import ssl
 import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any, assert_never
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
+from starlette.types import Receive, Scope, Send
 
-from . import UPSTREAM_VERSION, clock, edge
+from . import UPSTREAM_VERSION, bootstrap, clock, edge, wiring
 from .api import envelope as env
 from .api.context import Ctx, not_parsable
-from .api.router import Router
+from .api.router import AuthLevel, Router
 from .auth import sessions
+from .client.posture_checks import PostureState
 from .config import Settings
 from .db.checkpoint import Checkpointer
 from .db.store import Store
+from .edge.router import EdgeRouter
 from .errors import ApiError, NotFound, Unauthorized
+from .observe import PATHS, Observer
+from .zac import Console
 
 log = logging.getLogger("ziti_lite")
 
@@ -44,39 +53,73 @@ _EXPIRY_HEADS: dict[tuple[str, int], tuple[str, bytes]] = {}
 
 
 class Controller:
-    """Everything a request handler may need, created once per process."""
+    """Everything a request handler may need, created once per process. Every attribute is
+    declared here (``__slots__``): state a module keeps per controller has its slot below."""
+
+    __slots__ = ("settings", "store", "activity", "state", "instance_id", "router", "jobs", "checkpointer",
+                 "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "periodic",
+                 "session_rows", "extjwt_keys", "posture_states", "service_change_memory", "service_override_sigs",
+                 "traces", "_headers")
+
+    settings: Settings
+    store: Store
+    activity: dict[str, str]                # API session token -> last activity this process saw (auth.sessions)
+    state: dict[str, str]                   # the controller table: instance id, PKI PEMs (bootstrap.ensure)
+    instance_id: str
+    router: Router                          # the route table (wiring.load)
+    jobs: dict[str, Any]                    # the integrity job and the snapshot rate limit (api/database.py)
+    checkpointer: Checkpointer | None       # made by the first lifespan (serving)
+    ssl_context: ssl.SSLContext | None      # the API's TLS context (server.build sets it)
+    edge_ssl_context: ssl.SSLContext | None  # the edge router's (server.build sets it)
+    edge_sock: socket.socket | None         # a pre-bound socket for the edge router (tests)
+    edge_router: EdgeRouter | None          # while the embedded router runs (edge.start/stop)
+    router_states: dict[str, dict]          # router id -> live state shown by the API
+    periodic: list[Callable[[Controller], object]]  # run by the janitor every few seconds (client.sessions)
+    session_rows: tuple[tuple[int, int], dict[str, Any]] | None  # the session lookup cache (auth.sessions)
+    extjwt_keys: dict[str, Any]             # JWKS keys of ext-jwt signers (auth.extjwt)
+    posture_states: dict[str, PostureState]  # identity id -> posture responses (client.posture_checks)
+    service_change_memory: dict[str, str]   # identity id -> in-memory lastChangeAt (client.changes)
+    service_override_sigs: dict[str, str]   # identity id -> its service-config overrides' digest (client.changes)
+    traces: dict[str, dict]                 # identity id -> tracing spec (PUT /identities/{id}/trace)
 
     def __init__(self, settings: Settings, store: Store | None = None):
-        from . import bootstrap
         self.settings = settings
         self.store = store or Store(settings.db)
-        self.activity: dict[str, str] = {}
+        self.activity = {}
         self.state = bootstrap.ensure(self)      # instance id, PKI, default rows
         self.instance_id = self.state["instance_id"]
+        self.jobs = {}
+        self.checkpointer = None
+        self.ssl_context = None
+        self.edge_ssl_context = None
+        self.edge_sock = None
+        self.edge_router = None
+        self.router_states = {}
+        self.periodic = []
+        self.session_rows = None
+        self.extjwt_keys = {}
+        self.posture_states = {}
+        self.service_change_memory = {}
+        self.service_override_sigs = {}
+        self.traces = {}
         self.router = Router()
-        self.jobs: dict[str, object] = {}
-        self.checkpointer: Checkpointer | None = None   # made by the first lifespan (serving)
-        self.ssl_context = None                 # the API's TLS context (server.build sets it)
-        self.edge_ssl_context = None            # the edge router's (server.build sets it)
-        self.edge_sock = None                   # a pre-bound socket for the edge router (tests)
-        self.edge_router = None                 # edge.EdgeRouter while the embedded router runs
-        self.router_states: dict[str, dict] = {}   # router id -> live state shown by the API
-        from .api import routes
-        routes.mount_all(self)
+        for route in wiring.load().routes:
+            self.router.add(route)
         self._headers = [(b"server", f"ziti-controller/v{UPSTREAM_VERSION}".encode()),
                          (b"ziti-instance-id", self.instance_id.encode())]
 
     # ---------------------------------------------------------------- ASGI
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         request = Request(scope, receive)
         api, path = split_path(scope["path"])
         method = scope["method"]
-        ctx = None
+        ctx: Ctx | None = None
+        response: env.JSON
         try:
             methods, params = self.router.match(api, path) if api else (None, {})
-            if methods is None:
+            if methods is None or api is None:
                 raise NotFound(message=f"path {scope['path']} was not found")
             route = methods.get(method)
             if route is None and method == "HEAD":
@@ -86,7 +129,7 @@ class Controller:
                     response = env.JSON(b"", status_code=200)
                     return await self._send(response, scope, receive, send)
                 allowed = ",".join(sorted(methods))
-                raise ApiError("METHOD_NOT_ALLOWED", 405, cause={
+                raise ApiError("METHOD_NOT_ALLOWED", cause={
                     "code": "UNHANDLED", "message": f"method {method} is not allowed, but [{allowed}] are"})
             scope["zl.route"] = route   # for metrics and access records (observe.py)
             ctx = Ctx(self, request, api, params, route)
@@ -98,16 +141,16 @@ class Controller:
             response = env.error_response(not_parsable(e))
         except RecursionError:  # a JSON body nested deeper than any parser will follow
             log.warning("recursion limit on %s %s", method, scope["path"])
-            response = env.error_response(ApiError("COULD_NOT_PARSE_BODY", 400, cause={
+            response = env.error_response(ApiError("COULD_NOT_PARSE_BODY", cause={
                 "code": "UNHANDLED", "message": "JSON document nested too deeply"}))
         except Exception:  # a bug: answer with the envelope, keep serving
             log.error("unhandled error on %s %s\n%s", method, scope["path"], traceback.format_exc())
-            response = env.error_response(ApiError("UNHANDLED", 500))
+            response = env.error_response(ApiError("UNHANDLED"))
         if ctx is not None and ctx.session is not None:
             response.raw_headers.extend(self._expiry_headers(ctx.session))
         await self._send(response, scope, receive, send)
 
-    def _expiry_headers(self, session) -> list[tuple[bytes, bytes]]:
+    def _expiry_headers(self, session: sessions.Session) -> list[tuple[bytes, bytes]]:
         """``expiration-seconds`` and ``expires-at`` (Go's default time text) for a valid session."""
         timeout = self.settings.session_timeout
         stamp = session.last_activity_at
@@ -128,13 +171,16 @@ class Controller:
         text = t.strftime("%Y-%m-%d %H:%M:%S") + frac + " +0000 UTC"
         return [(b"expiration-seconds", str(timeout).encode()), (b"expires-at", text.encode())]
 
-    async def _send(self, response, scope, receive, send):
+    async def _send(self, response: env.JSON, scope: Scope, receive: Receive, send: Send) -> None:
         scope["zl.status"] = response.status_code   # for metrics and access records (observe.py)
         response.raw_headers.extend(self._headers)
         response.raw_headers.extend(CORS)
         await response(scope, receive, send)
 
-    async def authorize(self, ctx: Ctx, level: str) -> None:
+    async def authorize(self, ctx: Ctx, level: AuthLevel) -> None:
+        """Let the request through at ``level`` or raise 401: ``public`` anyone, ``partial`` any
+        valid API session (even one that still owes a secondary factor), ``session`` a complete
+        one, ``admin`` a complete admin one."""
         if level == "public":
             return
         headers = ctx.request.headers
@@ -148,8 +194,13 @@ class Controller:
             return
         if session.partial:
             raise Unauthorized(None)
-        if level == "admin" and not session.is_admin:
-            raise Unauthorized(None)
+        if level == "session":
+            return
+        if level == "admin":
+            if not session.is_admin:
+                raise Unauthorized(None)
+            return
+        assert_never(level)
 
 
 def split_path(path: str) -> tuple[str | None, str]:
@@ -192,11 +243,9 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
     app = _App(routes=[Mount("", app=ctl)], lifespan=lifespan)
     app.controller = ctl
     if settings.zac:
-        from .zac import Console
         app.console = Console(settings.zac)
-    from .observe import PATHS, Observer
-    app.observer = Observer(ctl, access_log=settings.log_format == "json")
-    app.specials = dict.fromkeys(PATHS, app.observer.special)
+    observer = app.observer = Observer(ctl, access_log=settings.log_format == "json")
+    app.specials = dict.fromkeys(PATHS, observer.special)
     app.state.controller = ctl
     return app
 
@@ -207,11 +256,11 @@ class _App(Starlette):
     middleware layers are skipped (~5 µs of every request)."""
 
     controller: Controller
-    console = None          # zac.Console with --zac
-    observer = None         # observe.Observer: metrics, access records
-    specials: dict = {}     # /health-checks, /metrics
+    console: Console | None = None      # with --zac
+    observer: Observer | None = None    # metrics, access records
+    specials: dict[str, Callable[[Scope, Receive, Send], Awaitable[None]]] = {}  # /health-checks, /metrics
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             scope["app"] = self
             path = scope["path"]
@@ -236,7 +285,7 @@ async def _janitor(ctl: Controller) -> None:
         await asyncio.sleep(5)
         try:
             sessions.expire(ctl)
-            for hook in getattr(ctl, "periodic", []):
+            for hook in ctl.periodic:
                 hook(ctl)
         except Exception:
             log.exception("session janitor")

@@ -25,6 +25,8 @@ from .auth import passwords
 from .auth.defaults import default_policy
 from .edge.entity import seed_policies
 from .ids import new_id
+from .pki import ca
+from .resources.builtins import CONFIG_TYPES, POSTURE_CHECK_TYPES
 
 DEFAULT_AUTH_POLICY = default_policy()
 
@@ -49,8 +51,6 @@ def hosts_for(settings) -> list[str]:
 
 
 def ensure(ctl) -> dict:
-    from .pki import ca
-
     store, settings = ctl.store, ctl.settings
     hosts = hosts_for(settings)
     if settings.admin_password and _get(store, "instance_id") is not None:
@@ -76,7 +76,7 @@ def ensure(ctl) -> dict:
         else:
             _upgrade(store)
         if json.loads(_get(store, "server_hosts") or "[]") != hosts:
-            signer = ca.KeyPair(_get(store, "signer_cert"), _get(store, "signer_key"))
+            signer = ca.KeyPair(_get(store, "signer_cert") or "", _get(store, "signer_key") or "")
             server = ca.issue_server_cert(
                 signer, hosts, key_pem=_get(store, "server_key")
             )  # same key: issued JWTs stay valid
@@ -90,8 +90,6 @@ def upstream_config_type_schemas(store) -> None:
     """The built-in config types get upstream's schemas (``$id``, ``definitions``, ``allOf``
     forms, health checks, listen options, proxy), which schema-driven clients such as the admin
     console render; before, ziti-lite stored simpler schemas of its own."""
-    from .resources.builtins import CONFIG_TYPES
-
     now = clock.stamp()
     for id, name, schema in CONFIG_TYPES:
         if store.value("SELECT 1 FROM config_types WHERE id = ?", (id,)):
@@ -120,8 +118,6 @@ def _insert(store, table: str, row: dict) -> None:
 
 
 def _seed_rows(store) -> None:
-    from .resources.builtins import CONFIG_TYPES, POSTURE_CHECK_TYPES
-
     for t in ("Default", "Router"):
         _insert(store, "identity_types", {"id": t, "name": t, "is_system": 1})
     _insert(
@@ -144,7 +140,7 @@ def _seed_rows(store) -> None:
 def _seed_admin(store, settings) -> None:
     import os
 
-    password = settings.admin_password or os.environ.get("ZITI_LITE_ADMIN_PASSWORD")
+    password = settings.admin_password or os.environ.get("ZITI_LITE_ADMIN_PASSWORD") or ""
     generated = not password
     if generated:
         password = secrets.token_urlsafe(18)

@@ -1,4 +1,9 @@
-"""The ``ziti-lite`` command: serve, snapshot, check, version."""
+"""The ``ziti-lite`` command: serve, snapshot, check, export, import, routes, version.
+
+Each command imports what it runs when it runs (``ziti-lite version`` loads no server), and every
+command that opens a database first loads the whole controller (``wiring.load``) so that its
+registrations (integrity checks, listeners, ...) are all there whichever command runs.
+"""
 
 from __future__ import annotations
 
@@ -146,9 +151,7 @@ def _stopped(signum, frame) -> None:
 @click.argument("out", type=click.Path(dir_okay=False))
 def snapshot(db, out) -> None:
     """Write a consistent copy of a (possibly live) controller database to OUT."""
-    from .db.store import Store
-
-    store = Store(db)
+    store = _open(db)
     store.snapshot(out)
     store.close()
     click.echo(f"snapshot written to {out}")
@@ -160,9 +163,8 @@ def snapshot(db, out) -> None:
 def check(db, fix) -> None:
     """Run the data integrity check (the Database API's check) in-process."""
     from . import integrity
-    from .db.store import Store
 
-    store = Store(db)
+    store = _open(db)
     problems = integrity.run(store, fix=fix)
     for p in problems:
         state = "fixed" if p.fixed else ("fixable" if p.fixable else "not fixable")
@@ -217,6 +219,27 @@ def import_(db, file) -> None:
         if c["created"] or c["skipped"]:
             click.echo(f"{kind}: {c['created']} created, {c['skipped']} already there", err=True)
     click.echo(f"ziti-lite: {exchange.CANNOT_MOVE}", err=True)
+
+
+@cli.command()
+@click.option("--api", type=click.Choice(["management", "client"]), default=None, help="only this API's routes")
+def routes(api) -> None:
+    """Print every operation: method, path, API, auth level and the handler (module:function)."""
+    from . import wiring
+
+    rows = [r for r in wiring.describe() if api is None or r[2] == api]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
+
+
+def _open(db: str):
+    """The database of a command, with every registration loaded (``wiring.load``)."""
+    from . import wiring
+    from .db.store import Store
+
+    wiring.load()
+    return Store(db)
 
 
 @cli.command()

@@ -1,11 +1,11 @@
-"""Settings of one controller process, fixed at start."""
+"""Settings of one controller process, fixed at start (every field declared: ``slots=True``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 
-@dataclass
+@dataclass(slots=True)
 class Settings:
     db: str
     host: str = "127.0.0.1"
@@ -24,6 +24,9 @@ class Settings:
     idle_timeout: float = 5.0               # seconds a connection may take to send a request head
     handshake_timeout: float = 5.0          # seconds a client may take to finish the TLS handshake
     max_connections: int | None = None      # open connections; None: 3/4 of the descriptor limit
+    # clients of other services
+    jwks_ca_file: str | None = None         # CA bundle for ext-jwt signers' JWKS endpoints (auth/extjwt.py)
+    totp_issuer: str | None = None          # issuer in TOTP provisioning URLs; None: upstream's (auth/mfa.py)
 
     @property
     def public_host(self) -> str:

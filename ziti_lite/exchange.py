@@ -32,6 +32,10 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from .app import create_app
+from .auth import sessions
+from .config import Settings
+
 # the order of upstream's importer: what a later type refers to exists first
 IMPORT_ORDER = ("certificateAuthorities", "externalJwtSigners", "authPolicies", "identities", "configTypes",
                 "configs", "services", "postureChecks", "edgeRouters", "serviceEdgeRouterPolicies",
@@ -85,9 +89,6 @@ class LocalApi:
     """The management API of a database file, called in-process as its default admin."""
 
     def __init__(self, db: str):
-        from .app import create_app
-        from .auth import sessions
-        from .config import Settings
         self.app = create_app(Settings(db=db, edge_port=0))
         self.ctl = self.app.state.controller
         store = self.ctl.store

@@ -7,6 +7,8 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from .db import search
+
 
 @dataclass
 class Problem:
@@ -103,7 +105,6 @@ def search_indexes(store) -> Iterator[Problem]:
     """Each FTS5 search index (``db/search.py``) holds exactly its table's rows (compared by rowid
     through the index's docsize table, read-only: no write lock while a server runs); the fix
     rebuilds it from the rows."""
-    from .db import search
     for table in search.SEARCH_INDEXES:
         fts = search.index_name(table)
         stray = store.value(f"SELECT count(*) FROM {fts}_docsize d WHERE NOT EXISTS"
@@ -119,20 +120,16 @@ def search_indexes(store) -> Iterator[Problem]:
 
 # modules whose checks register themselves on import; loaded by run(), so that ``ziti-lite
 # check`` in a fresh process runs the same checks as a serving controller
-CHECK_MODULES = ("ziti_lite.policy.checks",)
-
-
 def run(store, fix: bool = False) -> list[Problem]:
-    import importlib
-    for name in CHECK_MODULES:
-        importlib.import_module(name)
+    """Every registered check (``CHECKS``: the modules of ``wiring.MODULES`` register theirs, so
+    load the wiring first, as the controller and ``ziti-lite check`` do), then foreign keys."""
     problems: list[Problem] = []
     for c in (*CHECKS, foreign_keys):
         problems.extend(c(store))
-    fixes = [p for p in problems if p.fixable and p.fix is not None]
+    fixes = [(p, p.fix) for p in problems if p.fixable and p.fix is not None]
     if fix and fixes:  # no write transaction (no wait for busy writers) when there is nothing to fix
         with store.write():
-            for p in fixes:
-                p.fix(store)
+            for p, repair in fixes:
+                repair(store)
                 p.fixed = True
     return problems

@@ -26,7 +26,11 @@ import time
 import urllib.parse
 from collections import defaultdict
 
+from starlette.responses import Response
+
 from . import __version__
+from .api import envelope as env
+from .errors import ApiError
 from .ids import new_id
 from .logs import REQUEST_ID, access
 
@@ -208,14 +212,10 @@ class Observer:
         self.access_log = access_log
 
     async def special(self, scope, receive, send) -> None:
-        from starlette.responses import Response
-
         path, method = scope["path"], scope["method"]
+        response: Response
         if method not in ("GET", "HEAD"):
-            from .api import envelope as env
-            from .errors import ApiError
-
-            response = env.error_response(ApiError("METHOD_NOT_ALLOWED", 405))
+            response = env.error_response(ApiError("METHOD_NOT_ALLOWED"))
         elif path == "/metrics":
             response = Response(self.metrics.render(self.ctl), media_type="text/plain; version=0.0.4; charset=utf-8")
         else:

@@ -218,7 +218,7 @@ def cert_pem(cert: x509.Certificate) -> str:
 def trust(ctl, pem: str | None) -> None:
     """Let handshakes accept chains ending at ``pem`` from now on (a running listener whose
     context could not be made to accept every chain; otherwise there is nothing to do)."""
-    context = getattr(ctl, "ssl_context", None)
+    context = ctl.ssl_context
     if context is None or _accepts_any(context) or not pem or "-----BEGIN CERTIFICATE-----" not in pem:
         return
     try:

@@ -46,7 +46,7 @@ class Console:
             if response is None and scope["method"] in ("GET", "HEAD"):
                 response = await self._index(scope)
         if response is None:
-            response = env.error_response(ApiError("METHOD_NOT_ALLOWED", 405) if scope["method"] not in ("GET", "HEAD")
+            response = env.error_response(ApiError("METHOD_NOT_ALLOWED") if scope["method"] not in ("GET", "HEAD")
                                           else NotFound())
         await response(scope, receive, send)
 

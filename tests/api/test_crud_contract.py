@@ -1,4 +1,4 @@
-"""The CRUD contract, checked for every Resource in ``ziti_lite.resources.registry()``.
+"""The CRUD contract, checked for every Resource in ``ziti_lite.wiring.resources()``.
 
 Each resource gets the same checks: list meta, filter by id, paging, create envelope, detail
 (with every field its upstream ``*Detail`` definition requires), PUT resets omitted fields,
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Api, assert_error
-from ziti_lite.resources import registry
+from ziti_lite.wiring import resources as registry
 
 FAKE_ID = "noSuchId0"
 REFERENCE = Path("/work/shared/reference/openziti-edge-api.md")

@@ -129,7 +129,7 @@ def test_policy_change_applies_to_the_next_login(net, admin):
 def test_check_primary_rules():
     import pytest
 
-    from ziti_lite.api.authentication import check_primary
+    from ziti_lite.auth.policy import check_primary
     from ziti_lite.errors import InvalidAuth
     p = {"primary": {"cert": {"allowed": True, "allowExpiredCerts": False},
                      "extJwt": {"allowed": True, "allowedSigners": ["s1"]},

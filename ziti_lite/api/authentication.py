@@ -1,6 +1,6 @@
 """Logging in and the caller's own session and identity.
 
-``POST /authenticate?method=...`` dispatches to a primary method registered in ``METHODS``
+``POST /authenticate?method=...`` dispatches to a primary method registered in ``auth.methods.METHODS``
 (password here; cert and ext-jwt register themselves from their own modules). A method returns
 who authenticated; this module creates the API session and answers with its detail.
 """
@@ -8,21 +8,22 @@ who authenticated; this module creates the API session and answers with its deta
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 import msgspec
 from msgspec import Meta
 
 from .. import clock
-from ..api import crud
-from ..api import envelope as env
-from ..api.ops import BOTH, op
 from ..auth import passwords, sessions
-from ..auth.defaults import PRIMARY_DEFAULTS
-from ..errors import CouldNotValidate, InvalidAuth
+from ..auth.methods import METHODS, Login, auth_queries, method
+from ..auth.policy import identity_policy, is_disabled, primary_rules
+from ..errors import CouldNotValidate, InvalidAuth, Unauthorized
 from ..resources.common import Body, name_of
+from ..resources.identities import IDENTITIES
+from . import crud
+from . import envelope as env
+from .context import Ctx
+from .ops import BOTH, op
 
 S255 = Annotated[str, Meta(max_length=255)]
 S253 = Annotated[str, Meta(max_length=253)]
@@ -54,64 +55,8 @@ class Authenticate(Body):
     sdk_info: SdkInfo | None = None
 
 
-class Login(msgspec.Struct):
-    """What a primary authentication method established."""
-    identity_id: str
-    authenticator_id: str
-    cert_extendable: bool = False
-
-
-Method = Callable[..., Awaitable[Login]]
-METHODS: dict[str, Method] = {}
-
-
-def method(name: str):
-    def deco(fn):
-        METHODS[name] = fn
-        return fn
-    return deco
-
-
-_METHOD_KEYS = {"password": "updb", "updb": "updb", "cert": "cert", "ext-jwt": "extJwt", "extJwt": "extJwt"}
-
-
-def primary_rules(policy: dict, method: str) -> dict:
-    """The auth policy's primary rules for one method, defaults filled in."""
-    key = _METHOD_KEYS[method]
-    return {**PRIMARY_DEFAULTS[key], **((policy.get("primary") or {}).get(key) or {})}
-
-
-def check_primary(policy: dict, method: str, *, signer_id: str | None = None, cert_expired: bool = False) -> None:
-    """Raise ``InvalidAuth`` unless ``policy`` (as returned by ``identity_policy``) allows logging in
-    with ``method`` ("password"/"updb", "cert", "ext-jwt"/"extJwt"). For cert logins pass whether
-    the presented leaf is outside its validity period; for ext-jwt the signer's id."""
-    rules = primary_rules(policy, method)
-    if not rules.get("allowed"):
-        raise InvalidAuth()
-    key = _METHOD_KEYS[method]
-    if key == "cert" and cert_expired and not rules.get("allowExpiredCerts"):
-        raise InvalidAuth()
-    if key == "extJwt" and rules.get("allowedSigners") and signer_id not in rules["allowedSigners"]:
-        raise InvalidAuth()
-
-
-def identity_policy(store, identity_id: str) -> tuple[dict, dict] | None:
-    """The identity row and its auth policy (primary, secondary parsed), or None."""
-    ident = store.one("SELECT * FROM identities WHERE id = ?", (identity_id,))
-    if ident is None:
-        return None
-    pol = store.one("SELECT primary_, secondary FROM auth_policies WHERE id = ?", (ident["auth_policy_id"],))
-    if pol is None:
-        return None
-    return ident, {"primary": json.loads(pol["primary_"]), "secondary": json.loads(pol["secondary"])}
-
-
-def is_disabled(ident: dict) -> bool:
-    return bool(ident["disabled_at"]) and (not ident["disabled_until"] or ident["disabled_until"] > clock.stamp())
-
-
 @method("password")
-async def password_login(ctx, body: Authenticate) -> Login:
+async def password_login(ctx: Ctx, body: Authenticate) -> Login:
     """Upstream's order: user, identity + policy, disabled, ``updb.allowed``, attempts, password.
     Every refusal is the same ``INVALID_AUTH`` after the same amount of hashing. Lockout counts
     consecutive wrong passwords (reset by a good one): the wrong password that takes the count
@@ -162,32 +107,7 @@ async def password_login(ctx, body: Authenticate) -> Login:
     return Login(ident["id"], auth["id"])
 
 
-def resolve_config_types(store, requested) -> list[str]:
-    if requested is None:
-        return []
-    values = [v.strip() for v in (requested.split(",") if isinstance(requested, str) else requested) if v and v.strip()]
-    if "all" in values:
-        return ["all"]
-    out = []
-    for v in values:
-        id = store.value("SELECT id FROM config_types WHERE id = ? OR name = ? ORDER BY id = ? DESC LIMIT 1", (v, v, v))
-        if id and id not in out:
-            out.append(id)
-    return out
-
-
-# hooks that fill a session's authQueries (MFA, ext-jwt secondary); each returns a list
-AUTH_QUERY_PROVIDERS: list[Callable] = []
-
-
-def auth_queries(ctx, row: dict) -> list:
-    out: list = []
-    for provider in AUTH_QUERY_PROVIDERS:
-        out.extend(provider(ctx, row))
-    return out
-
-
-def session_detail(ctx, row: dict, current: bool = True) -> dict:
+def session_detail(ctx: Ctx, row: dict, current: bool = True) -> dict:
     store = ctx.store
     timeout = ctx.ctl.settings.session_timeout
     cached = max(row["last_activity_at"], ctx.ctl.activity.get(row["token"], ""))
@@ -224,7 +144,7 @@ def session_detail(ctx, row: dict, current: bool = True) -> dict:
     tag="authentication",
     query=("method",),
 )
-async def authenticate(ctx):
+async def authenticate(ctx: Ctx):
     name = ctx.q("method")
     fn = METHODS.get(name or "")
     if fn is None:
@@ -232,7 +152,7 @@ async def authenticate(ctx):
     body = await ctx.json(Authenticate)
     login = await fn(ctx, body)
     store = ctx.store
-    config_types = resolve_config_types(store, body.config_types)
+    config_types = sessions.resolve_config_types(store, body.config_types)
     mfa_required = (
         store.value("SELECT 1 FROM mfa WHERE identity_id = ? AND is_verified = 1", (login.identity_id,)) is not None
     )
@@ -257,12 +177,16 @@ async def authenticate(ctx):
                 [*info.values(), login.identity_id],
             )
     row = store.one("SELECT * FROM api_sessions WHERE id = ?", (created["id"],))
+    if row is None:  # ended (deleted) before it could be shown
+        raise Unauthorized()
     return env.ok(session_detail(ctx, row), headers={"zt-session": row["token"]})
 
 
 @op("GET", "/current-api-session", apis=BOTH, auth="partial", op_id="getCurrentAPISession", tag="current-api-session")
-async def current_api_session(ctx):
-    row = ctx.store.one("SELECT * FROM api_sessions WHERE id = ?", (ctx.session.id,))
+async def current_api_session(ctx: Ctx):
+    row = ctx.store.one("SELECT * FROM api_sessions WHERE id = ?", (ctx.api_session.id,))
+    if row is None:  # ended (logout elsewhere) since the session was looked up
+        raise Unauthorized()
     return env.ok(session_detail(ctx, row))
 
 
@@ -274,17 +198,15 @@ async def current_api_session(ctx):
     op_id="deleteCurrentApiSession",
     tag="current-api-session",
 )
-async def logout(ctx):
+async def logout(ctx: Ctx):
     with ctx.store.write():
-        ctx.store.execute("DELETE FROM api_sessions WHERE id = ?", (ctx.session.id,))
-    ctx.ctl.activity.pop(ctx.session.token, None)
+        ctx.store.execute("DELETE FROM api_sessions WHERE id = ?", (ctx.api_session.id,))
+    ctx.ctl.activity.pop(ctx.api_session.token, None)
     return env.empty()
 
 
 @op("GET", "/current-identity", apis=BOTH, auth="session", op_id="getCurrentIdentity", tag="current-identity")
-async def current_identity(ctx):
-    from ..resources.identities import IDENTITIES
-
+async def current_identity(ctx: Ctx):
     row = crud.get_row(ctx.store, IDENTITIES, ctx.identity_id)
     out = crud.render(ctx, IDENTITIES, row)
     out["_links"] = {"self": {"href": "./current-identity"}, "mfa": {"href": "./current-identity/mfa"}}

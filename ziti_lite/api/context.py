@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from starlette.requests import Request
 
-from ..errors import ApiError, CouldNotValidate
+from ..errors import ApiError, CouldNotValidate, Unauthorized
+from .router import Route
+
+if TYPE_CHECKING:  # typing only: these sit in higher layers (see tests/test_layers.py)
+    from ..app import Controller
+    from ..auth.sessions import Session
+    from ..db.store import Store
+    from ..resources.service_view import View
 
 T = TypeVar("T")
 MAX_BODY = 4 * 1024 * 1024
@@ -19,20 +26,40 @@ _decoders: dict[type, msgspec.json.Decoder] = {}
 
 
 class Ctx:
-    """What a handler sees: the controller, the request, path params and the caller's session."""
+    """What a handler sees: the controller, the request, path params and the caller's session;
+    and what hooks of one request leave for later hooks of the same request (declared below)."""
 
+    __slots__ = ("ctl", "request", "api", "params", "route", "session", "_body",
+                 "pending_enrollment", "identity_extras", "service_view")
 
-    def __init__(self, ctl, request: Request, api: str, params: dict, route):
+    ctl: Controller
+    request: Request
+    api: str                                # "management" | "client"
+    params: dict[str, str]                  # path parameters
+    route: Route
+    session: Session | None                 # set by Controller.authorize on non-public routes
+    _body: bytes | None
+    # an identity create's ``enrollment`` object, from prepare to after_write (resources/identities.py)
+    pending_enrollment: dict | None
+    # identity id -> related rows of a list page, read by the identity renderer (resources/identities.py)
+    identity_extras: dict[str, Any] | None
+    # the caller-dependent values of the services of this request (resources/service_view.py)
+    service_view: View | None
+
+    def __init__(self, ctl: Controller, request: Request, api: str, params: dict[str, str], route: Route):
         self.ctl = ctl
         self.request = request
         self.api = api
         self.params = params
         self.route = route
         self.session = None
-        self._body: bytes | None = None
+        self._body = None
+        self.pending_enrollment = None
+        self.identity_extras = None
+        self.service_view = None
 
     @property
-    def store(self):
+    def store(self) -> Store:
         return self.ctl.store
 
     def q(self, name: str, default: str | None = None) -> str | None:
@@ -48,18 +75,18 @@ class Ctx:
             size = 0
             chunks = []
             # a client that stops sending its body mid-way holds the request only so long
-            wait = getattr(self.ctl.settings, "idle_timeout", None) or BODY_WAIT
+            wait = self.ctl.settings.idle_timeout or BODY_WAIT
             loop = asyncio.get_running_loop()
             try:
                 async with asyncio.timeout(wait) as deadline:
                     async for chunk in self.request.stream():
                         size += len(chunk)
                         if size > MAX_BODY:
-                            raise ApiError("REQUEST_TOO_LARGE", 413)
+                            raise ApiError("REQUEST_TOO_LARGE")
                         chunks.append(chunk)
                         deadline.reschedule(loop.time() + wait)
             except TimeoutError:
-                raise ApiError("COULD_NOT_PARSE_BODY", 400, cause={
+                raise ApiError("COULD_NOT_PARSE_BODY", cause={
                     "code": "UNHANDLED", "message": f"request body not received within {wait:g} s"}) from None
             self._body = b"".join(chunks)
         return self._body
@@ -79,8 +106,17 @@ class Ctx:
             raise too_deep() from None
 
     @property
+    def api_session(self) -> Session:
+        """The caller's API session: there on every route above ``public`` (on a public one, 401)."""
+        session = self.session
+        if session is None:
+            raise Unauthorized()
+        return session
+
+    @property
     def identity_id(self) -> str:
-        return self.session.identity_id
+        """The caller's identity (see ``api_session``)."""
+        return self.api_session.identity_id
 
     @property
     def client_ip(self) -> str:
@@ -120,12 +156,12 @@ def not_parsable(e: Exception) -> ApiError:
         message = f"invalid UTF-8 in JSON body at byte {e.start}"
     else:
         message = str(e)
-    return ApiError("COULD_NOT_PARSE_BODY", 400, cause={"code": "UNHANDLED", "message": message})
+    return ApiError("COULD_NOT_PARSE_BODY", cause={"code": "UNHANDLED", "message": message})
 
 
 def too_deep() -> ApiError:
     cause = {"code": "UNHANDLED", "message": "JSON document nested too deeply"}
-    return ApiError("COULD_NOT_PARSE_BODY", 400, cause=cause)
+    return ApiError("COULD_NOT_PARSE_BODY", cause=cause)
 
 
 def _path_to_field(path: str) -> str:
@@ -151,7 +187,7 @@ def validation_error(text: str, body: bytes) -> ApiError:
         field = f"{prefix}.{m.group(1)}" if prefix else m.group(1)
         return CouldNotValidate(field, f"{field} in body is required", None)
     m = _at.match(text)
-    reason, field = m.group(1), _path_to_field(m.group(2) or "")
+    reason, field = (m.group(1), _path_to_field(m.group(2) or "")) if m else (text, "")
     try:
         doc = _json.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError):

@@ -206,7 +206,7 @@ def _run_unique(store, res: Resource, sql: str, params: list, values: dict) -> N
                 name, f"duplicate value '{value}' in unique index on {res.name} store", value
             ) from None
         if "FOREIGN KEY" in text:
-            raise ApiError("REFERENCED_ENTITY_NOT_FOUND", 400, cause={"code": "UNHANDLED", "message": text}) from None
+            raise ApiError("REFERENCED_ENTITY_NOT_FOUND", cause={"code": "UNHANDLED", "message": text}) from None
         raise
 
 
@@ -233,7 +233,7 @@ def page(
             try:
                 query = _with_sort(query, ctx.q("sort") or "")
             except zitiql.ParseError as e:
-                raise ApiError("INVALID_SORT_IDENTIFIER", 400, cause={"code": "UNHANDLED", "message": str(e)})
+                raise ApiError("INVALID_SORT_IDENTIFIER", cause={"code": "UNHANDLED", "message": str(e)})
         syms = symbols or res.symbols
         if table and table != res.table:  # the search indexes follow the rows of res.table only
             syms = {k: dataclasses.replace(v, search="") if v.search else v for k, v in syms.items()}
@@ -242,7 +242,7 @@ def page(
     except (zitiql.ParseError, fq.FilterError) as e:
         raise InvalidFilter(str(e)) from None
     except fq.SortError as e:
-        raise ApiError("INVALID_SORT_IDENTIFIER", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("INVALID_SORT_IDENTIFIER", cause={"code": "UNHANDLED", "message": str(e)}) from None
     except fq.PagingError:
         # list operations declare limit/offset, so upstream's parameter binding answers first
         name = "limit" if _bad_int(ctx.q("limit")) else "offset"
@@ -393,7 +393,6 @@ async def _change(res: Resource, ctx: Ctx, struct: type | None, patch: bool):
         if existing.get("is_system") and res.protect_system:
             raise ApiError(
                 "ENTITY_CAN_NOT_BE_UPDATED",
-                400,
                 cause={"code": "UNHANDLED", "message": f"cannot update system {res.entity}"},
             )
         if res.prepare:
@@ -410,7 +409,6 @@ async def delete(res: Resource, ctx: Ctx):
         if row.get("is_system") and res.protect_system:
             raise ApiError(
                 "ENTITY_CAN_NOT_BE_DELETED",
-                400,
                 cause={"code": "UNHANDLED", "message": f"cannot delete system {res.entity}"},
             )
         if res.before_delete:

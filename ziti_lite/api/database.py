@@ -16,7 +16,9 @@ import time
 from .. import clock, integrity
 from ..api import envelope as env
 from ..api.ops import op
+from ..db.store import Store
 from ..errors import ApiError
+from .context import Ctx
 
 MAX_RESULTS = 1000
 SNAPSHOT_INTERVAL = 60.0  # seconds between two snapshots, as upstream
@@ -38,7 +40,6 @@ def snapshot_path(db: str) -> str:
 
 
 def _scan(path: str, fix: bool) -> list[integrity.Problem]:
-    from ..db.store import Store
     store = Store(path)
     try:
         if fix:
@@ -69,10 +70,10 @@ async def _run(ctl, fix: bool, done: threading.Event) -> None:
         done.set()
 
 
-def _start(ctx, fix: bool):
+def _start(ctx: Ctx, fix: bool):
     ctl = ctx.ctl
     if _busy(ctl):
-        raise ApiError("RATE_LIMITED", 429)
+        raise ApiError("RATE_LIMITED")
     ctl.jobs["integrity"] = {**_idle_job(), "inProgress": True, "fixingErrors": fix, "startTime": clock.stamp()}
     done = threading.Event()
     ctl.jobs["integrity_done"] = done  # tests and shutdown wait on it
@@ -81,17 +82,17 @@ def _start(ctx, fix: bool):
 
 
 @op("POST", "/database/check-data-integrity", op_id="checkDataIntegrity", tag="database", status=202)
-async def check_integrity(ctx):
+async def check_integrity(ctx: Ctx):
     return _start(ctx, fix=False)
 
 
 @op("POST", "/database/fix-data-integrity", op_id="fixDataIntegrity", tag="database", status=202)
-async def fix_integrity(ctx):
+async def fix_integrity(ctx: Ctx):
     return _start(ctx, fix=True)
 
 
 @op("GET", "/database/data-integrity-results", op_id="dataIntegrityResults", tag="database")
-async def integrity_results(ctx):
+async def integrity_results(ctx: Ctx):
     job = dict(ctx.ctl.jobs.get("integrity") or _idle_job())
     count = len(job["results"] or ())
     meta = {"pagination": {"limit": -1, "offset": 0, "totalCount": count}, "filterableFields": []}
@@ -99,11 +100,11 @@ async def integrity_results(ctx):
 
 
 @op("POST", "/database/snapshot", op_id="createDatabaseSnapshot", tag="database")
-async def snapshot(ctx):
+async def snapshot(ctx: Ctx):
     ctl = ctx.ctl
     last = ctl.jobs.get("snapshot_at")
     if last is not None and time.monotonic() - last < SNAPSHOT_INTERVAL:
-        raise ApiError("RATE_LIMITED", 429)
+        raise ApiError("RATE_LIMITED")
     ctl.jobs["snapshot_at"] = time.monotonic()
     path = ctl.store.path
     out = snapshot_path(path)
@@ -113,7 +114,6 @@ async def snapshot(ctx):
 
 
 def _snapshot(path: str, out: str) -> None:
-    from ..db.store import Store
     store = Store(path)
     try:
         store.snapshot(out)

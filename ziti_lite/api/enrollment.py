@@ -15,15 +15,18 @@ import msgspec
 from msgspec import Meta
 from starlette.responses import Response
 
-from .. import clock, enroll, tls
+from .. import clock, tls
 from ..auth import certs as certauth
 from ..auth import passwords
+from ..auth.methods import Login, method
+from ..enroll import complete as enroll
+from ..enroll import create
 from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, field_cause
 from ..resources.common import Body, Tags
+from ..resources.identities import AUTHENTICATORS
 from . import crud
 from . import envelope as env
-from .authentication import Login, method
-from .context import not_parsable
+from .context import Ctx, not_parsable
 from .ops import BOTH, op
 from .resource import derive_patch
 
@@ -38,13 +41,13 @@ Password = Annotated[str, Meta(min_length=5, max_length=100)]
 
 # ================================================================ method=cert
 @method("cert")
-async def cert_login(ctx, body) -> Login:
+async def cert_login(ctx: Ctx, body) -> Login:
     identity_id, authenticator_id, extendable = certauth.login(ctx, tls.peer_certs(ctx))
     return Login(identity_id, authenticator_id, extendable)
 
 
 @crud.listen("cas")
-def _trust_registered_ca(ctx, id, before, values) -> None:
+def _trust_registered_ca(ctx: Ctx, id, before, values) -> None:
     """A CA created through the API is accepted by TLS handshakes from now on (no restart);
     whether its certificates are worth anything is decided per request."""
     if values is not None and values.get("cert_pem"):
@@ -52,7 +55,7 @@ def _trust_registered_ca(ctx, id, before, values) -> None:
 
 
 # ================================================================ /enroll
-async def _read_body(ctx) -> tuple[bytes, dict | None]:
+async def _read_body(ctx: Ctx) -> tuple[bytes, dict | None]:
     """The body as raw bytes, and as a JSON object when it is JSON (upstream: by Content-Type)."""
     ctype = (ctx.request.headers.get("content-type") or "").split(";")[0].strip().lower()
     body = await ctx.body()
@@ -68,7 +71,7 @@ async def _read_body(ctx) -> tuple[bytes, dict | None]:
         return body, doc if isinstance(doc, dict) else {}
     if ctype in RAW_TYPES:
         return body, None
-    raise ApiError("INVALID_CONTENT_TYPE", 400, message="The content type supplied is not acceptable",
+    raise ApiError("INVALID_CONTENT_TYPE",
                    cause={"code": "UNHANDLED", "message": f"content type {ctype} is not supported"})
 
 
@@ -86,7 +89,7 @@ def _requested_name(doc: dict | None) -> str:
 
 
 def _enroll_handler(default_method: str | None):
-    async def handler(ctx):
+    async def handler(ctx: Ctx):
         body, doc = await _read_body(ctx)
         method_name = ctx.q("method") or default_method
         if method_name == "ca":
@@ -108,7 +111,7 @@ def _enroll_handler(default_method: str | None):
             return env.empty()
         if kind in enroll.ROUTER_OWNER:
             return env.ok(enroll.enroll_router(ctx, enr, doc or {}))
-        raise enroll.error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     return handler
 
 
@@ -120,13 +123,13 @@ for _path, _op_id, _default in (("/enroll", "enroll", None), ("/enroll/ott", "en
 
 
 @op("POST", "/enroll/extend/router", apis=CLIENT, auth="public", op_id="extendRouterEnrollment", tag="enroll")
-async def extend_router(ctx):
+async def extend_router(ctx: Ctx):
     _, doc = await _read_body(ctx)
     return env.ok(enroll.extend_router(ctx, tls.peer_certs(ctx), doc or {}))
 
 
 # ================================================================ CAs
-def _ca(ctx) -> dict:
+def _ca(ctx: Ctx) -> dict:
     id = ctx.params["id"]
     rows = certauth.ca_rows(ctx.store, "id = ?", (id,))
     if not rows:
@@ -135,7 +138,7 @@ def _ca(ctx) -> dict:
 
 
 @op("POST", "/cas/{id}/verify", op_id="verifyCa", body="text/plain", tag="certificate-authority")
-async def verify_ca(ctx):
+async def verify_ca(ctx: Ctx):
     row = _ca(ctx)
     certauth.verify_ca(ctx, row, await ctx.body())
     with ctx.store.write():
@@ -145,9 +148,9 @@ async def verify_ca(ctx):
 
 
 @op("GET", "/cas/{id}/jwt", op_id="getCaJwt", tag="certificate-authority")
-async def ca_jwt(ctx):
+async def ca_jwt(ctx: Ctx):
     row = _ca(ctx)
-    return Response(enroll.ca_jwt(ctx.ctl, row["id"]), media_type="application/jwt")
+    return Response(create.ca_jwt(ctx.ctl, row["id"]), media_type="application/jwt")
 
 
 # ================================================================ authenticators
@@ -164,7 +167,7 @@ def _future(t: dt.datetime) -> dt.datetime:
 
 @op("POST", "/authenticators/{id}/re-enroll", op_id="reEnrollAuthenticator", body=ReEnroll, status=201,
     tag="authenticator")
-async def reenroll_authenticator(ctx):
+async def reenroll_authenticator(ctx: Ctx):
     id = ctx.params["id"]
     if ctx.store.one("SELECT id FROM authenticators WHERE id = ?", (id,)) is None:
         raise NotFound("authenticator", id)
@@ -174,23 +177,18 @@ async def reenroll_authenticator(ctx):
         auth = ctx.store.one("SELECT * FROM authenticators WHERE id = ?", (id,))
         if auth is None:
             raise NotFound("authenticator", id)
-        enr_id = enroll.reenroll_authenticator(ctx, auth, expires)
+        enr_id = create.reenroll_authenticator(ctx, auth, expires)
     return env.created(enr_id, f"./enrollments/{enr_id}")
 
 
 # ---------------------------------------------------------------- the caller's own
-def _authenticators():
-    from ..resources.identities import AUTHENTICATORS
-    return AUTHENTICATORS
-
-
-def _render_own(ctx, row: dict) -> dict:
-    out = crud.render(ctx, _authenticators(), row)
+def _render_own(ctx: Ctx, row: dict) -> dict:
+    out = crud.render(ctx, AUTHENTICATORS, row)
     out["_links"]["self"] = {"href": f"./current-identity/authenticators/{row['id']}"}
     return out
 
 
-def _own(ctx) -> dict:
+def _own(ctx: Ctx) -> dict:
     id = ctx.params["id"]
     row = ctx.store.one("SELECT * FROM authenticators WHERE id = ? AND identity_id = ?", (id, ctx.identity_id))
     if row is None:
@@ -200,13 +198,13 @@ def _own(ctx) -> dict:
 
 @op("GET", "/current-identity/authenticators", apis=BOTH, auth="session", op_id="listCurrentIdentityAuthenticators",
     tag="current-api-session", query=("limit", "offset", "filter"))
-async def list_own(ctx):
-    return crud.list_response(ctx, _authenticators(), "t.identity_id = ?", [ctx.identity_id], render_row=_render_own)
+async def list_own(ctx: Ctx):
+    return crud.list_response(ctx, AUTHENTICATORS, "t.identity_id = ?", [ctx.identity_id], render_row=_render_own)
 
 
 @op("GET", "/current-identity/authenticators/{id}", apis=BOTH, auth="session",
     op_id="detailCurrentIdentityAuthenticator", tag="current-api-session")
-async def detail_own(ctx):
+async def detail_own(ctx: Ctx):
     return env.ok(_render_own(ctx, _own(ctx)))
 
 
@@ -220,13 +218,13 @@ class OwnUpdate(Body):
 OwnPatch = derive_patch(OwnUpdate, default=None, keep=("current_password",))
 
 
-async def _change_own(ctx, struct):
+async def _change_own(ctx: Ctx, struct):
     row = _own(ctx)
     body = await ctx.json(struct)
     if row["method"] != "updb":
-        raise certauth.error("CAN_NOT_UPDATE_AUTHENTICATOR", 409)
+        raise ApiError("CAN_NOT_UPDATE_AUTHENTICATOR")
     if not await passwords.verify_async(body.current_password, row["password_hash"], row["salt"]):
-        raise ApiError("UNAUTHORIZED", 401, cause=field_cause("currentPassword", "invalid current password", None))
+        raise ApiError("UNAUTHORIZED", cause=field_cause("currentPassword", "invalid current password", None))
     values: dict = {}
     if body.username is not None:
         values["username"] = body.username
@@ -236,7 +234,7 @@ async def _change_own(ctx, struct):
         values["tags"] = body.tags or {}
     elif body.tags:
         values["tags"] = body.tags
-    res = _authenticators()
+    res = AUTHENTICATORS
     with ctx.store.write():
         before = ctx.store.one("SELECT * FROM authenticators WHERE id = ?", (row["id"],))
         crud.write_row(ctx.store, res, row["id"], values)
@@ -246,13 +244,13 @@ async def _change_own(ctx, struct):
 
 @op("PUT", "/current-identity/authenticators/{id}", apis=BOTH, auth="session", body=OwnUpdate,
     op_id="updateCurrentIdentityAuthenticator", tag="current-api-session")
-async def update_own(ctx):
+async def update_own(ctx: Ctx):
     return await _change_own(ctx, OwnUpdate)
 
 
 @op("PATCH", "/current-identity/authenticators/{id}", apis=BOTH, auth="session", body=OwnPatch,
     op_id="patchCurrentIdentityAuthenticator", tag="current-api-session")
-async def patch_own(ctx):
+async def patch_own(ctx: Ctx):
     return await _change_own(ctx, OwnPatch)
 
 
@@ -264,7 +262,7 @@ class ExtendVerifyRequest(Body):
     client_cert: str
 
 
-def _own_cert_authenticator(ctx) -> dict:
+def _own_cert_authenticator(ctx: Ctx) -> dict:
     """The caller's authenticator named in the path, once the body is valid and a client
     certificate was presented: another identity's answers 404 like an unknown id (no oracle)."""
     if not tls.peer_certs(ctx):
@@ -278,7 +276,7 @@ def _own_cert_authenticator(ctx) -> dict:
 
 @op("POST", "/current-identity/authenticators/{id}/extend", apis=BOTH, auth="session", body=ExtendRequest,
     op_id="extendCertAuthenticator", tag="current-api-session")
-async def extend_own(ctx):
+async def extend_own(ctx: Ctx):
     body = await ctx.json(ExtendRequest)
     row = _own_cert_authenticator(ctx)
     return env.ok(certauth.extend(ctx, row, tls.peer_certs(ctx), body.client_cert_csr))
@@ -286,7 +284,7 @@ async def extend_own(ctx):
 
 @op("POST", "/current-identity/authenticators/{id}/extend-verify", apis=BOTH, auth="session",
     body=ExtendVerifyRequest, op_id="extendVerifyCertAuthenticator", tag="current-api-session")
-async def extend_verify_own(ctx):
+async def extend_verify_own(ctx: Ctx):
     body = await ctx.json(ExtendVerifyRequest)
     row = _own_cert_authenticator(ctx)
     certauth.verify_extension(ctx, row, body.client_cert)

@@ -11,7 +11,11 @@ from starlette.responses import Response
 from .. import UPSTREAM_VERSION, __version__
 from ..api import envelope as env
 from ..api.ops import BOTH, op
+from ..enroll.create import network_jwt
 from ..errors import NotFound
+from ..pki import ca
+from . import spec
+from .context import Ctx
 
 BUILD_DATE = "2026-11-22T00:00:00Z"
 REVISION = f"ziti-lite-{__version__}"
@@ -43,19 +47,19 @@ def _version_body(ctl) -> bytes:
 
 
 @op("GET", "/", apis=BOTH, auth="public", op_id="listRoot", tag="informational")
-async def root(ctx):
+async def root(ctx: Ctx):
     return env.JSON(_version_body(ctx.ctl))
 
 
 @op("GET", "/version", apis=BOTH, auth="public", op_id="listVersion", tag="informational")
-async def version(ctx):
+async def version(ctx: Ctx):
     return env.JSON(_version_body(ctx.ctl))
 
 
 @op(
     "GET", "/enumerated-capabilities", apis=BOTH, auth="public", op_id="listEnumeratedCapabilities", tag="informational"
 )
-async def capabilities(ctx):
+async def capabilities(ctx: Ctx):
     return env.ok(["OIDC_AUTH", "HA_CONTROLLER"])
 
 
@@ -67,12 +71,12 @@ SPEC_IDS = {"edge-client": "client", "edge-management": "management"}
 
 
 @op("GET", "/specs", apis=BOTH, auth="public", op_id="listSpecs", tag="informational")
-async def list_specs(ctx):
+async def list_specs(ctx: Ctx):
     return env.ok([_spec_item("edge-client")])  # upstream lists only the client spec, on both APIs
 
 
 @op("GET", "/specs/{id}", apis=BOTH, auth="public", op_id="detailSpec", tag="informational")
-async def detail_spec(ctx):
+async def detail_spec(ctx: Ctx):
     id = ctx.params["id"]
     if id not in SPEC_IDS:
         raise NotFound("spec", id)
@@ -80,9 +84,7 @@ async def detail_spec(ctx):
 
 
 @op("GET", "/specs/{id}/spec", apis=BOTH, auth="public", op_id="detailSpecBody", tag="informational")
-async def spec_body(ctx):
-    from . import spec
-
+async def spec_body(ctx: Ctx):
     id = ctx.params["id"]
     if id not in SPEC_IDS:
         raise NotFound("spec", id)
@@ -90,17 +92,13 @@ async def spec_body(ctx):
 
 
 @op("GET", "/.well-known/est/cacerts", apis=BOTH, auth="public", op_id="listWellKnownCas", tag="well-known")
-async def cacerts(ctx):
-    from ..pki import ca
-
+async def cacerts(ctx: Ctx):
     body = ca.cacerts_pkcs7([ctx.ctl.state["signer_cert"], ctx.ctl.state["root_cert"]])
     return Response(body, media_type="application/pkcs7-mime", headers={"content-transfer-encoding": "base64"})
 
 
 @op("GET", "/network-jwts", apis=BOTH, auth="public", op_id="listNetworkJWTs", tag="informational")
-async def network_jwts(ctx):
-    from ..enroll import network_jwt
-
+async def network_jwts(ctx: Ctx):
     return env.ok([{"name": "default", "token": network_jwt(ctx.ctl)}])
 
 
@@ -135,7 +133,7 @@ SUMMARY_TABLES = {
 
 
 @op("GET", "/summary", op_id="listSummary", tag="informational")
-async def summary(ctx):
+async def summary(ctx: Ctx):
     store = ctx.store
     data = {}
     for key, table in SUMMARY_TABLES.items():

@@ -13,11 +13,12 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from ..auth import mfa, sessions
+from ..auth.methods import AUTH_QUERY_PROVIDERS
+from ..auth.policy import policy_secondary
 from ..errors import ApiError, NotFound
 from ..resources.common import Body
 from . import envelope as env
-from .authentication import AUTH_QUERY_PROVIDERS
-from .context import decode
+from .context import Ctx, decode
 from .ops import BOTH, op
 
 TAG = "current-identity"
@@ -32,11 +33,7 @@ class OptionalMfaCode(Body):
     code: str | None = None
 
 
-def invalid_token() -> ApiError:
-    return ApiError("MFA_INVALID_TOKEN", 400, "An invalid token/code was provided")
-
-
-def _record(ctx, verified: bool | None = None) -> dict:
+def _record(ctx: Ctx, verified: bool | None = None) -> dict:
     """The caller's MFA record; 404 when there is none (or it is not in the wanted state)."""
     rec = mfa.get(ctx.store, ctx.identity_id)
     if rec is None or (verified is not None and bool(rec["is_verified"]) != verified):
@@ -44,7 +41,7 @@ def _record(ctx, verified: bool | None = None) -> dict:
     return rec
 
 
-async def _given_code(ctx) -> str | None:
+async def _given_code(ctx: Ctx) -> str | None:
     """The code from the ``mfa-validation-code`` header, else from a JSON body ``{"code"}``."""
     code = ctx.request.headers.get(CODE_HEADER)
     if code:
@@ -58,7 +55,7 @@ async def _given_code(ctx) -> str | None:
         return None
 
 
-def detail(ctx, rec: dict) -> dict:
+def detail(ctx: Ctx, rec: dict) -> dict:
     links = {"self": env.link("./current-identity/mfa"), "current-identity": env.link("./current-identity")}
     out = env.base(rec, "", link_map=links)  # tags: never written, {}
     out["isVerified"] = bool(rec["is_verified"])
@@ -73,7 +70,7 @@ def detail(ctx, rec: dict) -> dict:
     return out
 
 
-def _provisioning_url(ctx, rec: dict) -> str:
+def _provisioning_url(ctx: Ctx, rec: dict) -> str:
     name = ctx.store.value("SELECT name FROM identities WHERE id = ?", (rec["identity_id"],)) or rec["identity_id"]
     return mfa.provisioning_url(mfa.issuer(ctx.ctl), name, rec["secret"])
 
@@ -83,9 +80,9 @@ TOTP_QUERY = {"typeId": "MFA", "provider": "ziti", "httpMethod": "POST", "httpUr
               "minLength": 4, "maxLength": 6, "format": "alphaNumeric", "scopes": None}
 
 
-def totp_auth_query(ctx, row: dict) -> list:
+def totp_auth_query(ctx: Ctx, row: dict) -> list:
     """The MFA auth query while the session owes a TOTP code."""
-    if sessions.totp_outstanding(row, sessions.policy_secondary(ctx.store, row["identity_id"])):
+    if sessions.totp_outstanding(row, policy_secondary(ctx.store, row["identity_id"])):
         return [dict(TOTP_QUERY)]
     return []
 
@@ -96,59 +93,59 @@ AUTH_QUERY_PROVIDERS.insert(0, totp_auth_query)  # upstream lists MFA before EXT
 # ---------------------------------------------------------------- operations
 @op("POST", "/authenticate/mfa", apis=BOTH, auth="partial", op_id="authenticateMfa", body=MfaCode,
     tag="authentication")
-async def authenticate_mfa(ctx):
+async def authenticate_mfa(ctx: Ctx):
     body = await ctx.json(MfaCode)
     rec = mfa.get(ctx.store, ctx.identity_id)
     if rec is None:
-        raise ApiError("MFA_NOT_ENROLLED", 409, "The current identity is not enrolled in MFA")
+        raise ApiError("MFA_NOT_ENROLLED")
     with ctx.store.write():
         ok = mfa.check_code(ctx.store, rec, body.code, recovery=True)
         if ok:
-            mfa.pass_session(ctx.store, ctx.session.id)
+            mfa.pass_session(ctx.store, ctx.api_session.id)
     if not ok:
-        raise invalid_token()
+        raise ApiError("MFA_INVALID_TOKEN")
     return env.empty()
 
 
 @op("POST", "/current-identity/mfa", apis=BOTH, auth="partial", op_id="enrollMfa", tag=TAG, status=201)
-async def enroll_mfa(ctx):
+async def enroll_mfa(ctx: Ctx):
     store = ctx.store
     with store.write():
         if mfa.get(store, ctx.identity_id) is not None:
-            raise ApiError("MFA_EXISTS", 409, "An MFA record already exists, try removing it")
+            raise ApiError("MFA_EXISTS")
         rec = mfa.create(store, ctx.identity_id)
     return env.created(rec["id"], "./current-identity/mfa")
 
 
 @op("GET", "/current-identity/mfa", apis=BOTH, auth="partial", op_id="detailMfa", tag=TAG)
-async def detail_mfa(ctx):
+async def detail_mfa(ctx: Ctx):
     return env.ok(detail(ctx, _record(ctx)))
 
 
 @op("GET", "/current-identity/mfa/qr-code", apis=BOTH, auth="partial", op_id="detailMfaQrCode", tag=TAG)
-async def mfa_qr_code(ctx):
+async def mfa_qr_code(ctx: Ctx):
     rec = _record(ctx, verified=False)
     return Response(mfa.qr_png(_provisioning_url(ctx, rec)), media_type="image/png")
 
 
 @op("POST", "/current-identity/mfa/verify", apis=BOTH, auth="partial", op_id="verifyMfa", body=MfaCode, tag=TAG)
-async def verify_mfa(ctx):
+async def verify_mfa(ctx: Ctx):
     body = await ctx.json(MfaCode)
     rec = _record(ctx, verified=False)
     if not mfa.valid_totp(rec["secret"], body.code):
-        raise invalid_token()
+        raise ApiError("MFA_INVALID_TOKEN")
     with ctx.store.write():
         mfa.mark_verified(ctx.store, rec)
-        mfa.pass_session(ctx.store, ctx.session.id, verified_now=True)
+        mfa.pass_session(ctx.store, ctx.api_session.id, verified_now=True)
     return env.empty()
 
 
 @op("GET", "/current-identity/mfa/recovery-codes", apis=BOTH, auth="session", op_id="detailMfaRecoveryCodes",
     body=MfaCode, tag=TAG)
-async def recovery_codes(ctx):
+async def recovery_codes(ctx: Ctx):
     rec = _record(ctx, verified=True)
     if not mfa.valid_totp(rec["secret"], await _given_code(ctx)):
-        raise invalid_token()
+        raise ApiError("MFA_INVALID_TOKEN")
     out = env.base(rec, "", link_map={"self": env.link("./current-identity/mfa/recovery-codes"),
                                       "mfa": env.link("./current-identity/mfa")})
     out["recoveryCodes"] = rec["recovery_codes"]
@@ -157,7 +154,7 @@ async def recovery_codes(ctx):
 
 @op("POST", "/current-identity/mfa/recovery-codes", apis=BOTH, auth="session", op_id="createMfaRecoveryCodes",
     body=MfaCode, tag=TAG)
-async def regenerate_recovery_codes(ctx):
+async def regenerate_recovery_codes(ctx: Ctx):
     rec = _record(ctx, verified=True)
     code = await _given_code(ctx)
     with ctx.store.write():
@@ -165,12 +162,12 @@ async def regenerate_recovery_codes(ctx):
         if ok:
             mfa.regenerate(ctx.store, rec)
     if not ok:
-        raise invalid_token()
+        raise ApiError("MFA_INVALID_TOKEN")
     return env.empty()
 
 
 @op("DELETE", "/current-identity/mfa", apis=BOTH, auth="session", op_id="deleteMfa", tag=TAG)
-async def delete_mfa(ctx):
+async def delete_mfa(ctx: Ctx):
     rec = _record(ctx)
     code = await _given_code(ctx)
     with ctx.store.write():
@@ -178,12 +175,12 @@ async def delete_mfa(ctx):
         if ok:
             mfa.delete(ctx.store, ctx.identity_id)
     if not ok:
-        raise invalid_token()
+        raise ApiError("MFA_INVALID_TOKEN")
     return env.empty()
 
 
 @op("DELETE", "/identities/{id}/mfa", auth="admin", op_id="removeIdentityMfa", tag="identities")
-async def remove_identity_mfa(ctx):
+async def remove_identity_mfa(ctx: Ctx):
     id = ctx.params["id"]
     if ctx.store.value("SELECT 1 FROM identities WHERE id = ?", (id,)) is None:
         raise NotFound("identity", id)

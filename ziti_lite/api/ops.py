@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-from .router import Route
+from .router import AuthLevel, Route
 
 OPS: list[Route] = []
+Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 
 
-def op(method: str, path: str, *, apis: tuple[str, ...] = ("management",), auth: str = "admin",
+def op(method: str, path: str, *, apis: tuple[str, ...] = ("management",), auth: AuthLevel = "admin",
        op_id: str = "", body: Any = None, status: int = 200, tag: str = "", response: Any = None,
-       query: tuple[str, ...] = ()):
-    def deco(fn):
+       query: tuple[str, ...] = ()) -> Callable[[Handler], Handler]:
+    """Declare ``fn(ctx) -> Response`` as the handler of ``method path`` on each of ``apis``
+    (the route is made, and its auth level checked, right here; ``wiring.load`` mounts it)."""
+    def deco(fn: Handler) -> Handler:
         for api in apis:
             OPS.append(Route(api, method, path, fn, auth, op_id or fn.__name__, tag, body, response, status, query))
         return fn

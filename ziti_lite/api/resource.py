@@ -20,6 +20,7 @@ from msgspec import UNSET, UnsetType
 
 from ..db.filters import Symbol
 from ..db.search import SEARCH_INDEXES
+from .router import AuthLevel
 
 # storage kinds: how a value is kept in its column and rendered on the wire
 KINDS = ("string", "int", "float", "bool", "datetime", "json", "set", "map")
@@ -92,7 +93,7 @@ class Resource:
     update: type | None = None               # msgspec Struct for PUT bodies
     patch: type | None = None                # derived from update when not given
     ops: tuple[str, ...] = ("list", "detail", "create", "update", "patch", "delete")
-    auth: dict[str, str] = field(default_factory=dict)  # op -> public|session|admin (default admin)
+    auth: dict[str, AuthLevel] = field(default_factory=dict)  # op -> level (default admin)
     apis: tuple[str, ...] = ("management",)
     links: tuple[str, ...] = ()                 # sub-collections linked from the detail
     refs: tuple[Ref, ...] = ()                  # references to other entities, after the fields
@@ -129,7 +130,7 @@ class Resource:
         self.json_columns = {f.column for f in self.fields if f.kind in ("json", "set", "map")}
         self.bool_columns = {f.column for f in self.fields if f.kind == "bool"}
 
-    def level(self, op: str) -> str:
+    def level(self, op: str) -> AuthLevel:
         return self.auth.get(op, "admin")
 
 

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
+
+# who may call a route (app.Controller.authorize): anyone; any valid API session, even one that
+# still owes a secondary factor (MFA, ext-jwt); a complete session; a complete admin session
+AuthLevel = Literal["public", "partial", "session", "admin"]
+AUTH_LEVELS: tuple[AuthLevel, ...] = get_args(AuthLevel)
+APIS = ("management", "client")
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
 @dataclass(eq=False)
@@ -17,7 +24,7 @@ class Route:
     method: str
     path: str                         # template relative to the API base, e.g. /identities/{id}
     handler: Callable[..., Awaitable[Any]]
-    auth: str = "admin"               # public | partial | session | admin
+    auth: AuthLevel = "admin"
     op_id: str = ""
     tag: str = ""
     body: Any = None                  # msgspec Struct type, or a media type string
@@ -25,6 +32,16 @@ class Route:
     status: int = 200
     query: tuple[str, ...] = ()       # documented query parameters
     resource: Any = None
+
+    def __post_init__(self) -> None:
+        # checked when the route is declared (at import), never first at request time: an unknown
+        # level must not silently give a route some other protection
+        if self.auth not in AUTH_LEVELS:
+            raise ValueError(f"{self.method} {self.path}: auth level {self.auth!r} is not one of {AUTH_LEVELS}")
+        if self.api not in APIS:
+            raise ValueError(f"{self.method} {self.path}: api {self.api!r} is not one of {APIS}")
+        if self.method not in METHODS:
+            raise ValueError(f"{self.path}: method {self.method!r} is not one of {METHODS}")
 
 
 @dataclass(eq=False)

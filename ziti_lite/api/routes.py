@@ -1,34 +1,14 @@
-"""The route table: every Resource's generic operations plus the hand-written ones."""
+"""The generic routes of a Resource: list, create, detail, update, patch, delete as it declares them.
+
+The whole route table (these for every resource, plus the ``@op`` ones) is ``wiring.load()``'s.
+"""
 
 from __future__ import annotations
 
 import functools
-import importlib
 
 from . import crud
-from .ops import OPS
 from .router import Route
-
-# modules holding @op handlers; importing them registers their operations
-SPECIAL_MODULES = (
-    "ziti_lite.api.informational",
-    "ziti_lite.api.authentication",
-    "ziti_lite.api.database",
-    "ziti_lite.resources.identities",
-    "ziti_lite.api.mfa",
-    "ziti_lite.api.enrollment",
-    "ziti_lite.auth.extjwt",
-    "ziti_lite.policy.relations",
-    "ziti_lite.policy.advice",
-    "ziti_lite.policy.roles",
-    "ziti_lite.policy.service_configs",
-    "ziti_lite.client.services",
-    "ziti_lite.client.sessions",
-    "ziti_lite.client.caller",
-    "ziti_lite.client.posture",
-    "ziti_lite.client.changes",
-)
-OPTIONAL_MODULES: tuple[str, ...] = ()
 
 
 def camel_title(name: str) -> str:
@@ -53,14 +33,3 @@ def resource_routes(res) -> list[Route]:
                              res.level(opname), op_id, res.name, body,
                              None, status, ("limit", "offset", "filter") if opname == "list" else (), res))
     return out
-
-
-def mount_all(ctl) -> None:
-    from ..resources import registry
-    for name in SPECIAL_MODULES + OPTIONAL_MODULES:
-        importlib.import_module(name)
-    for res in registry():
-        for r in resource_routes(res):
-            ctl.router.add(r)
-    for r in OPS:
-        ctl.router.add(r)

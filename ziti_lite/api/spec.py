@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from .. import __version__
+from ..auth.methods import METHODS  # the primary methods registered in this process
 
 _KIND_SCHEMA: dict[str, dict[str, Any]] = {
     "string": {"type": "string"}, "int": {"type": "integer"}, "float": {"type": "number"},
@@ -51,7 +52,6 @@ _QUERY: dict[str, dict[str, Any]] = {
 def _query_schema(route, name: str) -> dict:
     """The schema of a documented query parameter (a string unless known better)."""
     if name == "method" and route.path == "/authenticate":
-        from .authentication import METHODS  # the primary methods registered in this process
         return {"type": "string", "enum": sorted(METHODS)}
     return dict(_QUERY.get(name, {"type": "string"}))
 

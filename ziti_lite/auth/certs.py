@@ -19,32 +19,23 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from .. import clock
+from ..api.context import Ctx
 from ..errors import ApiError, InvalidAuth, Unauthorized
 from ..pki import ca as pki
 from ..pki import claims
 from ..pki.csr import CsrError, parse_csr
-
-MESSAGES = {
-    "CERT_FAILED_VALIDATION": "certificate failed to validate against CA",
-    "CERT_IN_USE": "The certificate supplied is already associated with another identity",
-    "CA_ALREADY_VERIFIED": "CA has already been verified",
-    "EXPECTED_PEM_CERTIFICATE": "expected PEM block type 'CERTIFICATE'",
-    "COULD_NOT_PARSE_DER_BLOCK": "The certificate's DER block could not be parsed",
-    "COULD_NOT_PARSE_PEM_BLOCK": "The certificate's PEM block could not be parsed",
-    "INVALID_COMMON_NAME": "The common name of the supplied certificate is invalid",
-    "CERTIFICATE_FAILED_VALIDATION": "The supplied certificate failed to validate against the CA's certificate chain",
-    "COULD_NOT_PROCESS_CSR": "The supplied csr could not be processed",
-    "CAN_NOT_UPDATE_AUTHENTICATOR": "The authenticator cannot be updated",
-    "INVALID_CLIENT_CERT": "The provided client certificate is invalid",
-    "MISSING_CERT_CLAIM": "The certificate is expected to contain and externalId, which was not found",
-}
-
-
-def error(code: str, status: int = 400, cause: dict | None = None) -> ApiError:
-    return ApiError(code, status, message=MESSAGES.get(code), cause=cause)
+from .policy import identity_policy, is_disabled
 
 
 # ------------------------------------------------------------------ anchors
+def server_keypair(ctl) -> pki.KeyPair:
+    return pki.KeyPair(ctl.state["server_cert"], ctl.state["server_key"])
+
+
+def signer_keypair(ctl) -> pki.KeyPair:
+    return pki.KeyPair(ctl.state["signer_cert"], ctl.state["signer_key"])
+
+
 def controller_cas(ctl) -> list[str]:
     return [ctl.state["root_cert"], ctl.state["signer_cert"]]
 
@@ -116,10 +107,9 @@ def pem_of(cert: x509.Certificate) -> str:
 
 
 # ------------------------------------------------------------------ method=cert
-def login(ctx, certs: list[x509.Certificate]):
+def login(ctx: Ctx, certs: list[x509.Certificate]):
     """Who the presented certificates authenticate: ``(identity_id, authenticator_id,
     cert_extendable)``; raises INVALID_AUTH for anything else."""
-    from ..api.authentication import identity_policy, is_disabled
     store = ctx.store
     if not certs:
         raise InvalidAuth()
@@ -167,7 +157,7 @@ def login(ctx, certs: list[x509.Certificate]):
 
 
 # ------------------------------------------------------------------ admin-created cert authenticators
-def prepare_cert_authenticator(ctx, values: dict) -> None:
+def prepare_cert_authenticator(ctx: Ctx, values: dict) -> None:
     """One PEM certificate that chains to the controller bundle or a verified CA (checked at the
     certificate's own NotBefore, as upstream)."""
     pem = values.pop("cert_pem", None) or ""
@@ -176,7 +166,7 @@ def prepare_cert_authenticator(ctx, values: dict) -> None:
     except Exception:
         certs = []
     if len(certs) != 1:
-        raise error("COULD_NOT_PARSE_PEM_BLOCK")
+        raise ApiError("COULD_NOT_PARSE_PEM_BLOCK")
     cert = certs[0]
     at = cert.not_valid_before_utc
     ca_id = None
@@ -191,7 +181,7 @@ def prepare_cert_authenticator(ctx, values: dict) -> None:
             ca_id = row["id"]
             break
         else:
-            raise error("CERT_FAILED_VALIDATION")
+            raise ApiError("CERT_FAILED_VALIDATION")
     values["cert_pem"] = pem_of(cert)
     values["fingerprint"] = fingerprint(cert)
     values["is_issued_by_network"] = False
@@ -204,45 +194,45 @@ def prepare_cert_authenticator(ctx, values: dict) -> None:
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
 
 
-def verify_ca(ctx, row: dict, body: bytes) -> None:
+def verify_ca(ctx: Ctx, row: dict, body: bytes) -> None:
     """``POST /cas/{id}/verify``: a certificate signed by the CA whose CN is the CA's
     verification token marks it verified. Checks and codes in upstream's order."""
     if row["is_verified"]:
-        raise error("CA_ALREADY_VERIFIED", 409)
+        raise ApiError("CA_ALREADY_VERIFIED")
     text = body.decode("utf-8", "replace") if body else ""
     m = _PEM_BLOCK.search(text)
     if not text.strip() or m is None:
-        raise ApiError("COULD_NOT_PARSE_BODY", 400)
+        raise ApiError("COULD_NOT_PARSE_BODY")
     if m.group(1) != "CERTIFICATE":
         cause = {"code": "UNHANDLED", "message": f"encountered PEM block type {m.group(1)}"}
-        raise error("EXPECTED_PEM_CERTIFICATE", cause=cause)
+        raise ApiError("EXPECTED_PEM_CERTIFICATE", cause=cause)
     try:
         der = base64.b64decode("".join(m.group(2).split()), validate=True)
         cert = x509.load_der_x509_certificate(der)
         cns = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     except (binascii.Error, ValueError) as e:
-        raise error("COULD_NOT_PARSE_DER_BLOCK", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("COULD_NOT_PARSE_DER_BLOCK", cause={"code": "UNHANDLED", "message": str(e)}) from None
     cn = cns[0].value if cns else ""
     if cn != row["verification_token"]:
-        raise error("INVALID_COMMON_NAME")
+        raise ApiError("INVALID_COMMON_NAME")
     try:
         pki.verify_chain(cert, [], pki.load_certs(row["cert_pem"])[:1])
     except (pki.ChainError, ValueError) as e:
-        raise error("CERTIFICATE_FAILED_VALIDATION", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("CERTIFICATE_FAILED_VALIDATION", cause={"code": "UNHANDLED", "message": str(e)}) from None
 
 
 # ------------------------------------------------------------------ certificate extension
-def extend(ctx, auth: dict, certs: list[x509.Certificate], csr_pem: str) -> dict:
+def extend(ctx: Ctx, auth: dict, certs: list[x509.Certificate], csr_pem: str) -> dict:
     """Issue a new certificate for a network-issued cert authenticator of the caller, kept
     unverified (the current one keeps working) until :func:`verify_extension`."""
     if not certs:
         raise Unauthorized()
     if auth["method"] != "cert":
-        raise error("CAN_NOT_UPDATE_AUTHENTICATOR", 409)
+        raise ApiError("CAN_NOT_UPDATE_AUTHENTICATOR")
     if auth["identity_id"] != ctx.identity_id:
         raise Unauthorized()
     if not auth["is_issued_by_network"] or not auth["cert_pem"] or not auth["fingerprint"]:
-        raise error("CAN_NOT_UPDATE_AUTHENTICATOR", 409)
+        raise ApiError("CAN_NOT_UPDATE_AUTHENTICATOR")
     peer = certs[0]
     if fingerprint(peer) != auth["fingerprint"]:
         raise Unauthorized()
@@ -251,14 +241,12 @@ def extend(ctx, auth: dict, certs: list[x509.Certificate], csr_pem: str) -> dict
     try:
         csr = parse_csr(csr_pem)
     except CsrError as e:
-        raise error("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": str(e)}) from None
     current = pki.load_cert(auth["cert_pem"])
     try:
         sans = list(current.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
     except x509.ExtensionNotFound:
         sans = []
-    from ..enroll import signer_keypair
-
     leaf = pki.sign_csr(csr, signer_keypair(ctx.ctl), usage="client", sans=sans)
     with ctx.store.write():
         ctx.store.execute(
@@ -269,21 +257,21 @@ def extend(ctx, auth: dict, certs: list[x509.Certificate], csr_pem: str) -> dict
     return {"clientCert": chain_pem(ctx.ctl, leaf), "ca": ca_bundle_pem(ctx.ctl)}
 
 
-def verify_extension(ctx, auth: dict, cert_pem: str) -> None:
+def verify_extension(ctx: Ctx, auth: dict, cert_pem: str) -> None:
     """Promote the certificate issued by :func:`extend`: from now on it, not the old one,
     authenticates."""
     if auth["method"] != "cert":
-        raise error("CAN_NOT_UPDATE_AUTHENTICATOR", 409)
+        raise ApiError("CAN_NOT_UPDATE_AUTHENTICATOR")
     if auth["identity_id"] != ctx.identity_id:
         raise Unauthorized()
     if not auth["cert_pem"] or not auth["unverified_cert_pem"] or not auth["unverified_fingerprint"]:
-        raise error("CAN_NOT_UPDATE_AUTHENTICATOR", 409)
+        raise ApiError("CAN_NOT_UPDATE_AUTHENTICATOR")
     try:
         presented = pki.load_certs(cert_pem or "")
     except Exception:
         presented = []
     if not presented or fingerprint(presented[0]) != auth["unverified_fingerprint"]:
-        raise error("INVALID_CLIENT_CERT")
+        raise ApiError("INVALID_CLIENT_CERT")
     with ctx.store.write():
         ctx.store.execute(
             "UPDATE authenticators SET cert_pem = unverified_cert_pem, fingerprint = unverified_fingerprint,"

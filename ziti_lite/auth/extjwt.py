@@ -38,9 +38,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from starlette.concurrency import run_in_threadpool
 
 from .. import clock
-from ..api.authentication import AUTH_QUERY_PROVIDERS, Login, check_primary, identity_policy, is_disabled, method
+from ..api.context import Ctx
 from ..errors import InvalidAuth
-from . import sessions
+from .methods import AUTH_QUERY_PROVIDERS, Login, method
+from .policy import check_primary, identity_policy, is_disabled, policy_secondary
 
 log = logging.getLogger("ziti_lite.extjwt")
 
@@ -65,10 +66,7 @@ class _Keys:
 
 
 def _cache(ctl) -> dict[str, _Keys]:
-    cache = getattr(ctl, "_extjwt_keys", None)
-    if cache is None:
-        cache = ctl._extjwt_keys = {}
-    return cache
+    return ctl.extjwt_keys
 
 
 def _entry(ctl, signer: dict) -> _Keys:
@@ -116,7 +114,7 @@ def _ssl_context(cafile: str | None, mtime: float) -> ssl.SSLContext:
 
 
 def ssl_context(ctl) -> ssl.SSLContext:
-    cafile = getattr(ctl.settings, "jwks_ca_file", None) or os.environ.get(CA_FILE_ENV) or None
+    cafile = ctl.settings.jwks_ca_file or os.environ.get(CA_FILE_ENV) or None
     mtime = os.path.getmtime(cafile) if cafile and os.path.exists(cafile) else 0.0
     return _ssl_context(cafile if mtime else None, mtime)
 
@@ -145,9 +143,10 @@ async def _fetch(ctl, signer: dict, entry: _Keys) -> None:
         return
     for jwk in (doc.get("keys") if isinstance(doc, dict) else None) or []:
         kid = jwk.get("kid") if isinstance(jwk, dict) else None
-        key = _jwk_key(jwk) if isinstance(kid, str) and kid else None
-        if key is not None:
-            entry.keys[kid] = key
+        if isinstance(kid, str) and kid:
+            key = _jwk_key(jwk)
+            if key is not None:
+                entry.keys[kid] = key
 
 
 def cached_key(ctl, signer: dict, kid: str) -> Any:
@@ -240,7 +239,7 @@ def signer_for_issuer(store, iss: str) -> dict | None:
 
 
 # ---------------------------------------------------------------- primary method
-async def _login_with(ctx, token: str) -> Login:
+async def _login_with(ctx: Ctx, token: str) -> Login:
     store = ctx.store
     header, claims = unverified(token)
     signer = signer_for_issuer(store, claims["iss"])
@@ -262,7 +261,7 @@ async def _login_with(ctx, token: str) -> Login:
 
 
 @method("ext-jwt")
-async def ext_jwt_login(ctx, body) -> Login:
+async def ext_jwt_login(ctx: Ctx, body) -> Login:
     for token in bearer_tokens(ctx.request.headers):
         try:
             return await _login_with(ctx, token)
@@ -305,9 +304,9 @@ async def warm(ctl, headers) -> None:
             await key_for(ctl, signer, header["kid"])
 
 
-def ext_jwt_auth_query(ctx, row: dict) -> list:
+def ext_jwt_auth_query(ctx: Ctx, row: dict) -> list:
     """The EXT-JWT auth query while the policy's required signer's JWT is missing."""
-    signer_id = sessions.policy_secondary(ctx.store, row["identity_id"]).get("requireExtJwtSigner")
+    signer_id = policy_secondary(ctx.store, row["identity_id"]).get("requireExtJwtSigner")
     if not signer_id or secondary_ok(ctx.ctl, signer_id, row["identity_id"], ctx.request.headers):
         return []
     signer = ctx.store.one("SELECT * FROM external_jwt_signers WHERE id = ?", (signer_id,))

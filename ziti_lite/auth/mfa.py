@@ -64,7 +64,7 @@ def valid_totp(secret: str, code: str | None) -> bool:
 
 
 def issuer(ctl) -> str:
-    return getattr(ctl.settings, "totp_issuer", None) or DEFAULT_ISSUER
+    return ctl.settings.totp_issuer or DEFAULT_ISSUER
 
 
 def provisioning_url(issuer: str, account: str, secret: str) -> str:

@@ -36,7 +36,7 @@ try:
     from argon2.low_level import Type as _Type
     from argon2.low_level import hash_secret_raw as _hash_secret_raw
 except ImportError:  # pragma: no cover - argon2-cffi is a dependency
-    _hash_secret_raw = None
+    _hash_secret_raw = None  # type: ignore[assignment]
 
 
 _kdf_lock = threading.Lock()  # only for the cryptography fallback
@@ -92,7 +92,7 @@ class Limiter:
     async def run(self, fn, *args, key: str = ""):
         if self.pending >= int(self.limit):
             self.rejected += 1
-            raise ApiError("RATE_LIMITED", 429, message="too many authentication requests; try again later")
+            raise ApiError("RATE_LIMITED", message="too many authentication requests; try again later")
         self.pending += 1
         queued = time.monotonic()
         try:

@@ -7,13 +7,14 @@ so a read request costs one indexed lookup and no write.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import uuid
 from dataclasses import dataclass
 
 from .. import clock
 from ..ids import new_id, new_token
+from . import extjwt
+from .policy import parse_secondary
 
 FLUSH_SECONDS = 60
 
@@ -37,18 +38,6 @@ _LOOKUP = (
 )
 
 
-@functools.lru_cache(maxsize=256)
-def parse_secondary(text: str | None) -> dict:
-    """An auth policy's ``secondary`` JSON (cached by text; treat the result as read-only)."""
-    return json.loads(text) if text else {}
-
-
-def policy_secondary(store, identity_id: str) -> dict:
-    return parse_secondary(store.value(
-        "SELECT p.secondary FROM identities i JOIN auth_policies p ON p.id = i.auth_policy_id WHERE i.id = ?",
-        (identity_id,)))
-
-
 def totp_outstanding(row: dict, secondary: dict) -> bool:
     """TOTP is owed while the session needs it (verified enrollment at login, or the policy's
     ``requireTotp``) and has not given it."""
@@ -63,7 +52,6 @@ def is_partial(ctl, row: dict, headers=None) -> bool:
         return True
     signer_id = secondary.get("requireExtJwtSigner")
     if signer_id:
-        from . import extjwt
         return not extjwt.secondary_ok(ctl, signer_id, row["identity_id"], headers)
     return False
 
@@ -71,7 +59,6 @@ def is_partial(ctl, row: dict, headers=None) -> bool:
 async def warm(ctl, headers) -> None:
     """Before a synchronous lookup: fetch JWKS keys a bearer JWT on the request may need."""
     if headers is not None and "authorization" in headers:
-        from . import extjwt
         await extjwt.warm(ctl, headers)
 
 
@@ -89,9 +76,9 @@ def _session_row(ctl, token: str) -> dict | None:
     """
     conn = ctl.store.conn
     gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())
-    cache = ctl.__dict__.get("_session_rows")
+    cache = ctl.session_rows
     if cache is None or cache[0] != gen:
-        cache = ctl.__dict__["_session_rows"] = (gen, {})
+        cache = ctl.session_rows = (gen, {})
     rows = cache[1]
     row = rows.get(token, _MISSING)
     if row is _MISSING:
@@ -112,13 +99,13 @@ def _earlier(stamp: str, now: dt.datetime, seconds: int) -> str:
     """``clock.fmt(now - seconds)``: a whole number of seconds leaves the ``.mmmZ`` tail of the
     stamp as it is, so the date-time part is computed once per second."""
     if not isinstance(seconds, int):
-        return clock.fmt(now - dt.timedelta(seconds=seconds))
+        return clock.fmt(now - dt.timedelta(seconds=seconds)) or ""
     key = (stamp[:19], seconds)
     head = _earlier_memo.get(key)
     if head is None:
         if len(_earlier_memo) > 64:
             _earlier_memo.clear()
-        head = _earlier_memo[key] = clock.fmt(now - dt.timedelta(seconds=seconds))[:19]
+        head = _earlier_memo[key] = (clock.fmt(now - dt.timedelta(seconds=seconds)) or "")[:19]
     return head + stamp[19:]
 
 
@@ -130,6 +117,7 @@ def lookup(ctl, token: str | None, headers=None) -> Session | None:
         return None
     now = clock.now()
     stamp = clock.fmt(now)
+    assert stamp is not None
     if row["disabled_at"] and (not row["disabled_until"] or row["disabled_until"] > stamp):
         return None
     last = max(row["last_activity_at"], ctl.activity.get(token, ""))
@@ -163,6 +151,22 @@ def create(ctl, identity_id: str, authenticator_id: str, ip: str, config_types: 
             (row["id"], now, now, row["token"], identity_id, authenticator_id, ip, json.dumps(config_types),
              row["is_mfa_required"], 0, row["is_cert_extendable"], now))
     return row
+
+
+def resolve_config_types(store, requested) -> list[str]:
+    """Config type ids (or ``["all"]``) for names or ids, as a login or a service list asks for them
+    (a comma-separated string or a list); unknown ones are left out."""
+    if requested is None:
+        return []
+    values = [v.strip() for v in (requested.split(",") if isinstance(requested, str) else requested) if v and v.strip()]
+    if "all" in values:
+        return ["all"]
+    out = []
+    for v in values:
+        id = store.value("SELECT id FROM config_types WHERE id = ? OR name = ? ORDER BY id = ? DESC LIMIT 1", (v, v, v))
+        if id and id not in out:
+            out.append(id)
+    return out
 
 
 def expire(ctl) -> int:

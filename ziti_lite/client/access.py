@@ -1,7 +1,7 @@
 """What an identity may reach, as joins over the policy engine's membership tables.
 
 * services it may dial or bind: its service policies joined with their services
-  (``policy.relations.IDENTITY_SERVICES``);
+  (``policy.model.IDENTITY_SERVICES``);
 * the service policies linking it to given services, with their posture checks;
 * edge routers for it and one service: routers of its edge router policies that are also
   routers of the service's service edge router policies.
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 
-from ..policy import relations
+from ..api.context import Ctx
+from ..policy.model import IDENTITY_SERVICES
 
 # condition on services ``t``: the identity (one parameter) may dial or bind it
-VISIBLE = relations.IDENTITY_SERVICES.format("")
+VISIBLE = IDENTITY_SERVICES.format("")
 
 POLICIES_SQL = (
     "SELECT s.service_id AS service_id, p.id AS policy_id, p.type AS type, p.name AS name"
@@ -48,11 +49,11 @@ def may_access(store, identity_id: str, service_id: str) -> bool:
         (service_id, identity_id)) is not None
 
 
-def visible(ctx, service_id: str) -> bool:
+def visible(ctx: Ctx, service_id: str) -> bool:
     """Whether the caller sees the service at all: admins see every service."""
-    if ctx.session.is_admin:
+    if ctx.api_session.is_admin:
         return ctx.store.value("SELECT 1 FROM services WHERE id = ?", (service_id,)) is not None
-    return may_access(ctx.store, ctx.session.identity_id, service_id)
+    return may_access(ctx.store, ctx.api_session.identity_id, service_id)
 
 
 def has_posture_checks(store) -> bool:

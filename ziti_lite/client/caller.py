@@ -17,6 +17,7 @@ from cryptography import x509
 from .. import clock
 from ..api import crud
 from ..api import envelope as env
+from ..api.context import Ctx
 from ..api.ops import op
 from ..api.resource import Field, Resource
 from ..auth import certs as certauth
@@ -25,6 +26,7 @@ from ..ids import new_id
 from ..pki import ca
 from ..pki.csr import CsrError, parse_csr
 from ..resources.common import Body
+from ..resources.routers import EDGE_ROUTERS
 from . import changes
 
 CLIENT = ("client",)
@@ -32,17 +34,12 @@ CERT_HOURS = 12
 
 
 # ------------------------------------------------------------------ edge routers
-def _edge_routers():
-    from ..resources.routers import EDGE_ROUTERS
-    return EDGE_ROUTERS
-
-
 @op("GET", "/current-identity/edge-routers", apis=CLIENT, auth="session", op_id="getCurrentIdentityEdgeRouters",
     tag="current-identity", query=("limit", "offset", "filter"))
-async def current_identity_edge_routers(ctx):
-    res = _edge_routers()
+async def current_identity_edge_routers(ctx: Ctx):
+    res = EDGE_ROUTERS
     where, params = "t.is_verified = 1", []
-    if not ctx.session.is_admin:
+    if not ctx.api_session.is_admin:
         where += (" AND t.id IN (SELECT r.router_id FROM edge_router_policy_identities i"
                   " JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)")
         params = [ctx.identity_id]
@@ -64,12 +61,12 @@ async def current_identity_edge_routers(ctx):
 # ------------------------------------------------------------------ service updates, protocols
 @op("GET", "/current-api-session/service-updates", apis=CLIENT, auth="session",
     op_id="listServiceUpdates", tag="current-api-session")
-async def service_updates(ctx):
+async def service_updates(ctx: Ctx):
     return env.ok({"lastChangeAt": changes.last_change_at(ctx)})
 
 
 @op("GET", "/protocols", apis=CLIENT, auth="public", op_id="listProtocols", tag="informational")
-async def protocols(ctx):
+async def protocols(ctx: Ctx):
     s = ctx.ctl.settings
     host = s.public_host
     if ":" in host and not host.startswith("["):
@@ -106,8 +103,7 @@ def trust_domain(root_pem: str) -> str:
 
 
 def _csr_error(message: str) -> ApiError:
-    return ApiError("COULD_NOT_PROCESS_CSR", 400, certauth.MESSAGES["COULD_NOT_PROCESS_CSR"],
-                    cause={"code": "UNHANDLED", "message": message})
+    return ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": message})
 
 
 def _render_certificate(ctx, row: dict) -> dict:
@@ -118,7 +114,7 @@ def _render_certificate(ctx, row: dict) -> dict:
 
 @op("POST", "/current-api-session/certificates", apis=CLIENT, auth="session",
     op_id="createCurrentApiSessionCertificate", body=CertificateCreate, status=201, tag="current-api-session")
-async def create_certificate(ctx):
+async def create_certificate(ctx: Ctx):
     body = await ctx.json(CertificateCreate)
     if not body.csr or not body.csr.strip():
         raise _csr_error("a CSR is required")
@@ -126,7 +122,7 @@ async def create_certificate(ctx):
         csr = parse_csr(body.csr)
     except CsrError as e:
         raise _csr_error(str(e)) from None
-    state, sess = ctx.ctl.state, ctx.session
+    state, sess = ctx.ctl.state, ctx.api_session
     cert_id = new_id()
     spiffe = (f"spiffe://{trust_domain(state['root_cert'])}/identity/{sess.identity_id}"
               f"/apiSession/{sess.id}/apiSessionCertificate/{cert_id}")
@@ -148,15 +144,15 @@ async def create_certificate(ctx):
 
 @op("GET", "/current-api-session/certificates", apis=CLIENT, auth="session",
     op_id="listCurrentApiSessionCertificates", tag="current-api-session", query=("limit", "offset", "filter"))
-async def list_certificates(ctx):
-    return crud.list_response(ctx, API_SESSION_CERTIFICATES, "t.api_session_id = ?", [ctx.session.id],
+async def list_certificates(ctx: Ctx):
+    return crud.list_response(ctx, API_SESSION_CERTIFICATES, "t.api_session_id = ?", [ctx.api_session.id],
                               render_row=_render_certificate)
 
 
-def _own_certificate(ctx) -> dict:
+def _own_certificate(ctx: Ctx) -> dict:
     id = ctx.params["id"]
     row = ctx.store.one("SELECT * FROM api_session_certificates WHERE id = ? AND api_session_id = ?",
-                        (id, ctx.session.id))
+                        (id, ctx.api_session.id))
     if row is None:
         raise NotFound("apiSessionCertificate", id)
     return row
@@ -164,13 +160,13 @@ def _own_certificate(ctx) -> dict:
 
 @op("GET", "/current-api-session/certificates/{id}", apis=CLIENT, auth="session",
     op_id="detailCurrentApiSessionCertificate", tag="current-api-session")
-async def detail_certificate(ctx):
+async def detail_certificate(ctx: Ctx):
     return env.ok(_render_certificate(ctx, _own_certificate(ctx)))
 
 
 @op("DELETE", "/current-api-session/certificates/{id}", apis=CLIENT, auth="session",
     op_id="deleteCurrentApiSessionCertificate", tag="current-api-session")
-async def delete_certificate(ctx):
+async def delete_certificate(ctx: Ctx):
     with ctx.store.write():
         row = _own_certificate(ctx)
         ctx.store.execute("DELETE FROM api_session_certificates WHERE id = ?", (row["id"],))

@@ -15,6 +15,7 @@ import hashlib
 
 from .. import clock
 from ..api import crud
+from ..api.context import Ctx
 
 GLOBAL = ""
 EVERYONE = ("services", "configs", "config-types", "service-policies", "posture-checks")
@@ -27,11 +28,11 @@ def bump(store, scope: str = GLOBAL) -> None:
     store.execute(_UPSERT, (scope, clock.stamp()))
 
 
-def _everyone(ctx, id, before, values) -> None:
+def _everyone(ctx: Ctx, id, before, values) -> None:
     bump(ctx.store)
 
 
-def _identity(ctx, id, before, values) -> None:
+def _identity(ctx: Ctx, id, before, values) -> None:
     """An identity's role attributes decide its policies (a new identity has no API session
     yet, so there is nothing to tell it)."""
     if values is None:
@@ -46,7 +47,7 @@ crud.listen("identities")(_identity)
 
 
 def memory_bump(ctl, identity_id: str) -> None:
-    ctl.__dict__.setdefault("service_change_memory", {})[identity_id] = clock.stamp()
+    ctl.service_change_memory[identity_id] = clock.stamp()
 
 
 def observe_overrides(ctl, identity_id: str) -> None:
@@ -55,19 +56,19 @@ def observe_overrides(ctl, identity_id: str) -> None:
         "SELECT service_id, config_type_id, config_id FROM identity_service_configs WHERE identity_id = ?"
         " ORDER BY service_id, config_type_id", (identity_id,)).fetchall()
     sig = hashlib.sha1(repr(rows).encode()).hexdigest() if rows else ""
-    seen = ctl.__dict__.setdefault("service_override_sigs", {})
+    seen = ctl.service_override_sigs
     before = seen.get(identity_id)
     seen[identity_id] = sig
     if before is not None and before != sig:
         memory_bump(ctl, identity_id)
 
 
-def last_change_at(ctx) -> str:
+def last_change_at(ctx: Ctx) -> str:
     """The latest stamp concerning the caller, never earlier than its API session."""
-    ctl, sess = ctx.ctl, ctx.session
+    ctl, sess = ctx.ctl, ctx.api_session
     observe_overrides(ctl, sess.identity_id)
     created = ctx.store.value("SELECT created_at FROM api_sessions WHERE id = ?", (sess.id,)) or ""
     stored = ctx.store.value("SELECT max(changed_at) FROM service_change_stamps WHERE scope IN (?, ?)",
                              (GLOBAL, sess.identity_id)) or ""
-    memory = ctl.__dict__.get("service_change_memory", {}).get(sess.identity_id, "")
+    memory = ctl.service_change_memory.get(sess.identity_id, "")
     return max(created, stored, memory)

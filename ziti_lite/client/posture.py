@@ -16,9 +16,10 @@ import msgspec
 
 from .. import clock
 from ..api import envelope as env
+from ..api.context import Ctx
 from ..api.ops import op
 from ..errors import ApiError, CouldNotValidate, NotFound
-from . import changes, posture_checks
+from . import changes, posture_checks, sessions
 from .posture_checks import SessionPosture, clean_hex, state
 
 TYPES = ("OS", "DOMAIN", "MAC", "PROCESS", "ENDPOINT_STATE")
@@ -91,11 +92,11 @@ def apply(ctl, identity_id: str, api_session_id: str, item: dict) -> bool:
     return changed
 
 
-def _mfa_prompts(ctx, woken: bool, unlocked: bool) -> list[dict]:
+def _mfa_prompts(ctx: Ctx, woken: bool, unlocked: bool) -> list[dict]:
     """Services whose MFA checks prompt on this wake/unlock, for an API session that passed MFA."""
     if not (woken or unlocked):
         return []
-    if posture_checks.Subject(ctx.ctl, ctx.identity_id, ctx.session.id).mfa_passed_at() is None:
+    if posture_checks.Subject(ctx.ctl, ctx.identity_id, ctx.api_session.id).mfa_passed_at() is None:
         return []
     flags = [c for c, on in (("c.prompt_on_wake = 1", woken), ("c.prompt_on_unlock = 1", unlocked)) if on]
     rows = ctx.store.all(
@@ -109,11 +110,10 @@ def _mfa_prompts(ctx, woken: bool, unlocked: bool) -> list[dict]:
              "timeoutRemaining": posture_checks.GRACE_SECONDS} for r in rows]
 
 
-async def _respond(ctx, items: list[dict]):
-    from . import sessions
+async def _respond(ctx: Ctx, items: list[dict]):
     changed = False
     for item in items:
-        changed = apply(ctx.ctl, ctx.identity_id, ctx.session.id, item) or changed
+        changed = apply(ctx.ctl, ctx.identity_id, ctx.api_session.id, item) or changed
     if changed:
         changes.memory_bump(ctx.ctl, ctx.identity_id)
         with ctx.store.write():
@@ -126,27 +126,27 @@ async def _respond(ctx, items: list[dict]):
 
 @op("POST", "/posture-response", apis=("client",), auth="session", op_id="createPostureResponse",
     tag="posture-checks")
-async def posture_response(ctx):
+async def posture_response(ctx: Ctx):
     body = await ctx.json_any()
     return await _respond(ctx, [_validate(body, None)])
 
 
 @op("POST", "/posture-response-bulk", apis=("client",), auth="session", op_id="createPostureResponseBulk",
     tag="posture-checks")
-async def posture_response_bulk(ctx):
+async def posture_response_bulk(ctx: Ctx):
     if not (await ctx.body()).strip():  # upstream: the array is a required body
         raise CouldNotValidate("body", "body in body is required", None)
     body = await ctx.json_any()
     if not isinstance(body, list):
         cause = {"code": "UNHANDLED", "message": "expected an array of posture responses"}
-        raise ApiError("COULD_NOT_PARSE_BODY", 400, cause=cause)
+        raise ApiError("COULD_NOT_PARSE_BODY", cause=cause)
     return await _respond(ctx, [_validate(item, i) for i, item in enumerate(body)])
 
 
 # ------------------------------------------------------------------ management views
-def _own_or_admin(ctx) -> str:
+def _own_or_admin(ctx: Ctx) -> str:
     id = ctx.params["id"]
-    if not ctx.session.is_admin and id != ctx.identity_id:
+    if not ctx.api_session.is_admin and id != ctx.identity_id:
         raise NotFound("identity", id)
     return id
 
@@ -164,7 +164,7 @@ def _slot(data: dict | None, **values) -> dict:
 
 
 @op("GET", "/identities/{id}/posture-data", auth="session", op_id="getIdentityPostureData", tag="identities")
-async def posture_data(ctx):
+async def posture_data(ctx: Ctx):
     id = _own_or_admin(ctx)
     st = posture_checks.states(ctx.ctl).get(id) or posture_checks.EMPTY
     processes = []
@@ -219,11 +219,8 @@ async def posture_data(ctx):
     op_id="getIdentityFailedServiceRequests",
     tag="identities",
 )
-async def failed_service_requests(ctx):
+async def failed_service_requests(ctx: Ctx):
     id = _own_or_admin(ctx)
     st = posture_checks.states(ctx.ctl).get(id) or posture_checks.EMPTY
     return env.ok(list(st.failures))
 
-
-def record_failure(ctl, identity_id: str, entry: dict) -> None:
-    state(ctl, identity_id).failures.append(entry)

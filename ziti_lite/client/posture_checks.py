@@ -54,7 +54,7 @@ EMPTY = PostureState()
 
 
 def states(ctl) -> dict:
-    return ctl.__dict__.setdefault("posture_states", {})
+    return ctl.posture_states
 
 
 def state(ctl, identity_id: str) -> PostureState:

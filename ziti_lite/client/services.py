@@ -12,26 +12,20 @@ from __future__ import annotations
 
 from ..api import crud
 from ..api import envelope as env
+from ..api.context import Ctx
 from ..api.ops import op
+from ..api.router import AuthLevel
 from ..errors import NotFound, Unauthorized
 from ..resources import service_view
+from ..resources.routers import TERMINATORS
+from ..resources.services import SERVICES
 from . import access, changes
 from .sessions import edge_router
 
 CLIENT = ("client",)
 
 
-def _services():
-    from ..resources.services import SERVICES
-    return SERVICES
-
-
-def _terminators():
-    from ..resources.routers import TERMINATORS
-    return TERMINATORS
-
-
-def _visible_or_404(ctx, service_id: str) -> dict:
+def _visible_or_404(ctx: Ctx, service_id: str) -> dict:
     row = ctx.store.one("SELECT * FROM services WHERE id = ?", (service_id,))
     if row is None or not access.visible(ctx, service_id):
         raise NotFound("service", service_id)
@@ -40,9 +34,9 @@ def _visible_or_404(ctx, service_id: str) -> dict:
 
 @op("GET", "/services", apis=CLIENT, auth="session", op_id="listServices", tag="services",
     query=("limit", "offset", "filter", "configTypes", "roleFilter", "roleSemantic"))
-async def list_services(ctx):
-    res = _services()
-    if ctx.session.is_admin:
+async def list_services(ctx: Ctx):
+    res = SERVICES
+    if ctx.api_session.is_admin:
         where, params = "1", []
     else:
         where, params = access.VISIBLE, [ctx.identity_id]
@@ -52,31 +46,33 @@ async def list_services(ctx):
 
 
 @op("GET", "/services/{id}", apis=CLIENT, auth="session", op_id="detailService", tag="services")
-async def detail_service(ctx):
+async def detail_service(ctx: Ctx):
     row = _visible_or_404(ctx, ctx.params["id"])
-    return env.ok(crud.render(ctx, _services(), row))
+    return env.ok(crud.render(ctx, SERVICES, row))
 
 
-def _not_implemented(op_id: str, method: str, path: str, auth: str):
-    async def handler(ctx):
+def _not_implemented(op_id: str, method: str, path: str, auth: AuthLevel) -> None:
+    async def handler(ctx: Ctx):
         # upstream's client API declares these operations but does not implement them
         return env.JSON(b'"operation ' + op_id.encode() + b' has not yet been implemented"', status_code=501)
     handler.__name__ = op_id
     op(method, path, apis=CLIENT, auth=auth, op_id=op_id, tag=path.split("/")[1])(handler)
 
 
-for _method, _op_id, _path, _auth in (
-        ("PUT", "updateService", "/services/{id}", "session"),
-        ("PATCH", "patchService", "/services/{id}", "session"),
-        ("DELETE", "deleteService", "/services/{id}", "session"),
-        ("POST", "enrollmentChallenge", "/enroll/challenge", "public"),
-        ("GET", "enrollmentJwks", "/enroll/jwks", "public")):
+_NOT_IMPLEMENTED: tuple[tuple[str, str, str, AuthLevel], ...] = (
+    ("PUT", "updateService", "/services/{id}", "session"),
+    ("PATCH", "patchService", "/services/{id}", "session"),
+    ("DELETE", "deleteService", "/services/{id}", "session"),
+    ("POST", "enrollmentChallenge", "/enroll/challenge", "public"),
+    ("GET", "enrollmentJwks", "/enroll/jwks", "public"),
+)
+for _method, _op_id, _path, _auth in _NOT_IMPLEMENTED:
     _not_implemented(_op_id, _method, _path, _auth)
 
 
 @op("GET", "/services/{id}/edge-routers", apis=CLIENT, auth="session", op_id="listServiceEdgeRouters",
     tag="services", query=("limit", "offset", "filter", "session-token"))
-async def service_edge_routers(ctx):
+async def service_edge_routers(ctx: Ctx):
     service_id = ctx.params["id"]
     _visible_or_404(ctx, service_id)
     token = ctx.request.headers.get("session-token")
@@ -94,7 +90,7 @@ async def service_edge_routers(ctx):
 
 @op("GET", "/services/{id}/terminators", apis=CLIENT, auth="session", op_id="listServiceTerminators",
     tag="services", query=("limit", "offset", "filter"))
-async def service_terminators(ctx):
+async def service_terminators(ctx: Ctx):
     service_id = ctx.params["id"]
     service = _visible_or_404(ctx, service_id)
     ref = env.entity_ref("services", "services", service_id, service["name"])
@@ -103,7 +99,7 @@ async def service_terminators(ctx):
         return {**env.base(r, "terminators"), "serviceId": service_id, "service": ref, "routerId": r["router_id"],
                 "identity": r["instance_id"]}
 
-    return crud.list_response(ctx, _terminators(), "t.service_id = ?", [service_id], render_row=terminator)
+    return crud.list_response(ctx, TERMINATORS, "t.service_id = ?", [service_id], render_row=terminator)
 
 
 service_view.install_list_condition()

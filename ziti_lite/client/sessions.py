@@ -25,16 +25,14 @@ import msgspec
 from .. import clock
 from ..api import crud
 from ..api import envelope as env
+from ..api.context import Ctx
 from ..api.ops import BOTH, op
 from ..api.resource import Field, Resource
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, go_text
 from ..ids import new_token
 from ..resources.common import Body, Tags
-from . import access, posture, posture_checks
-
-POSTURE_MESSAGE = "Posture response data is missing or wrong"
-NO_ROUTERS_MESSAGE = "No edge routers are assigned and online to handle the requested connection"
+from . import access, posture_checks
 
 
 class SessionCreate(Body):
@@ -73,7 +71,7 @@ def new_cuid() -> str:
 
 # ------------------------------------------------------------------ posture of a session
 class PostureResult:
-    def __init__(self):
+    def __init__(self) -> None:
         self.passing: list[str] = []
         self.failed: dict[str, tuple[str, list[dict]]] = {}   # policy id -> (name, failed checks)
 
@@ -102,16 +100,17 @@ def evaluate(ctl, identity_id: str, api_session_id: str, service_id: str, kind: 
     return result
 
 
-def _posture_error(ctx, service: dict, kind: str, result: PostureResult) -> ApiError:
-    subject = posture_checks.Subject(ctx.ctl, ctx.identity_id, ctx.session.id)
-    posture.record_failure(ctx.ctl, ctx.identity_id, {
-        "when": clock.stamp(), "apiSessionId": ctx.session.id, "serviceId": service["id"],
+def _posture_error(ctx: Ctx, service: dict, kind: str, result: PostureResult) -> ApiError:
+    subject = posture_checks.Subject(ctx.ctl, ctx.identity_id, ctx.api_session.id)
+    # kept for GET /identities/{id}/failed-service-requests (client/posture.py)
+    posture_checks.state(ctx.ctl, ctx.identity_id).failures.append({
+        "when": clock.stamp(), "apiSessionId": ctx.api_session.id, "serviceId": service["id"],
         "serviceName": service["name"], "sessionType": kind,
         "policyFailures": [{"policyId": pid, "policyName": name,
                             "checks": [posture_checks.failure(c, subject) for c in checks]}
                            for pid, (name, checks) in result.failed.items()]})
     ids = list(result.failed)
-    return ApiError("INVALID_POSTURE", 409, POSTURE_MESSAGE, cause={
+    return ApiError("INVALID_POSTURE", cause={
         "message": f"Failed to pass posture checks for service policies: {go_text(ids)}",
         "data": {pid: [{"id": c["id"], "typeId": c["type_id"], "isPassing": False} for c in checks]
                  for pid, (_, checks) in result.failed.items()}})
@@ -148,9 +147,8 @@ def sweep(ctl) -> None:
 
 
 def ensure_sweeper(ctl) -> None:
-    hooks = ctl.__dict__.setdefault("periodic", [])
-    if sweep not in hooks:
-        hooks.append(sweep)
+    if sweep not in ctl.periodic:
+        ctl.periodic.append(sweep)
 
 
 # ------------------------------------------------------------------ rendering
@@ -164,7 +162,7 @@ def edge_router(ctl, row: dict) -> dict:
             "disabled": bool(row["disabled"])}
 
 
-def render(ctx, row: dict, management: bool = True, routers: list[dict] | None = None) -> dict:
+def render(ctx: Ctx, row: dict, management: bool = True, routers: list[dict] | None = None) -> dict:
     store = ctx.store
     if routers is None:
         routers = access.routers(store, row["identity_id"], row["service_id"])
@@ -181,13 +179,10 @@ def render(ctx, row: dict, management: bool = True, routers: list[dict] | None =
     }
     if management:
         policies = json.loads(row["service_policies"] or "[]")
-        names = (
-            dict(
-                store.conn.execute(
-                    "SELECT id, name FROM service_policies WHERE id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(policies),),
-                ).fetchall()
-            )
+        names: dict[str, str] = (
+            {r["id"]: r["name"] for r in store.all(
+                "SELECT id, name FROM service_policies WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(policies),))}
             if policies
             else {}
         )
@@ -197,13 +192,13 @@ def render(ctx, row: dict, management: bool = True, routers: list[dict] | None =
     return out
 
 
-def _own(ctx) -> tuple[str, list]:
-    if ctx.session.is_admin:
+def _own(ctx: Ctx) -> tuple[str, list]:
+    if ctx.api_session.is_admin:
         return "1", []
     return "t.identity_id = ?", [ctx.identity_id]
 
 
-def _get(ctx, id: str) -> dict:
+def _get(ctx: Ctx, id: str) -> dict:
     where, params = _own(ctx)
     row = ctx.store.one(f"SELECT * FROM sessions t WHERE t.id = ? AND {where}", [id, *params])
     if row is None:
@@ -222,11 +217,11 @@ def _get(ctx, id: str) -> dict:
     status=201,
     tag="sessions",
 )
-async def create_session(ctx):
+async def create_session(ctx: Ctx):
     body = await ctx.json(SessionCreate)
     kind = body.type or "Dial"
     service_id = body.service_id or ""
-    store, sess = ctx.store, ctx.session
+    store, sess = ctx.store, ctx.api_session
     ensure_sweeper(ctx.ctl)
     existing = store.one(
         "SELECT * FROM sessions WHERE api_session_id = ? AND service_id = ? AND type = ?", (sess.id, service_id, kind)
@@ -244,7 +239,7 @@ async def create_session(ctx):
         raise _posture_error(ctx, service, kind, result)
     routers = access.routers(store, sess.identity_id, service_id)
     if not routers:
-        raise ApiError("NO_EDGE_ROUTERS_AVAILABLE", 400, NO_ROUTERS_MESSAGE)
+        raise ApiError("NO_EDGE_ROUTERS_AVAILABLE")
     now = clock.stamp()
     tags = msgspec.json.encode(body.tags or {}).decode()
     with store.write():
@@ -282,18 +277,18 @@ async def create_session(ctx):
     tag="sessions",
     query=("limit", "offset", "filter"),
 )
-async def list_sessions(ctx):
+async def list_sessions(ctx: Ctx):
     where, params = _own(ctx)
     return crud.list_response(ctx, SESSIONS, where, params, render_row=render)
 
 
 @op("GET", "/sessions/{id}", apis=BOTH, auth="session", op_id="detailSession", tag="sessions")
-async def detail_session(ctx):
+async def detail_session(ctx: Ctx):
     return env.ok(render(ctx, _get(ctx, ctx.params["id"])))
 
 
 @op("DELETE", "/sessions/{id}", apis=BOTH, auth="session", op_id="deleteSession", tag="sessions")
-async def delete_session(ctx):
+async def delete_session(ctx: Ctx):
     with ctx.store.write():
         row = _get(ctx, ctx.params["id"])
         ctx.store.execute("DELETE FROM sessions WHERE id = ?", (row["id"],))
@@ -301,7 +296,7 @@ async def delete_session(ctx):
 
 
 @op("GET", "/sessions/{id}/route-path", op_id="detailSessionRoutePath", tag="sessions")
-async def session_route_path(ctx):
+async def session_route_path(ctx: Ctx):
     # router ids of the session's live circuits: the embedded router, when one runs under it
     router = ctx.ctl.edge_router
     row = _get(ctx, ctx.params["id"])

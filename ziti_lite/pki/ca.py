@@ -381,7 +381,7 @@ _USAGES = {
 def sign_csr(
     csr: ParsedCsr | str | bytes,
     signer: KeyPair,
-    days: int = CLIENT_DAYS,
+    days: float = CLIENT_DAYS,
     usage: str = "client",
     *,
     sans: Sequence[x509.GeneralName] | None = None,

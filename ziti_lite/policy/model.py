@@ -100,3 +100,17 @@ KINDS = {k.name: k for k in (SP, ERP, SERP)}
 KIND_BY_RESOURCE = {k.resource: k for k in KINDS.values()}
 
 
+# ---------------------------------------------------------------- joins across the membership tables
+# identity <-> service through service policies, optionally of one type
+IDENTITY_SERVICES = ("t.id IN (SELECT s.service_id FROM service_policy_identities i"
+                     " JOIN service_policy_services s ON s.policy_id = i.policy_id WHERE i.identity_id = ?{})")
+SERVICE_IDENTITIES = ("t.id IN (SELECT i.identity_id FROM service_policy_services s"
+                      " JOIN service_policy_identities i ON i.policy_id = s.policy_id WHERE s.service_id = ?{})")
+IDENTITY_ROUTERS = ("t.id IN (SELECT r.router_id FROM edge_router_policy_identities i"
+                    " JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)")
+ROUTER_IDENTITIES = ("t.id IN (SELECT i.identity_id FROM edge_router_policy_routers r"
+                     " JOIN edge_router_policy_identities i ON i.policy_id = r.policy_id WHERE r.router_id = ?)")
+SERVICE_ROUTERS = ("t.id IN (SELECT r.router_id FROM service_edge_router_policy_services s"
+                   " JOIN service_edge_router_policy_routers r ON r.policy_id = s.policy_id WHERE s.service_id = ?)")
+ROUTER_SERVICES = ("t.id IN (SELECT s.service_id FROM service_edge_router_policy_routers r"
+                   " JOIN service_edge_router_policy_services s ON s.policy_id = r.policy_id WHERE r.router_id = ?)")

@@ -10,41 +10,39 @@ restricted by a condition on its rows; an unknown parent id gives an empty list,
 from __future__ import annotations
 
 from ..api import crud
+from ..api.context import Ctx
 from ..api.ops import op
+from ..api.resource import Resource
 from ..errors import CouldNotValidate, NotFound
+from ..resources.identities import IDENTITIES
+from ..resources.policies import EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES, SERVICE_POLICIES
+from ..resources.posture import POSTURE_CHECKS
+from ..resources.routers import EDGE_ROUTERS, TERMINATORS
+from ..resources.services import CONFIGS, SERVICES
+from .model import (
+    IDENTITY_ROUTERS,
+    IDENTITY_SERVICES,
+    ROUTER_IDENTITIES,
+    ROUTER_SERVICES,
+    SERVICE_IDENTITIES,
+    SERVICE_ROUTERS,
+)
 
 LIST_QUERY = ("limit", "offset", "filter")
 
-# identity <-> service through service policies, optionally of one type
-IDENTITY_SERVICES = ("t.id IN (SELECT s.service_id FROM service_policy_identities i"
-                     " JOIN service_policy_services s ON s.policy_id = i.policy_id WHERE i.identity_id = ?{})")
-SERVICE_IDENTITIES = ("t.id IN (SELECT i.identity_id FROM service_policy_services s"
-                      " JOIN service_policy_identities i ON i.policy_id = s.policy_id WHERE s.service_id = ?{})")
-IDENTITY_ROUTERS = ("t.id IN (SELECT r.router_id FROM edge_router_policy_identities i"
-                    " JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)")
-ROUTER_IDENTITIES = ("t.id IN (SELECT i.identity_id FROM edge_router_policy_routers r"
-                     " JOIN edge_router_policy_identities i ON i.policy_id = r.policy_id WHERE r.router_id = ?)")
-SERVICE_ROUTERS = ("t.id IN (SELECT r.router_id FROM service_edge_router_policy_services s"
-                   " JOIN service_edge_router_policy_routers r ON r.policy_id = s.policy_id WHERE s.service_id = ?)")
-ROUTER_SERVICES = ("t.id IN (SELECT s.service_id FROM service_edge_router_policy_routers r"
-                   " JOIN service_edge_router_policy_services s ON s.policy_id = r.policy_id WHERE r.router_id = ?)")
+# every resource a relationship list shows
+_RESOURCES = {r.name: r for r in (IDENTITIES, SERVICES, CONFIGS, EDGE_ROUTERS, TERMINATORS, POSTURE_CHECKS,
+                                  SERVICE_POLICIES, EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES)}
 
 
-_resources: dict[str, object] = {}
-
-
-def resource(name: str):
-    res = _resources.get(name)
+def resource(name: str) -> Resource:
+    res = _RESOURCES.get(name)
     if res is None:
-        from ..resources import by_name
-        try:
-            res = _resources[name] = by_name(name)
-        except KeyError:
-            raise NotFound(message=f"{name} are not available") from None
+        raise NotFound(message=f"{name} are not available")
     return res
 
 
-def related_list(ctx, target: str, where: str, params: list):
+def related_list(ctx: Ctx, target: str, where: str, params: list):
     res = resource(target)
     if res.name != "services":
         return crud.list_response(ctx, res, where, params)
@@ -58,7 +56,7 @@ def related_list(ctx, target: str, where: str, params: list):
     return crud.list_response(ctx, res, where, params, render_row=service)
 
 
-def policy_type(ctx) -> str | None:
+def policy_type(ctx: Ctx) -> str | None:
     value = ctx.q("policyType")
     if value is None or value == "":
         return None
@@ -76,14 +74,14 @@ def _typed(template: str, alias: str, ctx, id: str) -> tuple[str, list]:
 
 @op("GET", "/identities/{id}/services", op_id="listIdentityServices", tag="identities",
     query=("filter", "policyType", "limit", "offset"))
-async def identity_services(ctx):
+async def identity_services(ctx: Ctx):
     where, params = _typed(IDENTITY_SERVICES, "i", ctx, ctx.params["id"])
     return related_list(ctx, "services", where, params)
 
 
 @op("GET", "/services/{id}/identities", op_id="listServiceIdentities", tag="services",
     query=("limit", "offset", "filter", "policyType"))
-async def service_identities(ctx):
+async def service_identities(ctx: Ctx):
     where, params = _typed(SERVICE_IDENTITIES, "i", ctx, ctx.params["id"])
     return related_list(ctx, "identities", where, params)
 
@@ -131,7 +129,7 @@ SIMPLE = (
 
 
 def _register(parent: str, sub: str, op_id: str, target: str, where: str) -> None:
-    async def handler(ctx):
+    async def handler(ctx: Ctx):
         return related_list(ctx, target, where, [ctx.params["id"]])
     handler.__name__ = op_id
     op("GET", f"/{parent}/{{id}}/{sub}", op_id=op_id, tag=parent, query=LIST_QUERY)(handler)

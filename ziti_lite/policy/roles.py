@@ -42,7 +42,7 @@ def attribute_list(ctx, side: Side):
     except (zitiql.ParseError, fq.FilterError) as e:
         raise InvalidFilter(str(e)) from None
     except fq.SortError as e:
-        raise ApiError("INVALID_SORT_IDENTIFIER", 400, cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("INVALID_SORT_IDENTIFIER", cause={"code": "UNHANDLED", "message": str(e)}) from None
     limit = compiled.limit if compiled.limit is not None and compiled.limit >= 0 else -1
     offset = max(compiled.skip or 0, 0)
     params = [side.name, *compiled.params]

@@ -6,40 +6,32 @@ deleting the router removes both; renaming the router renames its identity."""
 from __future__ import annotations
 
 from ..api import crud
-from ..errors import ApiError
+from ..api.context import Ctx
+from ..errors import CouldNotValidate
+from ..resources.identities import IDENTITIES
+from ..resources.policies import EDGE_ROUTER_POLICIES
 from . import links
 from .model import ERP
-
-
-def _resources():
-    from ..resources.identities import IDENTITIES
-    from ..resources.policies import EDGE_ROUTER_POLICIES
-    return IDENTITIES, EDGE_ROUTER_POLICIES
 
 
 def policy_name(router_id: str) -> str:
     return f"edge-router-{router_id}-system"
 
 
-def enable(ctx, router_id: str, name: str) -> None:
-    identities, erps = _resources()
+def enable(ctx: Ctx, router_id: str, name: str) -> None:
     store = ctx.store
     row = store.one("SELECT type_id FROM identities WHERE id = ?", (router_id,))
     if row is None:
         values = {"name": name, "type_id": "Router", "is_admin": False, "role_attributes": []}
-        crud.insert(store, identities, values, id=router_id)
-        pending = getattr(ctx, "pending_enrollment", None)
+        crud.insert(store, IDENTITIES, values, id=router_id)
+        pending = ctx.pending_enrollment
         ctx.pending_enrollment = None  # a router's identity is never enrolled on its own
         try:
-            crud.changed(ctx, identities, router_id, None, values)
+            crud.changed(ctx, IDENTITIES, router_id, None, values)
         finally:
             ctx.pending_enrollment = pending
     elif row["type_id"] != "Router":
-        raise ApiError(
-            "COULD_NOT_VALIDATE",
-            400,
-            cause={"field": "id", "reason": "an identity with the router's id exists", "value": router_id},
-        )
+        raise CouldNotValidate("id", "an identity with the router's id exists", router_id)
     if store.value("SELECT 1 FROM edge_router_policies WHERE id = ?", (router_id,)) is None:
         ref = ["@" + router_id]
         values = {
@@ -49,12 +41,11 @@ def enable(ctx, router_id: str, name: str) -> None:
             "edge_router_roles": ref,
             "is_system": 1,
         }
-        crud.insert(store, erps, values, id=router_id)
+        crud.insert(store, EDGE_ROUTER_POLICIES, values, id=router_id)
         links.policy_written(store, ERP, router_id, None)
 
 
-def disable(ctx, router_id: str) -> None:
-    identities, _ = _resources()
+def disable(ctx: Ctx, router_id: str) -> None:
     store = ctx.store
     if store.value("SELECT 1 FROM edge_router_policies WHERE id = ? AND is_system = 1", (router_id,)):
         store.execute("DELETE FROM edge_router_policies WHERE id = ?", (router_id,))
@@ -62,10 +53,10 @@ def disable(ctx, router_id: str) -> None:
     row = store.one("SELECT * FROM identities WHERE id = ? AND type_id = 'Router'", (router_id,))
     if row is not None:
         store.execute("DELETE FROM identities WHERE id = ?", (router_id,))
-        crud.changed(ctx, identities, router_id, row, None)
+        crud.changed(ctx, IDENTITIES, router_id, row, None)
 
 
-def _on_edge_router(ctx, id: str, before: dict | None, values: dict | None) -> None:
+def _on_edge_router(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
     was = bool(before and before.get("is_tunneler_enabled"))
     if values is None:
         if was or ctx.store.value("SELECT 1 FROM identities WHERE id = ? AND type_id = 'Router'", (id,)):
@@ -80,9 +71,8 @@ def _on_edge_router(ctx, id: str, before: dict | None, values: dict | None) -> N
     elif was and not now:
         disable(ctx, id)
     elif now and before is not None and before.get("name") != row["name"]:
-        identities, _ = _resources()
         if ctx.store.value("SELECT 1 FROM identities WHERE id = ? AND type_id = 'Router'", (id,)):
-            crud.write_row(ctx.store, identities, id, {"name": row["name"]})
+            crud.write_row(ctx.store, IDENTITIES, id, {"name": row["name"]})
 
 
 crud.listen("edge-routers")(_on_edge_router)  # deletes through /routers notify this too

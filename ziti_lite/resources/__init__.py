@@ -1,29 +1,13 @@
-"""The resource table: every collection of the API, declared family by family."""
+"""The resource table: every collection of the API, declared family by family.
 
-from __future__ import annotations
+    identities.py       identity types, identities, authenticators, API sessions
+    services.py         config types, configs, services (service_view.py: the caller's view of one)
+    auth.py             auth policies, external JWT signers, controllers
+    cas_enrollments.py  CAs and enrollments
+    routers.py          edge routers, routers, transit routers, terminators
+    posture.py          posture check types and posture checks
+    policies.py         service, edge router and service edge router policies
 
-import importlib
-
-FAMILIES = (
-    "identities",
-    "services",
-    "auth",
-    "cas_enrollments",
-    "routers",
-    "posture",
-    "policies",
-)
-
-
-def registry() -> list:
-    out = []
-    for fam in FAMILIES:
-        out.extend(importlib.import_module(f"ziti_lite.resources.{fam}").RESOURCES)
-    return out
-
-
-def by_name(name: str):
-    for r in registry():
-        if r.name == name:
-            return r
-    raise KeyError(name)
+Each family module's ``RESOURCES`` are mounted by ``ziti_lite.wiring``, whose ``resources()``
+lists them all.
+"""

@@ -33,7 +33,7 @@ def blank(v):
 
 def bad_request(field: str, reason: str, value) -> ApiError:
     """Upstream's "bad request field error": 400 REFERENCED_ENTITY_NOT_FOUND with a field cause."""
-    return ApiError("REFERENCED_ENTITY_NOT_FOUND", 400, cause=field_cause(field, reason, value))
+    return ApiError("REFERENCED_ENTITY_NOT_FOUND", cause=field_cause(field, reason, value))
 
 
 # ================================================================ auth policies
@@ -130,7 +130,7 @@ def prepare_auth_policy(ctx, values: dict, existing: dict | None) -> None:
 
 def _signer_missing(field: str, id: str) -> ApiError:
     # upstream answers a dangling signer reference with 404 NOT_FOUND (its tests assert 404)
-    return ApiError("NOT_FOUND", 404, cause=field_cause(field, f"externalJwtSigner with id {id} not found", id))
+    return ApiError("NOT_FOUND", cause=field_cause(field, f"externalJwtSigner with id {id} not found", id))
 
 
 def render_auth_policy(ctx, row: dict, out: dict) -> None:
@@ -227,7 +227,7 @@ def _cert_columns(cert_pem: str | None) -> dict:
     except Exception:
         certs = []
     if len(certs) != 1:
-        raise ApiError("INVALID_CERT_PEM", 400, message="the certificate PEM must hold exactly one certificate")
+        raise ApiError("INVALID_CERT_PEM")
     info = pki.cert_info(certs[0])
     return {"fingerprint": info["fingerprint"], "common_name": info["cn"] or "",
             "not_before": clock.fmt(info["not_before"]), "not_after": clock.fmt(info["not_after"])}

@@ -14,8 +14,9 @@ from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
 from ..api.resource import Field, Ref, Resource, derive_patch
+from ..auth.certs import server_keypair
 from ..db.filters import Symbol
-from ..enroll import new_enrollment, server_keypair
+from ..enroll.create import new_enrollment
 from ..errors import ApiError, CouldNotValidate, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca as pki
@@ -112,7 +113,7 @@ def _ca_cert(store, pem: str) -> dict:
     if not certs:
         raise CouldNotValidate("certPem", "at least one leaf certificate must be supplied", pem)
     if not pki.is_ca(certs[0]):
-        raise ApiError("CERTIFICATE_IS_NOT_CA", 400, message="the certificate is not a CA")
+        raise ApiError("CERTIFICATE_IS_NOT_CA")
     fp = pki.fingerprint(certs[0])
     other = store.value("SELECT id FROM cas WHERE fingerprint = ?", (fp,))
     if other:
@@ -221,7 +222,7 @@ async def create_enrollment(ctx):
             raise bad_request("username", "username not provided", body.username)
         if store.value("SELECT 1 FROM enrollments WHERE identity_id = ? AND method = ?",
                        (body.identity_id, body.method)):
-            raise ApiError("ENROLLMENT_EXISTS", 409,
+            raise ApiError("ENROLLMENT_EXISTS",
                            cause=field_cause("method", "enrollment of same method exists", body.method))
         id = new_enrollment(ctx, body.method, identity_id=body.identity_id, expires_at=expires,
                             ca_id=body.ca_id if body.method == "ottca" else None,

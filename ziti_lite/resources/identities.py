@@ -14,7 +14,9 @@ from ..api import envelope as env
 from ..api.ops import op
 from ..api.resource import Field, Ref, Resource
 from ..auth import passwords
+from ..auth.certs import prepare_cert_authenticator  # certificate checks live with the PKI
 from ..db.filters import Symbol
+from ..enroll.create import create_for_identity  # the enrollment module owns JWTs and tokens
 from ..errors import ApiError, CouldNotValidate, NotFound
 from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Cost, Tags, check_attributes, check_name, exists, name_of
 
@@ -97,9 +99,8 @@ def prepare_identity(ctx, values: dict, existing: dict | None) -> None:
 
 
 def after_identity(ctx, id: str, before: dict | None, values: dict | None) -> None:
-    enrollment = getattr(ctx, "pending_enrollment", None) if values is not None else None
+    enrollment = ctx.pending_enrollment if values is not None else None
     if before is None and enrollment:
-        from ..enroll import create_for_identity  # the enrollment module owns JWTs and tokens
         create_for_identity(ctx, id, enrollment)
 
 
@@ -132,7 +133,7 @@ def prefetch_identities(ctx, rows: list[dict]) -> None:
 def render_identity(ctx, row: dict, out: dict) -> None:
     store = ctx.store
     id = row["id"]
-    extras = getattr(ctx, "identity_extras", None)
+    extras = ctx.identity_extras
     extras = extras.get(id) if extras else None
     if extras is None:
         extras = store.conn.execute(_EXTRAS_ONE, (id,)).fetchone()
@@ -180,11 +181,10 @@ def _enrollments(store, rows) -> dict:
 def before_delete_identity(ctx, row: dict) -> None:
     if row["is_default_admin"]:
         cause = {"code": "UNHANDLED", "message": "cannot delete the default admin identity"}
-        raise ApiError("ENTITY_CAN_NOT_BE_DELETED", 400, cause=cause)
+        raise ApiError("ENTITY_CAN_NOT_BE_DELETED", cause=cause)
     if row["type_id"] == "Router" and exists(ctx.store, "routers", row["id"]):
         raise ApiError(
             "ENTITY_CAN_NOT_BE_DELETED",
-            400,
             cause={"code": "UNHANDLED", "message": "cannot delete a router's identity while the router exists"},
         )
 
@@ -304,11 +304,7 @@ def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
         if store.value(
             "SELECT 1 FROM authenticators WHERE identity_id = ? AND method = ?", (values["identity_id"], method)
         ):
-            raise ApiError(
-                "MAX_AUTHENTICATOR_METHODS_REACHED",
-                409,
-                message="the identity already has an authenticator of this method",
-            )
+            raise ApiError("MAX_AUTHENTICATOR_METHODS_REACHED")
         if method == "updb":
             if not values.get("username"):
                 raise CouldNotValidate("username", "username is required", None)
@@ -316,13 +312,11 @@ def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
                 raise CouldNotValidate("password", "password is required", None)
             values.pop("cert_pem", None)  # a password authenticator has no certificate
         else:
-            from ..enroll import prepare_cert_authenticator  # certificate checks live with the PKI
-
             prepare_cert_authenticator(ctx, values)
             return
     elif existing["method"] != "updb" and ("username" in values or "password" in values):
         raise ApiError(
-            "CAN_NOT_UPDATE_AUTHENTICATOR", 409, message="only updb authenticators have a username and password"
+            "CAN_NOT_UPDATE_AUTHENTICATOR", message="only updb authenticators have a username and password"
         )
     password = values.pop("password", None)
     if password is not None:
@@ -424,7 +418,7 @@ async def update_identity_tracing(ctx):
     id = ctx.params["id"]
     crud.get_row(ctx.store, IDENTITIES, id)
     spec = await ctx.json(TraceSpec)
-    traces = ctx.ctl.__dict__.setdefault("traces", {})
+    traces = ctx.ctl.traces
     if not spec.enabled:
         traces.pop(id, None)
         return env.ok({"enabled": False, "traceId": spec.trace_id or "", "until": None})

@@ -189,6 +189,3 @@ SERVICE_EDGE_ROUTER_POLICIES = Resource(
 )
 
 RESOURCES = (SERVICE_POLICIES, EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES)
-
-# tunneler-enabled edge routers and the integrity checks hook into crud and integrity on import
-from ..policy import checks, tunneler  # noqa: E402,F401

@@ -23,6 +23,7 @@ from ..api import envelope as env
 from ..api.ops import op
 from ..api.resource import Field, Ref, Resource
 from ..db.filters import Symbol
+from ..enroll.create import new_enrollment
 from ..errors import ApiError, CouldNotValidate, NotFound
 from .common import (
     NAME,
@@ -79,7 +80,6 @@ def _router_written(own: str):
     listeners of the other collections that showed the row."""
     def hook(ctx, id: str, before: dict | None, values: dict | None) -> None:
         if before is None and values is not None:
-            from ..enroll import new_enrollment  # the enrollment module signs the JWT
             if own == "edge-routers":
                 new_enrollment(ctx, "erott", edge_router_id=id)
             else:
@@ -173,7 +173,6 @@ EDGE_ROUTERS = Resource(
 @op("POST", "/edge-routers/{id}/re-enroll", op_id="reEnrollEdgeRouter", tag="edge-routers")
 async def re_enroll_edge_router(ctx):
     """Forget the router's certificate and issue a fresh erott enrollment."""
-    from ..enroll import new_enrollment
     id = ctx.params["id"]
     with ctx.store.write():
         before = crud.get_row(ctx.store, EDGE_ROUTERS, id)
@@ -200,8 +199,7 @@ class RouterUpdate(RouterCreate):
 
 def prepare_router(ctx, values: dict, existing: dict | None) -> None:
     if existing is not None and existing["is_edge"]:
-        raise ApiError("CAN_NOT_UPDATE_ROUTER", 409,
-                       message="The router was not added via the Edge API and cannot be updated")
+        raise ApiError("CAN_NOT_UPDATE_ROUTER")
     check_name(values)
     if existing is None:
         values["disabled"] = False  # upstream's router create ignores disabled

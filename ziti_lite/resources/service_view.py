@@ -14,6 +14,12 @@ import json
 
 import msgspec
 
+from ..api import crud
+from ..auth.sessions import resolve_config_types
+from ..client import access, posture_checks
+from ..client.access import VISIBLE, has_posture_checks
+from ..errors import NotFound
+
 PERMISSIONS_SQL = ("SELECT DISTINCT i.type FROM service_policy_identities i"
                    " JOIN service_policy_services s ON s.policy_id = i.policy_id AND s.service_id = ?"
                    " WHERE i.identity_id = ?")
@@ -35,8 +41,6 @@ class View:
     """The caller-dependent values of the services of one request."""
 
     def __init__(self, ctx):
-        from ..client import posture_checks
-        from ..client.access import has_posture_checks
         store = ctx.store
         sess = ctx.session
         self.identity_id = sess.identity_id if sess else None
@@ -54,8 +58,6 @@ class View:
 
     def prepare(self, ctx, rows: list[dict]) -> None:
         """Compute permissions, config and posture queries of ``rows`` in a few queries."""
-        from ..client import access, posture_checks
-
         store = ctx.store
         rows = [r for r in rows if r["id"] not in self.values]
         if not rows:
@@ -152,8 +154,6 @@ _ids = msgspec.json.Decoder(list[str]).decode
 
 
 def as_identity(store, value: str) -> str:
-    from ..errors import NotFound
-
     found = store.value(
         "SELECT id FROM identities WHERE id = ? OR name = ? ORDER BY id = ? DESC LIMIT 1", (value, value, value)
     )
@@ -164,8 +164,6 @@ def as_identity(store, value: str) -> str:
 
 def requested_types(ctx, sess) -> list[str] | None:
     """Config type ids (or ``["all"]``) the request asks for; None when it asks for none."""
-    from ..api.authentication import resolve_config_types
-
     store = ctx.store
     if ctx.api == "client":
         given = ctx.qlist("configTypes") if not ctx.route.path.endswith("{id}") else []
@@ -182,9 +180,9 @@ def requested_types(ctx, sess) -> list[str] | None:
 
 
 def view(ctx) -> View:
-    v = ctx.__dict__.get("_service_view")
+    v = ctx.service_view
     if v is None:
-        v = ctx.__dict__["_service_view"] = View(ctx)
+        v = ctx.service_view = View(ctx)
     return v
 
 
@@ -208,15 +206,11 @@ def _as_identity_condition(ctx):
     identity_id = as_identity(ctx.store, value)
     if ctx.store.value("SELECT is_admin OR is_default_admin FROM identities WHERE id = ?", (identity_id,)):
         return None
-    from ..client.access import VISIBLE
-
     return VISIBLE, [identity_id]
 
 
 def install_list_condition() -> None:
     """Add the asIdentity restriction to whatever condition the services list already has."""
-    from ..api import crud
-
     previous = crud.LIST_CONDITIONS.get("services")
     if getattr(previous, "_as_identity", False):
         return

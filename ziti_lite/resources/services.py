@@ -12,6 +12,7 @@ import jsonschema
 from ..api import crud
 from ..api.resource import Field, Ref, Resource
 from ..errors import CouldNotValidate, NotFound, ReferencedEntity
+from . import service_view
 from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Tags, check_attributes, check_name, exists
 
 TERMINATOR_STRATEGIES = ("smartrouting", "weighted", "random", "sticky")
@@ -231,8 +232,6 @@ def after_service(ctx, id: str, before: dict | None, values: dict | None) -> Non
 
 
 def render_service(ctx, row: dict, out: dict) -> None:
-    from . import service_view
-
     service_view.decorate(ctx, row, out)
 
 

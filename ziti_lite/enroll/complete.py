@@ -1,173 +1,76 @@
-"""Enrollments: creating them (with their JWTs) and completing them.
-
-An enrollment is a one-time token (the ``jti`` of its JWT) that turns into a credential:
-``ott`` → a certificate issued from the client's CSR, ``ottca`` → a certificate from a
-registered CA bound to an existing identity, ``updb`` → a password, ``erott``/``trott`` → a
-router's client and server certificates. ``ca`` (auto CA enrollment) needs no token: a
-certificate from a CA with auto enrollment on creates a new identity. A completed enrollment is
-deleted in the same transaction that stores the credential, so a token works once.
+"""Completing enrollments (``POST /enroll...``) and extending a router's certificates.
+The kinds of enrollment and their lifecycle are described in ``enroll/__init__.py``.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import Any
 
-from . import clock
-from .auth import certs as certauth
-from .auth import passwords
-from .errors import ApiError, CouldNotValidate, field_cause
-from .ids import new_id, new_token
-from .pki import ca, claims, tokens
-from .pki.csr import CsrError, parse_csr
-
-MESSAGES = {
-    "INVALID_ENROLLMENT_TOKEN": "The supplied token is not valid",
-    "ENROLLMENT_EXPIRED": "The window for this enrollment has expired",
-    "ENROLLMENT_CA_NOT_VALID": "The CA tied to the supplied token is no longer valid",
-    "ENROLLMENT_NO_VALID_CAS": "No CAs are valid for this request",
-    "MISSING_OR_INVALID_CSR": "The request is missing a CSR or the CSR is invalid",
-    "EDGE_ROUTER_ENROLL_COMMON_NAME_INVALID": "The common name of the client CSR must be the router's id",
-    "MAX_AUTHENTICATOR_METHODS_REACHED": "the identity already has an authenticator of this method",
-}
+from .. import clock
+from ..api import crud
+from ..api.context import Ctx
+from ..auth import certs as certauth
+from ..auth import passwords
+from ..auth.certs import signer_keypair
+from ..auth.policy import identity_policy
+from ..errors import ApiError, CouldNotValidate, Unauthorized
+from ..ids import new_id
+from ..pki import ca, claims
+from ..pki.csr import CsrError, parse_csr
+from ..resources.identities import AUTHENTICATORS, IDENTITIES
+from ..resources.routers import EDGE_ROUTERS, ROUTERS
 
 
-def error(code: str, status: int = 400, cause: dict | None = None) -> ApiError:
-    return ApiError(code, status, message=MESSAGES.get(code) or certauth.MESSAGES.get(code), cause=cause)
-
-
-def server_keypair(ctl) -> ca.KeyPair:
-    return ca.KeyPair(ctl.state["server_cert"], ctl.state["server_key"])
-
-
-def signer_keypair(ctl) -> ca.KeyPair:
-    return ca.KeyPair(ctl.state["signer_cert"], ctl.state["signer_key"])
-
-
-def network_jwt(ctl) -> str:
-    return tokens.network_jwt(server=server_keypair(ctl), issuer=ctl.settings.base_url)
-
-
-def ca_jwt(ctl, ca_id: str) -> str:
-    return tokens.ca_enrollment_jwt(server=server_keypair(ctl), issuer=ctl.settings.base_url, ca_id=ca_id)
-
-
-# ================================================================ creating enrollments
-def new_enrollment(ctx, method: str, *, identity_id: str | None = None, edge_router_id: str | None = None,
-                   transit_router_id: str | None = None, ca_id: str | None = None, username: str | None = None,
-                   expires_at: dt.datetime | None = None) -> str:
-    """Insert an enrollment with a fresh token and its signed JWT; returns its id."""
-    ctl = ctx.ctl
-    expires = expires_at or clock.now() + dt.timedelta(minutes=ctl.settings.enrollment_minutes)
-    token = new_token()
-    subject = identity_id or edge_router_id or transit_router_id
-    jwt = tokens.enrollment_jwt(server=server_keypair(ctl), issuer=ctl.settings.base_url, subject=subject,
-                                token=token, method=method, expires_at=expires)
-    id = new_id()
-    now = clock.stamp()
-    ctx.store.execute(
-        "INSERT INTO enrollments (id, created_at, updated_at, method, identity_id, edge_router_id, transit_router_id,"
-        " token, jwt, expires_at, ca_id, username) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (id, now, now, method, identity_id, edge_router_id, transit_router_id, token, jwt, clock.fmt(expires),
-         ca_id, username))
-    return id
-
-
-def create_for_identity(ctx, identity_id: str, spec: dict) -> str | None:
-    """The ``enrollment`` object of an identity create: first of ott, ottca, updb wins."""
-    if spec.get("ott"):
-        return new_enrollment(ctx, "ott", identity_id=identity_id)
-    if spec.get("ottca"):
-        ca_id = spec["ottca"]
-        if not certauth.ca_rows(ctx.store, "id = ?", (ca_id,)):
-            raise ApiError("NOT_FOUND", 404, cause=field_cause("caId", f"ca with id {ca_id} not found", ca_id))
-        return new_enrollment(ctx, "ottca", identity_id=identity_id, ca_id=ca_id)
-    if spec.get("updb"):
-        return new_enrollment(ctx, "updb", identity_id=identity_id, username=spec["updb"])
-    return None
-
-
-def prepare_cert_authenticator(ctx, values: dict) -> None:
-    """Admin-created cert authenticator (see ``auth.certs.prepare_cert_authenticator``)."""
-    certauth.prepare_cert_authenticator(ctx, values)
-
-
-def reenroll_authenticator(ctx, auth: dict, expires: dt.datetime) -> str:
-    """Replace an authenticator by an enrollment that recreates it: updb → updb (same username),
-    cert from a CA → ottca, other cert → ott. Returns the enrollment id (inside a write tx)."""
-    store = ctx.store
-    identity_id = auth["identity_id"]
-    if auth["method"] == "updb":
-        method, kw = "updb", {"username": auth["username"]}
-    else:
-        ca_id = auth.get("ca_id")
-        if ca_id is None and auth.get("cert_pem") and not auth.get("is_issued_by_network"):
-            try:
-                certs = ca.load_certs(auth["cert_pem"])
-            except ValueError:
-                certs = []
-            row = certauth.first_ca(store, certs, "1", check_time=False, eku=None) if certs else None
-            ca_id = row["id"] if row else None
-        method, kw = ("ottca", {"ca_id": ca_id}) if ca_id else ("ott", {})
-    store.execute("DELETE FROM enrollments WHERE identity_id = ? AND method = ?", (identity_id, method))
-    store.execute("DELETE FROM api_sessions WHERE authenticator_id = ?", (auth["id"],))
-    store.execute("DELETE FROM authenticators WHERE id = ?", (auth["id"],))
-    return new_enrollment(ctx, method, identity_id=identity_id, expires_at=expires, **kw)
-
-
-# ================================================================ completing enrollments
 def find(store, token: str | None) -> dict:
     """The enrollment of ``token`` (expiry is checked by each flow, after its own checks)."""
     row = store.one("SELECT * FROM enrollments WHERE token = ?", (token,)) if token else None
     if row is None:
-        raise error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     return row
 
 
 def _check_live(store, enr: dict, owner: str) -> None:
     if not enr[owner] or (owner == "identity_id" and not store.value(
             "SELECT 1 FROM identities WHERE id = ?", (enr["identity_id"],))):
-        raise error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     if enr["expires_at"] <= clock.stamp():
-        raise error("ENROLLMENT_EXPIRED")
+        raise ApiError("ENROLLMENT_EXPIRED")
 
 
 def _consume(store, enr: dict) -> None:
     """Delete the enrollment; fails when another request consumed it first."""
     if not store.value("SELECT 1 FROM enrollments WHERE id = ?", (enr["id"],)):
-        raise error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     store.execute("DELETE FROM enrollments WHERE id = ?", (enr["id"],))
 
 
-def _add_authenticator(ctx, values: dict) -> str:
-    from .api import crud
-    from .resources.identities import AUTHENTICATORS
+def _add_authenticator(ctx: Ctx, values: dict) -> str:
     store = ctx.store
     if store.value("SELECT 1 FROM authenticators WHERE identity_id = ? AND method = ?",
                    (values["identity_id"], values["method"])):
-        raise error("MAX_AUTHENTICATOR_METHODS_REACHED", 409)
+        raise ApiError("MAX_AUTHENTICATOR_METHODS_REACHED")
     id = crud.insert(store, AUTHENTICATORS, values)
     crud.changed(ctx, AUTHENTICATORS, id, None, values)
     return id
 
 
-def _csr(data: bytes | str, missing_code: str = "COULD_NOT_PROCESS_CSR"):
+def _csr(data: bytes | str):
     if not data or (isinstance(data, (bytes, str)) and not data.strip()):
-        raise error(missing_code)
+        raise ApiError("COULD_NOT_PROCESS_CSR")
     try:
         return parse_csr(data)
     except CsrError as e:
-        raise error("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": str(e)}) from None
 
 
-def enroll_ott(ctx, enr: dict, body: bytes, is_json: bool) -> str:
+def enroll_ott(ctx: Ctx, enr: dict, body: bytes, is_json: bool) -> str:
     """Sign the CSR in ``body``; the identity gets a network-issued cert authenticator.
     Returns the issued leaf PEM."""
     store = ctx.store
     _check_live(store, enr, "identity_id")
     if is_json:
-        raise error("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": "expected a PEM CSR, got JSON"})
+        raise ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": "expected a PEM CSR, got JSON"})
     csr = _csr(body)
     leaf = ca.sign_csr(csr, signer_keypair(ctx.ctl), usage="client")
     with store.write():
@@ -177,9 +80,8 @@ def enroll_ott(ctx, enr: dict, body: bytes, is_json: bool) -> str:
     return leaf
 
 
-def enroll_updb(ctx, enr: dict, doc: dict) -> None:
+def enroll_updb(ctx: Ctx, enr: dict, doc: dict) -> None:
     """Set the password of the enrollment's username (the body's username is ignored)."""
-    from .api.authentication import identity_policy
     store = ctx.store
     _check_live(store, enr, "identity_id")
     password = doc.get("password") if isinstance(doc, dict) else None
@@ -191,7 +93,7 @@ def enroll_updb(ctx, enr: dict, doc: dict) -> None:
         raise CouldNotValidate("password", f"password must be between {minimum} and 100 characters", "<redacted>")
     username = enr["username"] or ""
     if not username:
-        raise error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     hashed, salt = passwords.hash_password(password)
     with store.write():
         _consume(store, enr)
@@ -204,26 +106,26 @@ def enroll_updb(ctx, enr: dict, doc: dict) -> None:
 
 def _cert_not_in_use(store, fp: str) -> None:
     if store.value("SELECT 1 FROM authenticators WHERE fingerprint = ? OR unverified_fingerprint = ?", (fp, fp)):
-        raise error("CERT_IN_USE", 409, cause={"fingerprint": fp})
+        raise ApiError("CERT_IN_USE", cause={"fingerprint": fp})
 
 
-def enroll_ottca(ctx, enr: dict, certs: list) -> None:
+def enroll_ottca(ctx: Ctx, enr: dict, certs: list) -> None:
     """Bind the presented certificate (issued through the enrollment's CA) to the identity."""
     store = ctx.store
     _check_live(store, enr, "identity_id")
     rows = certauth.ca_rows(store, "id = ?", (enr["ca_id"],)) if enr["ca_id"] else []
     if not rows:
-        raise error("INVALID_ENROLLMENT_TOKEN")
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     row = rows[0]
     if not row["is_ott_ca_enrollment_enabled"] or not row["is_verified"]:
-        raise error("ENROLLMENT_CA_NOT_VALID")
+        raise ApiError("ENROLLMENT_CA_NOT_VALID")
     try:
         anchors = ca.load_certs(row["cert_pem"])
         path = ca.verified_path(certs[0], certs[1:], anchors, eku="client") if certs else None
     except (ca.ChainError, ValueError):
         path = None
     if not path:
-        raise error("CERT_FAILED_VALIDATION")
+        raise ApiError("CERT_FAILED_VALIDATION")
     fp = certauth.fingerprint(certs[0])
     _cert_not_in_use(store, fp)
     with store.write():
@@ -246,30 +148,28 @@ def _identity_name(store, row: dict, leaf, requested: str, identity_id: str) -> 
     return name
 
 
-def enroll_ca(ctx, certs: list, requested: str) -> str:
+def enroll_ca(ctx: Ctx, certs: list, requested: str) -> str:
     """Auto CA enrollment: a certificate from a verified CA with auto enrollment on creates a
     new identity. Returns its id."""
-    from .api import crud
-    from .resources.identities import IDENTITIES
     store = ctx.store
     if not certauth.ca_rows(store):
-        raise error("ENROLLMENT_NO_VALID_CAS")
+        raise ApiError("ENROLLMENT_NO_VALID_CAS")
     if not certs:
-        raise error("CERT_FAILED_VALIDATION")
+        raise ApiError("CERT_FAILED_VALIDATION")
     row = certauth.first_ca(store, certs, "is_auto_ca_enrollment_enabled = 1 AND is_verified = 1",
                             check_time=True, eku="client")
     if row is None:
-        raise error("CERT_FAILED_VALIDATION")
+        raise ApiError("CERT_FAILED_VALIDATION")
     leaf = certs[0]
     try:
         external_id = claims.external_id(certauth.claim_of(row), leaf)
     except claims.ClaimError as e:
-        raise error("MISSING_CERT_CLAIM", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("MISSING_CERT_CLAIM", cause={"code": "UNHANDLED", "message": str(e)}) from None
     fp = certauth.fingerprint(leaf)
     if not external_id:
         _cert_not_in_use(store, fp)
     elif store.value("SELECT 1 FROM identities WHERE external_id = ?", (external_id,)):
-        raise error("CERT_IN_USE", 409, cause={"externalId": external_id})
+        raise ApiError("CERT_IN_USE", cause={"externalId": external_id})
     identity_id = new_id()
     roles = [r[1:] if r.startswith("#") else r for r in json.loads(row["identity_roles"] or "[]")]
     with store.write():
@@ -278,7 +178,8 @@ def enroll_ca(ctx, certs: list, requested: str) -> str:
             "is_admin": False, "role_attributes": [r for r in roles if r and not r.startswith("@")],
             "auth_policy_id": None, "external_id": external_id or None, "tags": {},
         }
-        IDENTITIES.prepare(ctx, values, None)
+        if IDENTITIES.prepare is not None:
+            IDENTITIES.prepare(ctx, values, None)
         crud.insert(store, IDENTITIES, values, identity_id)
         crud.changed(ctx, IDENTITIES, identity_id, None, values)
         if not external_id:
@@ -292,28 +193,28 @@ def enroll_ca(ctx, certs: list, requested: str) -> str:
 ROUTER_OWNER = {"erott": "edge_router_id", "trott": "transit_router_id"}
 
 
-def _router_certs(ctx, router_id: str, doc: dict, missing_code: str) -> tuple[str, str]:
+def _router_certs(ctx: Ctx, router_id: str, doc: dict) -> tuple[str, str]:
     """Sign a router's client and server CSRs; returns (client leaf, server leaf)."""
     client_csr = doc.get("certCsr") or doc.get("clientCsr")
     server_csr = doc.get("serverCertCsr") or doc.get("serverCsr")
     if not isinstance(server_csr, str) or not server_csr.strip():
-        raise error(missing_code, cause={"code": "UNHANDLED", "message": "invalid server CSR"})
+        raise ApiError("MISSING_OR_INVALID_CSR", cause={"code": "UNHANDLED", "message": "invalid server CSR"})
     if not isinstance(client_csr, str) or not client_csr.strip():
-        raise error(missing_code, cause={"code": "UNHANDLED", "message": "invalid client CSR"})
+        raise ApiError("MISSING_OR_INVALID_CSR", cause={"code": "UNHANDLED", "message": "invalid client CSR"})
     server = _csr(server_csr)
     client = _csr(client_csr)
     if client.common_name != router_id:
-        raise error("EDGE_ROUTER_ENROLL_COMMON_NAME_INVALID")
+        raise ApiError("EDGE_ROUTER_ENROLL_COMMON_NAME_INVALID")
     signer = signer_keypair(ctx.ctl)
     server_leaf = ca.sign_csr(server, signer, usage="server")
     client_leaf = ca.sign_csr(client, signer, usage="client", copy_sans=True)
     return client_leaf, server_leaf
 
 
-def _set_router_cert(ctx, router_id: str, client_chain: str, client_leaf: str) -> None:
-    from .api import crud
-    from .resources.routers import EDGE_ROUTERS, ROUTERS
+def _set_router_cert(ctx: Ctx, router_id: str, client_chain: str, client_leaf: str) -> None:
     before = ctx.store.one("SELECT * FROM routers WHERE id = ?", (router_id,))
+    if before is None:  # deleted since the enrollment was found
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     res = EDGE_ROUTERS if before["is_edge"] else ROUTERS
     values = {"fingerprint": ca.fingerprint(client_leaf), "cert_pem": client_chain, "is_verified": True,
               "unverified_fingerprint": None, "unverified_cert_pem": None}
@@ -321,21 +222,16 @@ def _set_router_cert(ctx, router_id: str, client_chain: str, client_leaf: str) -
     crud.changed(ctx, res, router_id, before, values)
 
 
-def _has_routers(store) -> bool:
-    return store.value("SELECT 1 FROM sqlite_master WHERE name = 'routers'") is not None
-
-
-def enroll_router(ctx, enr: dict, doc: dict) -> dict:
+def enroll_router(ctx: Ctx, enr: dict, doc: dict) -> dict:
     """``erott``/``trott``: the router's client and server certificates, and the CA bundle."""
     store = ctx.store
     owner = ROUTER_OWNER[enr["method"]]
     router_id = enr[owner]
-    if not router_id or not _has_routers(store) or not store.value("SELECT 1 FROM routers WHERE id = ?", (router_id,)):
-        raise error("INVALID_ENROLLMENT_TOKEN")
+    if not router_id or not store.value("SELECT 1 FROM routers WHERE id = ?", (router_id,)):
+        raise ApiError("INVALID_ENROLLMENT_TOKEN")
     if enr["expires_at"] <= clock.stamp():
-        raise error("ENROLLMENT_EXPIRED")
-    client_leaf, server_leaf = _router_certs(ctx, router_id, doc if isinstance(doc, dict) else {},
-                                             "MISSING_OR_INVALID_CSR")
+        raise ApiError("ENROLLMENT_EXPIRED")
+    client_leaf, server_leaf = _router_certs(ctx, router_id, doc if isinstance(doc, dict) else {})
     client_chain = certauth.chain_pem(ctx.ctl, client_leaf)
     with store.write():
         _consume(store, enr)
@@ -344,13 +240,12 @@ def enroll_router(ctx, enr: dict, doc: dict) -> dict:
             "serverCert": certauth.chain_pem(ctx.ctl, server_leaf)}
 
 
-def extend_router(ctx, certs: list, doc: dict) -> dict:
+def extend_router(ctx: Ctx, certs: list, doc: dict) -> dict:
     """``/enroll/extend/router``: a router presenting its current client certificate gets new
     client and server certificates; the new client certificate replaces the old one."""
-    from .errors import Unauthorized
     store = ctx.store
     leaf = next((c for c in reversed(certs) if not ca.is_ca(c)), None)
-    if leaf is None or not _has_routers(store):
+    if leaf is None:
         raise Unauthorized()
     router_id = store.value("SELECT id FROM routers WHERE fingerprint = ?", (certauth.fingerprint(leaf),))
     if router_id is None:
@@ -359,7 +254,7 @@ def extend_router(ctx, certs: list, doc: dict) -> dict:
     for key, reason in (("certCsr", "client CSR is required"), ("serverCertCsr", "server CSR is required")):
         if not isinstance(doc.get(key), str) or not doc[key].strip():
             raise CouldNotValidate(key, reason, doc.get(key))
-    client_leaf, server_leaf = _router_certs(ctx, router_id, doc, "MISSING_OR_INVALID_CSR")
+    client_leaf, server_leaf = _router_certs(ctx, router_id, doc)
     client_chain = certauth.chain_pem(ctx.ctl, client_leaf)
     with store.write():
         _set_router_cert(ctx, router_id, client_chain, client_leaf)

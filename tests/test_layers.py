@@ -1,0 +1,227 @@
+"""The import layers of ziti_lite, checked from the source (``ast``, nothing is imported).
+
+A module may import modules of its own layer or of layers below it, never above; imports run at
+module level (a function-level import of a ziti_lite module must be in ``LAZY`` with a reason);
+the import graph has no cycle; a package's ``__init__`` (run whenever any of its modules is
+imported) imports nothing above the lowest of its modules; and modules are imported by name,
+not through ``importlib``, except by ``wiring.py``, whose ``MODULES`` list is read here as
+imports of its own. Imports under ``if TYPE_CHECKING:`` never run and are exempt: annotations may
+name a higher layer's types (``Ctx.ctl: Controller``). ARCHITECTURE.md describes the layers.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import pathlib
+from collections import defaultdict
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "ziti_lite"
+
+# bottom to top; a module belongs to the first layer with a pattern that names it exactly,
+# else to the layer with the longest matching pattern
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("foundation", ("ziti_lite", "ziti_lite.errors", "ziti_lite.clock", "ziti_lite.ids", "ziti_lite.config",
+                    "ziti_lite.logs", "ziti_lite.zitiql", "ziti_lite.tls", "ziti_lite.connections")),
+    ("db", ("ziti_lite.db", "ziti_lite.db.*", "ziti_lite.integrity")),
+    ("pki", ("ziti_lite.pki", "ziti_lite.pki.*")),
+    # the request machinery: route table, context, envelope, generic CRUD, metrics
+    ("http", ("ziti_lite.api", "ziti_lite.api.router", "ziti_lite.api.ops", "ziti_lite.api.context",
+              "ziti_lite.api.envelope", "ziti_lite.api.resource", "ziti_lite.api.crud", "ziti_lite.api.routes",
+              "ziti_lite.observe", "ziti_lite.zac")),
+    # who may reach what: the policy model, its membership tables and posture evaluation
+    ("policy engine", ("ziti_lite.policy", "ziti_lite.policy.model", "ziti_lite.policy.evaluate",
+                       "ziti_lite.policy.links", "ziti_lite.policy.checks", "ziti_lite.client",
+                       "ziti_lite.client.access", "ziti_lite.client.posture_checks", "ziti_lite.client.semver")),
+    ("auth", ("ziti_lite.auth", "ziti_lite.auth.*")),
+    ("enrollment creation", ("ziti_lite.enroll", "ziti_lite.enroll.create")),
+    ("resources", ("ziti_lite.resources", "ziti_lite.resources.*")),
+    # hand-written operations and hooks over the resources
+    ("operations", ("ziti_lite.api.*", "ziti_lite.enroll.complete", "ziti_lite.policy.*", "ziti_lite.client.*")),
+    ("wiring", ("ziti_lite.wiring",)),
+    ("edge router", ("ziti_lite.edge", "ziti_lite.edge.*")),
+    ("controller", ("ziti_lite.bootstrap", "ziti_lite.app")),
+    ("entry points", ("ziti_lite.server", "ziti_lite.cli", "ziti_lite.exchange", "ziti_lite.testing",
+                      "ziti_lite.__main__")),
+)
+
+# (module, imported module): function-level imports that stay, each for a reason
+LAZY: dict[tuple[str, str], str] = {
+    ("ziti_lite.cli", "ziti_lite.server"): "CLI start-up: only `serve` loads uvicorn and the server",
+    ("ziti_lite.cli", "ziti_lite.integrity"): "CLI start-up: only `check` runs the integrity checks",
+    ("ziti_lite.cli", "ziti_lite.exchange"): "CLI start-up: only `import`/`export` load the in-process API",
+    ("ziti_lite.cli", "ziti_lite.wiring"): "CLI start-up: `version` and `--help` load no controller",
+    ("ziti_lite.cli", "ziti_lite.db.store"): "CLI start-up: only commands that open a database load apsw",
+    ("ziti_lite.testing", "ziti_lite.app"): "pytest plugin (entry point pytest11) loaded by every pytest run"
+                                            " where ziti-lite is installed: stdlib only until a fixture runs",
+    ("ziti_lite.testing", "ziti_lite.config"): "pytest plugin: stdlib only until a fixture runs",
+    ("ziti_lite.testing", "ziti_lite.db.store"): "pytest plugin: stdlib only until a fixture runs",
+}
+
+
+def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        out[".".join(parts)] = (path, is_package)
+    return out
+
+
+MODULES = _modules()
+
+
+def layer_of(module: str) -> int:
+    best, best_len = None, -1
+    for index, (_, patterns) in enumerate(LAYERS):
+        for pattern in patterns:
+            if pattern == module:
+                return index
+            if "*" in pattern and fnmatch.fnmatchcase(module, pattern) and len(pattern) > best_len:
+                best, best_len = index, len(pattern)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS in tests/test_layers.py")
+    return best
+
+
+def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.split(".")[0] == "ziti_lite"]
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    if target.split(".")[0] != "ziti_lite":
+        return []
+    # `from pkg import mod` imports the module pkg.mod; `from mod import name` imports mod
+    return [f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target for a in node.names]
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return "TYPE_CHECKING" in ast.unparse(test)
+
+
+class Imports:
+    """Every import of every module: (module, target, line, in a function)."""
+
+    def __init__(self) -> None:
+        self.edges: list[tuple[str, str, int, bool]] = []
+        self.dynamic: list[tuple[str, int]] = []
+        for module, (path, is_package) in MODULES.items():
+            self._walk(module, is_package, ast.parse(path.read_text()), in_function=False)
+        # wiring.MODULES: imported by name through importlib, read here as its imports
+        wiring = ast.parse((PACKAGE / "wiring.py").read_text())
+        for node in ast.walk(wiring):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in MODULES:
+                self.edges.append(("ziti_lite.wiring", node.value, node.lineno, False))
+
+    def _walk(self, module: str, is_package: bool, node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child.test):
+                self._walk(module, is_package, ast.Module(body=child.orelse, type_ignores=[]), in_function)
+                continue  # typing only: never runs
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                for target in _targets(module, is_package, child):
+                    if target != module:
+                        self.edges.append((module, target, child.lineno, in_function))
+            if isinstance(child, ast.Call):
+                func = child.func
+                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+                if name in ("import_module", "__import__"):
+                    self.dynamic.append((module, child.lineno))
+            self._walk(module, is_package, child,
+                       in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+
+IMPORTS = Imports()
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        layer_of(module)
+
+
+def test_no_import_goes_up_the_layers():
+    upward = [f"{m} ({LAYERS[layer_of(m)][0]}) imports {t} ({LAYERS[layer_of(t)][0]}) at line {line}"
+              for m, t, line, _ in IMPORTS.edges if layer_of(t) > layer_of(m)]
+    assert not upward, "\n".join(upward)
+
+
+def test_package_inits_import_nothing_above_their_modules():
+    # importing any module of a package runs the package's __init__ first
+    bad = []
+    for package, (_, is_package) in MODULES.items():
+        if not is_package:
+            continue
+        lowest = min(layer_of(m) for m in MODULES if m.startswith(package + "."))
+        bad += [f"{package}/__init__ imports {t} ({LAYERS[layer_of(t)][0]}), above its lowest module's"
+                f" layer ({LAYERS[lowest][0]})"
+                for m, t, _, _ in IMPORTS.edges if m == package and layer_of(t) > lowest]
+    assert not bad, "\n".join(bad)
+
+
+def test_imports_are_at_module_level():
+    lazy = {(m, t): line for m, t, line, in_function in IMPORTS.edges if in_function}
+    unexplained = [f"{m} imports {t} inside a function (line {line})" for (m, t), line in lazy.items()
+                   if (m, t) not in LAZY]
+    assert not unexplained, "\n".join(unexplained) + "\n(move it to the top, or add it to LAZY with a reason)"
+    stale = [key for key in LAZY if key not in lazy]
+    assert not stale, f"LAZY entries no import needs any more: {stale}"
+
+
+def test_no_dynamic_imports_outside_wiring():
+    dynamic = [f"{m} line {line}" for m, line in IMPORTS.dynamic if m != "ziti_lite.wiring"]
+    assert not dynamic, "importlib/__import__ hides an import from this test: " + ", ".join(dynamic)
+
+
+def test_no_import_cycles():
+    graph: dict[str, set[str]] = defaultdict(set)
+    for m, t, _, _ in IMPORTS.edges:
+        graph[m].add(t)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(MODULES):
+        if module not in index:
+            visit(module)
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_checks_see_what_they_check():
+    # a sanity check of the parser itself: known imports of each kind are found
+    edges = {(m, t, f) for m, t, _, f in IMPORTS.edges}
+    assert ("ziti_lite.app", "ziti_lite.wiring", False) in edges
+    assert ("ziti_lite.wiring", "ziti_lite.client.sessions", False) in edges
+    assert ("ziti_lite.cli", "ziti_lite.server", True) in edges
+    assert ("ziti_lite.api.context", "ziti_lite.app", False) not in edges    # under TYPE_CHECKING
+    assert layer_of("ziti_lite.api.crud") < layer_of("ziti_lite.resources.identities") < layer_of(
+        "ziti_lite.api.authentication")

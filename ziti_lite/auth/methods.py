@@ -1,0 +1,48 @@
+"""The registries of ways to log in: primary methods (``POST /authenticate?method=``) and the
+providers of a session's ``authQueries`` (the secondary factors it still owes).
+
+``password`` registers in ``api/authentication.py``, ``cert`` in ``api/enrollment.py`` and
+``ext-jwt`` in ``auth/extjwt.py``; TOTP's auth query in ``api/mfa.py`` and ext-jwt's in
+``auth/extjwt.py``. Which modules are loaded is ``ziti_lite/wiring.py``'s list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from ..api.context import Ctx
+
+
+class Login(msgspec.Struct):
+    """What a primary authentication method established."""
+    identity_id: str
+    authenticator_id: str
+    cert_extendable: bool = False
+
+
+Method = Callable[[Ctx, Any], Awaitable[Login]]
+METHODS: dict[str, Method] = {}
+
+
+def method(name: str) -> Callable[[Method], Method]:
+    """Register a primary authentication method under its ``?method=`` name."""
+    def deco(fn: Method) -> Method:
+        METHODS[name] = fn
+        return fn
+    return deco
+
+
+# hooks that fill a session's authQueries (MFA, ext-jwt secondary); each returns a list
+AuthQueryProvider = Callable[[Ctx, dict], list]
+AUTH_QUERY_PROVIDERS: list[AuthQueryProvider] = []
+
+
+def auth_queries(ctx: Ctx, row: dict) -> list:
+    """The auth queries of the API session ``row``: every provider's, in registration order."""
+    out: list = []
+    for provider in AUTH_QUERY_PROVIDERS:
+        out.extend(provider(ctx, row))
+    return out

@@ -1,0 +1,112 @@
+"""What the controller is made of: every module that registers something when imported, in one list.
+
+Operations (``@op``), CRUD listeners (``crud.listen``), list prefetchers (``crud.prefetch``), list
+conditions (``crud.list_condition``), integrity checks (``integrity.check``), login methods and
+auth-query providers (``auth.methods``) and the resource collections (a module's ``RESOURCES``)
+are all registered by importing the module that declares them. ``load()`` imports every module
+of ``MODULES`` and returns the route table built from what they registered; the controller
+(``app.Controller``) and every CLI command go through it, so a registration is never missing
+because some code path happened not to import its module. ``tests/test_wiring.py`` checks that
+every registered function comes from a module listed here.
+
+``ziti-lite routes`` prints the route table: method, path, API, auth level, handler.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import ModuleType
+
+from .api import ops, routes
+from .api.resource import Resource
+from .api.router import Route
+
+# (module, what importing it registers), in load order. Resources first: their generic CRUD
+# routes come before the hand-written operations in the route table.
+MODULES: tuple[tuple[str, str], ...] = (
+    # --- resource collections (each module's RESOURCES get list/create/detail/update/patch/delete)
+    ("ziti_lite.resources.identities", "identity-types, identities, authenticators, api-sessions; ops:"
+                                       " disable, enable, trace; the identities list prefetcher"),
+    ("ziti_lite.resources.services", "config-types, configs, services"),
+    ("ziti_lite.resources.auth", "auth-policies, external-jwt-signers, controllers; ops: the client's signer"
+                                 " list, /identities/{id}/authenticators"),
+    ("ziti_lite.resources.cas_enrollments", "cas, enrollments; ops: POST /enrollments, refresh,"
+                                            " /identities/{id}/enrollments"),
+    ("ziti_lite.resources.routers", "edge-routers, routers, transit-routers, terminators; op: re-enroll;"
+                                    " listener on services"),
+    ("ziti_lite.resources.posture", "posture-check-types, posture-checks"),
+    ("ziti_lite.resources.policies", "service-policies, edge-router-policies, service-edge-router-policies"),
+    ("ziti_lite.resources.service_view", "the services list's asIdentity condition (installed by client.services)"),
+    # --- the policy engine's hooks and endpoints
+    ("ziti_lite.policy.links", "listeners: membership of policies kept in step with every entity write"),
+    ("ziti_lite.policy.checks", "integrity checks of the derived policy tables"),
+    ("ziti_lite.policy.tunneler", "listener: tunneler-enabled edge routers get a Router identity and policy"),
+    ("ziti_lite.policy.relations", "ops: the relationship lists (/identities/{id}/services, ...)"),
+    ("ziti_lite.policy.roles", "ops: role-attribute lists; list conditions: roleFilter/roleSemantic"),
+    ("ziti_lite.policy.advice", "op: /identities/{id}/policy-advice/{serviceId}"),
+    ("ziti_lite.policy.service_configs", "ops: /identities/{id}/service-configs"),
+    # --- management and shared operations
+    ("ziti_lite.api.informational", "ops: /version, /, /specs, /.well-known/est/cacerts, /network-jwts, /summary"),
+    ("ziti_lite.api.authentication", "ops: /authenticate, /current-api-session, /current-identity; method password"),
+    ("ziti_lite.api.mfa", "ops: TOTP enrollment and /authenticate/mfa; the TOTP auth query"),
+    ("ziti_lite.api.enrollment", "ops: /enroll*, authenticator re-enroll/extend, CA verify; method cert;"
+                                 " listener on cas"),
+    ("ziti_lite.auth.extjwt", "method ext-jwt; the EXT-JWT auth query"),
+    ("ziti_lite.api.database", "ops: /database/* (integrity check and fix, snapshot)"),
+    ("ziti_lite.integrity", "integrity checks of foreign keys and search indexes"),
+    # --- the client API
+    ("ziti_lite.client.services", "ops: the client's /services; installs the asIdentity list condition"),
+    ("ziti_lite.client.sessions", "ops: /sessions"),
+    ("ziti_lite.client.caller", "ops: /current-identity/edge-routers, /current-api-session/*, /protocols"),
+    ("ziti_lite.client.posture", "ops: /posture-response*, posture data, failed service requests"),
+    ("ziti_lite.client.changes", "listeners: service-change stamps for /current-api-session/service-updates"),
+)
+
+
+@dataclass(frozen=True)
+class Wiring:
+    modules: tuple[ModuleType, ...]
+    resources: tuple[Resource, ...]     # every collection with generic CRUD routes
+    routes: tuple[Route, ...]           # the whole route table, in mount order
+
+
+@functools.cache
+def load() -> Wiring:
+    """Import every module of ``MODULES`` (once per process) and build the route table."""
+    modules = tuple(importlib.import_module(name) for name, _ in MODULES)
+    resources = tuple(r for m in modules for r in getattr(m, "RESOURCES", ()))
+    table = [r for res in resources for r in routes.resource_routes(res)] + list(ops.OPS)
+    return Wiring(modules, resources, tuple(table))
+
+
+def resources() -> tuple[Resource, ...]:
+    return load().resources
+
+
+def resource(name: str) -> Resource:
+    for r in load().resources:
+        if r.name == name:
+            return r
+    raise KeyError(name)
+
+
+def handler_name(route: Route) -> str:
+    """``module:function`` of what answers a route: the generic CRUD handler with its resource,
+    a handler made by a factory function as ``factory(operation id)``."""
+    fn = route.handler
+    if isinstance(fn, functools.partial):
+        inner = fn.func
+        return f"{inner.__module__}:{inner.__qualname__}({route.resource.name})"
+    name = fn.__qualname__
+    if ".<locals>." in name:
+        return f"{fn.__module__}:{name.split('.<locals>.')[0]}({route.op_id})"
+    return f"{fn.__module__}:{name}"
+
+
+def describe() -> Iterator[tuple[str, str, str, str, str]]:
+    """(method, path, api, auth level, handler) of every route, sorted by path, method, api."""
+    rows = [(r.method, r.path, r.api, r.auth, handler_name(r)) for r in load().routes]
+    yield from sorted(rows, key=lambda row: (row[1], row[0], row[2]))
