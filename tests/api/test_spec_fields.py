@@ -12,7 +12,7 @@ import pytest
 
 from tests.api.test_crud_contract import some_ids, uniq
 from tests.conftest import CLIENT, MGMT
-from ziti_lite.resources import registry
+from ziti_lite.wiring import resources as registry
 
 DETAILED = [r for r in registry() if "detail" in r.ops]
 
