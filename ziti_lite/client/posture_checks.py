@@ -8,7 +8,9 @@ answer and by path; wake/unlock events per API session. MFA comes from the API s
 
 ``passes`` evaluates one check (a ``posture_checks`` row) for one (identity, API session);
 ``failure`` describes why it fails (failed service requests), ``query`` renders it as a
-service's ``postureQueries`` entry.
+service's ``postureQueries`` entry. ``TYPES`` is the one table of posture check types: each
+type's columns, posture-check-types row, detail render and evaluation (the management resource
+in ``resources/posture.py`` and the built-in rows read it too).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import msgspec
+
 from .. import clock, semver
 from ..api import envelope as env
-from ..resources import posture as posture_types
 
 GRACE_SECONDS = 300          # MFA prompt grace after a wake or unlock
 NO_TIMEOUT = -1
@@ -211,7 +214,7 @@ def _processes_pass(check: dict, subj: Subject) -> bool:
 
 
 def passes(check: dict, subj: Subject) -> bool:
-    ev = EVALUATION.get(check["type_id"])
+    ev = TYPES.get(check["type_id"])
     return ev is not None and ev.passes(check, subj)
 
 
@@ -239,7 +242,7 @@ def query(check: dict, subj: Subject, passing: bool) -> dict:
         "timeoutRemaining": remaining,
         "processes": None,
     }
-    ev = EVALUATION.get(check["type_id"])
+    ev = TYPES.get(check["type_id"])
     if ev is not None and ev.query is not None:
         ev.query(check, out)
     return out
@@ -270,7 +273,7 @@ def failure(check: dict, subj: Subject) -> dict:
     """Why a check fails, in the shape of ``postureCheckFailure*`` (failed service requests)."""
     t = check["type_id"]
     out = {"postureCheckId": check["id"], "postureCheckName": check["name"], "postureCheckType": t}
-    ev = EVALUATION.get(t)
+    ev = TYPES.get(t)
     if ev is not None:
         ev.failure(check, subj, out)
     return out
@@ -328,25 +331,75 @@ def _mfa_failure(check: dict, subj: Subject, out: dict) -> None:
     }
 
 
+# ------------------------------------------------------------------ the posture check types
+WIRE = {"operating_systems": "operatingSystems", "domains": "domains", "mac_addresses": "macAddresses",
+        "process": "process", "processes": "processes", "semantic": "semantic"}
+_MFA_FLAGS = (("promptOnWake", "prompt_on_wake"), ("promptOnUnlock", "prompt_on_unlock"),
+              ("ignoreLegacyEndpoints", "ignore_legacy_endpoints"))
+
+
+def _render_columns(row: dict, out: dict) -> None:
+    for column in TYPES[row["type_id"]].columns:
+        text = row[column]
+        out[WIRE[column]] = msgspec.Raw(text) if text is not None and column != "semantic" else text
+
+
+def _render_mfa(row: dict, out: dict) -> None:
+    out["timeoutSeconds"] = row["timeout_seconds"]
+    for wire, column in _MFA_FLAGS:
+        if row[column]:
+            out[wire] = True               # omitempty upstream: false is left out
+
+
+# versions of the OSes the posture-check-types rows list (upstream's seed data)
+_OS_VERSIONS = {
+    "Windows": ["Vista", "7", "8", "10", "2000"],
+    "Linux": ["4.14", "4.19", "5.4", "5.9"],
+    "Android": ["9", "10", "11"],
+    "macOS": ["10.15", "11.0"],
+    "iOS": ["11", "12"],
+}
+
+
 @dataclass(frozen=True)
-class Evaluation:
-    """How checks of one posture type (``ziti_lite.resources.posture.TYPES``) are evaluated:
-    ``passes``; ``failure`` fills a failure record with what was expected and what was
-    reported; ``query`` adds the type's own fields to its ``postureQuery``."""
+class PostureType:
+    """One type of posture check. ``columns``: the posture_checks columns a check of it holds
+    (the others stay null); ``required``: those a create/PUT must carry (non-empty for lists);
+    ``passes``: whether a check of it passes for a subject; ``failure`` fills a failure record
+    with what was expected and what was reported; ``query`` adds the type's own fields to its
+    ``postureQuery``; ``name``/``oses``: its posture-check-types row (none for MFA, which
+    upstream does not list; ``versions`` False lists the OSes without versions); ``render`` adds
+    its fields to the management detail."""
+    id: str
+    columns: tuple[str, ...]
+    required: tuple[str, ...]
     passes: Callable[[dict, Subject], bool]
     failure: Callable[[dict, Subject, dict], None]
     query: Callable[[dict, dict], None] | None = None
+    name: str = ""
+    oses: tuple[str, ...] = ()
+    versions: bool = True
+    render: Callable[[dict, dict], None] = _render_columns
+
+    def operating_systems(self) -> list[dict]:
+        return [{"type": n, "versions": _OS_VERSIONS[n] if self.versions else []} for n in self.oses]
 
 
-EVALUATION = {
-    "OS": Evaluation(lambda check, subj: _os_passes(check, subj.state), _os_failure),
-    "PROCESS": Evaluation(_process_passes, _process_failure, _process_query),
-    "DOMAIN": Evaluation(_domain_passes, _domain_failure),
-    "MAC": Evaluation(_mac_passes, _mac_failure),
-    "PROCESS_MULTI": Evaluation(_processes_pass, _processes_failure, _processes_query),
-    "MFA": Evaluation(_mfa_passes, _mfa_failure),
-}
-assert EVALUATION.keys() == posture_types.TYPES.keys()
+TYPES = {t.id: t for t in (
+    PostureType("OS", ("operating_systems",), ("operating_systems",), lambda check, subj: _os_passes(check, subj.state),
+                _os_failure, name="Operating System Check", oses=("Windows", "Linux", "Android", "macOS", "iOS")),
+    PostureType("PROCESS", ("process",), ("process",), _process_passes, _process_failure, _process_query,
+                name="Process Check", oses=("Windows", "macOS", "Linux")),
+    PostureType("DOMAIN", ("domains",), ("domains",), _domain_passes, _domain_failure,
+                name="Windows Domain Check", oses=("Windows",)),
+    PostureType("MAC", ("mac_addresses",), ("mac_addresses",), _mac_passes, _mac_failure,
+                name="MAC Address Check", oses=("Windows", "Linux", "macOS", "Android")),
+    PostureType("PROCESS_MULTI", ("processes", "semantic"), ("processes", "semantic"), _processes_pass,
+                _processes_failure, _processes_query, name="Process Multi Check", oses=("Windows", "macOS", "Linux"),
+                versions=False),
+    PostureType("MFA", ("timeout_seconds", "prompt_on_wake", "prompt_on_unlock", "ignore_legacy_endpoints"), (),
+                _mfa_passes, _mfa_failure, render=_render_mfa),
+)}
 
 
 # ------------------------------------------------------------------ service policies

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 
-from . import posture
+from ..client.posture_checks import TYPES as POSTURE_TYPES
 
 UINT16 = 65535
 INT32 = 2147483647
@@ -257,4 +257,4 @@ CONFIG_TYPES = tuple(
 )
 
 # (id, name, operatingSystems) of the posture-check-types rows
-POSTURE_CHECK_TYPES = tuple((t.id, t.name, t.operating_systems()) for t in posture.TYPES.values() if t.name)
+POSTURE_CHECK_TYPES = tuple((t.id, t.name, t.operating_systems()) for t in POSTURE_TYPES.values() if t.name)

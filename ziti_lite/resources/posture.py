@@ -10,14 +10,11 @@ lower-cased, MFA ``timeoutSeconds <= 0`` as -1). A check's type never changes af
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
-
-import msgspec
 
 from .. import semver
 from ..api.resource import Field, Resource
+from ..client.posture_checks import TYPES, WIRE
 from ..errors import CouldNotValidate
 from .common import NAME, Attributes, Body, Semantic, Tags, check_attributes, check_name
 
@@ -66,67 +63,8 @@ class PostureCheckUpdate(PostureCheckCreate):
 
 
 # ---------------------------------------------------------------- the posture check types
-WIRE = {"operating_systems": "operatingSystems", "domains": "domains", "mac_addresses": "macAddresses",
-        "process": "process", "processes": "processes", "semantic": "semantic"}
-_MFA_FLAGS = (("promptOnWake", "prompt_on_wake"), ("promptOnUnlock", "prompt_on_unlock"),
-              ("ignoreLegacyEndpoints", "ignore_legacy_endpoints"))
-
-
-def _render_columns(row: dict, out: dict) -> None:
-    for column in TYPES[row["type_id"]].columns:
-        text = row[column]
-        out[WIRE[column]] = msgspec.Raw(text) if text is not None and column != "semantic" else text
-
-
-def _render_mfa(row: dict, out: dict) -> None:
-    out["timeoutSeconds"] = row["timeout_seconds"]
-    for wire, column in _MFA_FLAGS:
-        if row[column]:
-            out[wire] = True               # omitempty upstream: false is left out
-
-
-# versions of the OSes the posture-check-types rows list (upstream's seed data)
-_OS_VERSIONS = {
-    "Windows": ["Vista", "7", "8", "10", "2000"],
-    "Linux": ["4.14", "4.19", "5.4", "5.9"],
-    "Android": ["9", "10", "11"],
-    "macOS": ["10.15", "11.0"],
-    "iOS": ["11", "12"],
-}
-
-
-@dataclass(frozen=True)
-class PostureType:
-    """One type of posture check. ``columns``: the posture_checks columns a check of it holds
-    (the others stay null); ``required``: those a create/PUT must carry (non-empty for lists);
-    ``name``/``oses``: its posture-check-types row (none for MFA, which upstream does not list;
-    ``versions`` False lists the OSes without versions); ``render`` adds its fields to the
-    detail. How a check of each type is evaluated: ``ziti_lite.client.posture_checks.EVALUATION``,
-    keyed by the same ids."""
-    id: str
-    columns: tuple[str, ...]
-    required: tuple[str, ...]
-    name: str = ""
-    oses: tuple[str, ...] = ()
-    versions: bool = True
-    render: Callable[[dict, dict], None] = _render_columns
-
-    def operating_systems(self) -> list[dict]:
-        return [{"type": n, "versions": _OS_VERSIONS[n] if self.versions else []} for n in self.oses]
-
-
-TYPES = {t.id: t for t in (
-    PostureType("OS", ("operating_systems",), ("operating_systems",), "Operating System Check",
-                ("Windows", "Linux", "Android", "macOS", "iOS")),
-    PostureType("PROCESS", ("process",), ("process",), "Process Check", ("Windows", "macOS", "Linux")),
-    PostureType("DOMAIN", ("domains",), ("domains",), "Windows Domain Check", ("Windows",)),
-    PostureType("MAC", ("mac_addresses",), ("mac_addresses",), "MAC Address Check",
-                ("Windows", "Linux", "macOS", "Android")),
-    PostureType("PROCESS_MULTI", ("processes", "semantic"), ("processes", "semantic"), "Process Multi Check",
-                ("Windows", "macOS", "Linux"), versions=False),
-    PostureType("MFA", ("timeout_seconds", "prompt_on_wake", "prompt_on_unlock", "ignore_legacy_endpoints"), (),
-                render=_render_mfa),
-)}
+# one table (``ziti_lite.client.posture_checks.TYPES``): each type's columns, posture-check-types
+# row, render and evaluation
 assert set(TYPES) == set(PostureCheckType.__args__)  # type: ignore[attr-defined]
 ALL_TYPE_COLUMNS = tuple(c for t in TYPES.values() for c in t.columns)
 
