@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import _ssl
 import ctypes
+import functools
 import logging
 import ssl
 import sys
@@ -200,15 +201,20 @@ def peer_certs(ctx_or_scope: Any) -> list[x509.Certificate]:
     out: list[x509.Certificate] = []
     for i, item in enumerate(ext.get("client_cert_chain") or ()):
         try:
-            if isinstance(item, (bytes, bytearray)) and not bytes(item).lstrip().startswith(b"-----"):
-                out.append(x509.load_der_x509_certificate(bytes(item)))
-            else:
-                text = item.encode("ascii") if isinstance(item, str) else bytes(item)
-                out.extend(x509.load_pem_x509_certificates(text))
+            out.extend(_load_certs(item if isinstance(item, str) else bytes(item)))
         except Exception:
             if i == 0:
                 return []
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _load_certs(item: str | bytes) -> tuple[x509.Certificate, ...]:
+    """One chain entry (DER or PEM) parsed; cached, as a keep-alive client sends the same chain
+    with every request and certificates are immutable."""
+    if isinstance(item, bytes) and not item.lstrip().startswith(b"-----"):
+        return (x509.load_der_x509_certificate(item),)
+    return tuple(x509.load_pem_x509_certificates(item.encode("ascii") if isinstance(item, str) else item))
 
 
 def cert_pem(cert: x509.Certificate) -> str:

@@ -14,7 +14,6 @@ from starlette.responses import Response
 
 from ..auth import mfa, sessions
 from ..auth.methods import AUTH_QUERY_PROVIDERS
-from ..auth.policy import policy_secondary
 from ..errors import ApiError, NotFound
 from ..resources.common import Body
 from . import envelope as env
@@ -80,9 +79,9 @@ TOTP_QUERY = {"typeId": "MFA", "provider": "ziti", "httpMethod": "POST", "httpUr
               "minLength": 4, "maxLength": 6, "format": "alphaNumeric", "scopes": None}
 
 
-def totp_auth_query(ctx: Ctx, row: dict) -> list:
+def totp_auth_query(ctx: Ctx, row: dict, secondary: dict) -> list:
     """The MFA auth query while the session owes a TOTP code."""
-    if sessions.totp_outstanding(row, policy_secondary(ctx.store, row["identity_id"])):
+    if sessions.totp_outstanding(row, secondary):
         return [dict(TOTP_QUERY)]
     return []
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
 
@@ -98,7 +99,9 @@ def first_ca(store, certs, where: str, params=(), *, check_time: bool, eku: str 
     return None
 
 
+@functools.lru_cache(maxsize=1024)
 def fingerprint(cert: x509.Certificate) -> str:
+    """The certificate's SHA-1 fingerprint (cached: certificates are immutable, hashed by DER)."""
     return pki.fingerprint(cert)
 
 

@@ -41,7 +41,7 @@ from .. import clock
 from ..api.context import Ctx
 from ..errors import InvalidAuth
 from .methods import AUTH_QUERY_PROVIDERS, Login, method
-from .policy import check_primary, identity_policy, is_disabled, policy_secondary
+from .policy import check_primary, identity_policy, is_disabled
 
 log = logging.getLogger("ziti_lite.extjwt")
 
@@ -304,9 +304,9 @@ async def warm(ctl, headers) -> None:
             await key_for(ctl, signer, header["kid"])
 
 
-def ext_jwt_auth_query(ctx: Ctx, row: dict) -> list:
+def ext_jwt_auth_query(ctx: Ctx, row: dict, secondary: dict) -> list:
     """The EXT-JWT auth query while the policy's required signer's JWT is missing."""
-    signer_id = policy_secondary(ctx.store, row["identity_id"]).get("requireExtJwtSigner")
+    signer_id = secondary.get("requireExtJwtSigner")
     if not signer_id or secondary_ok(ctx.ctl, signer_id, row["identity_id"], ctx.request.headers):
         return []
     signer = ctx.store.one("SELECT * FROM external_jwt_signers WHERE id = ?", (signer_id,))

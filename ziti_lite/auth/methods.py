@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from ..api.context import Ctx
+from .policy import policy_secondary
 
 
 class Login(msgspec.Struct):
@@ -35,14 +36,16 @@ def method(name: str) -> Callable[[Method], Method]:
     return deco
 
 
-# hooks that fill a session's authQueries (MFA, ext-jwt secondary); each returns a list
-AuthQueryProvider = Callable[[Ctx, dict], list]
+# hooks that fill a session's authQueries (MFA, ext-jwt secondary); each gets the session row and
+# the secondary rules of its identity's auth policy, and returns a list
+AuthQueryProvider = Callable[[Ctx, dict, dict], list]
 AUTH_QUERY_PROVIDERS: list[AuthQueryProvider] = []
 
 
 def auth_queries(ctx: Ctx, row: dict) -> list:
     """The auth queries of the API session ``row``: every provider's, in registration order."""
+    secondary = policy_secondary(ctx.store, row["identity_id"])  # read once for all providers
     out: list = []
     for provider in AUTH_QUERY_PROVIDERS:
-        out.extend(provider(ctx, row))
+        out.extend(provider(ctx, row, secondary))
     return out

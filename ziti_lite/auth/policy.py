@@ -25,7 +25,13 @@ def identity_policy(store, identity_id: str) -> tuple[dict, dict] | None:
     pol = store.one("SELECT primary_, secondary FROM auth_policies WHERE id = ?", (ident["auth_policy_id"],))
     if pol is None:
         return None
-    return ident, {"primary": json.loads(pol["primary_"]), "secondary": json.loads(pol["secondary"])}
+    return ident, _parse_rules(pol["primary_"], pol["secondary"])
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_rules(primary: str, secondary: str) -> dict:
+    """A policy's stored JSON parsed (cached by text, as every login reads it; read-only)."""
+    return {"primary": json.loads(primary), "secondary": json.loads(secondary)}
 
 
 def is_disabled(ident: dict) -> bool:
