@@ -110,7 +110,4 @@ def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None
 
 
 def _registered_cas(ctl) -> list[str]:
-    store = ctl.store
-    if not store.value("SELECT 1 FROM sqlite_master WHERE name = 'cas'"):
-        return []
-    return store.column("SELECT cert_pem FROM cas")
+    return ctl.store.column("SELECT cert_pem FROM cas")
