@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DB ?= net.db
 
-.PHONY: help install serve test test-all interop bench fuzz soak chaos lint clean
+.PHONY: help install serve test test-all interop bench fuzz soak chaos check lint clean
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-9s %s\n", $$1, $$2}'
@@ -48,8 +48,15 @@ soak: install  ## long-running mixed load
 chaos: install  ## hostile-network figures: idle sockets, login flood, kill -9, snapshot under writes, shutdown
 	$(PY) benchmarks/chaos.py
 
-lint: install  ## byte-compile everything
-	$(PY) -m compileall -q ziti_lite tests
+$(VENV)/.check-installed: $(VENV)/.installed pyproject.toml
+	$(VENV)/bin/pip install -q -e '.[test,check]'
+	touch $@
+
+check: $(VENV)/.check-installed  ## ruff check . and mypy (configured in pyproject.toml)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+lint: check  ## the same as check
 
 clean:  ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

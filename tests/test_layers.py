@@ -23,7 +23,8 @@ PACKAGE = ROOT / "ziti_lite"
 # else to the layer with the longest matching pattern
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("ziti_lite", "ziti_lite.errors", "ziti_lite.clock", "ziti_lite.ids", "ziti_lite.config",
-                    "ziti_lite.logs", "ziti_lite.zitiql", "ziti_lite.tls", "ziti_lite.connections")),
+                    "ziti_lite.logs", "ziti_lite.zitiql", "ziti_lite.semver", "ziti_lite.tls",
+                    "ziti_lite.connections")),
     ("db", ("ziti_lite.db", "ziti_lite.db.*", "ziti_lite.integrity")),
     ("pki", ("ziti_lite.pki", "ziti_lite.pki.*")),
     # the request machinery: route table, context, envelope, generic CRUD, metrics
@@ -33,7 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # who may reach what: the policy model, its membership tables and posture evaluation
     ("policy engine", ("ziti_lite.policy", "ziti_lite.policy.model", "ziti_lite.policy.evaluate",
                        "ziti_lite.policy.links", "ziti_lite.policy.checks", "ziti_lite.client",
-                       "ziti_lite.client.access", "ziti_lite.client.posture_checks", "ziti_lite.client.semver")),
+                       "ziti_lite.client.access", "ziti_lite.client.posture_checks")),
     ("auth", ("ziti_lite.auth", "ziti_lite.auth.*")),
     ("enrollment creation", ("ziti_lite.enroll", "ziti_lite.enroll.create")),
     ("resources", ("ziti_lite.resources", "ziti_lite.resources.*")),

@@ -22,27 +22,13 @@ import sys
 
 from . import clock
 from .auth import passwords
+from .auth.defaults import default_policy
 from .edge.entity import seed_policies
 from .ids import new_id
 from .pki import ca
 from .resources.builtins import CONFIG_TYPES, POSTURE_CHECK_TYPES
 
-DEFAULT_AUTH_POLICY = {
-    "primary": {
-        "cert": {"allowed": True, "allowExpiredCerts": True},
-        "extJwt": {"allowed": True, "allowedSigners": []},
-        "updb": {
-            "allowed": True,
-            "lockoutDurationMinutes": 0,
-            "maxAttempts": 0,
-            "minPasswordLength": 5,
-            "requireMixedCase": False,
-            "requireNumberChar": False,
-            "requireSpecialChar": False,
-        },
-    },
-    "secondary": {"requireExtJwtSigner": None, "requireTotp": False},
-}
+DEFAULT_AUTH_POLICY = default_policy()
 
 
 def _get(store, key: str) -> str | None:
@@ -147,9 +133,8 @@ def _seed_rows(store) -> None:
     )
     for id, name, schema in CONFIG_TYPES:
         _insert(store, "config_types", {"id": id, "name": name, "schema": json.dumps(schema)})
-    if store.value("SELECT 1 FROM sqlite_master WHERE name = 'posture_check_types'"):
-        for id, name, oses in POSTURE_CHECK_TYPES:
-            _insert(store, "posture_check_types", {"id": id, "name": name, "operating_systems": json.dumps(oses)})
+    for id, name, oses in POSTURE_CHECK_TYPES:
+        _insert(store, "posture_check_types", {"id": id, "name": name, "operating_systems": json.dumps(oses)})
 
 
 def _seed_admin(store, settings) -> None:

@@ -34,6 +34,8 @@ import resource
 import ssl
 import time
 from asyncio import sslproto
+from collections.abc import Callable
+from typing import Any
 
 import uvicorn
 
@@ -81,9 +83,15 @@ class GuardMixin:
     """Mixed into uvicorn's HTTP protocol class (see :func:`protocol_class`)."""
 
     limits: Limits
-    _zl_timer = None
-    _zl_armed = None
+    _zl_timer: asyncio.TimerHandle | None = None
+    _zl_armed: object = None    # the request cycle current when the deadline was armed
     _zl_waiting_since = 0.0
+
+    # what the mixin uses of the uvicorn protocol it is mixed into (declared only, not set here)
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    cycle: Any                  # uvicorn's RequestResponseCycle of the current request, or None
+    connections: set
 
     # -- the request deadline ---------------------------------------------------------------
     def _zl_arm(self) -> None:
@@ -104,7 +112,7 @@ class GuardMixin:
         return self._zl_timer is not None and self.cycle is self._zl_armed
 
     # -- uvicorn's protocol interface ------------------------------------------------------
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
         self._zl_arm()
         limits = self.limits
@@ -206,9 +214,20 @@ class _OffloopHandshake(sslproto.SSLProtocol):
     max_size = 64 * 1024
 
     _zl_busy = False
-    _zl_pending: bytearray | None = None
+    _zl_pending: bytearray | None = None    # a bytearray while _zl_busy
     _zl_eof = False
     _zl_lost: tuple | None = None
+
+    # asyncio's private state and steps (CPython >= 3.11) this class works with; typeshed does
+    # not declare them (declared only, not set here)
+    _sslobj: ssl.SSLObject
+    _state: sslproto.SSLProtocolState
+    _incoming: ssl.MemoryBIO
+    _ssl_buffer_view: memoryview
+    _process_outgoing: Callable[[], None]
+    _do_read: Callable[[], None]
+    _do_flush: Callable[[], None]
+    _do_shutdown: Callable[[], None]
 
     def _do_handshake(self):
         if self._zl_busy:
@@ -258,6 +277,7 @@ class _OffloopHandshake(sslproto.SSLProtocol):
 
     def buffer_updated(self, nbytes):
         if self._zl_busy:
+            assert self._zl_pending is not None
             self._zl_pending.extend(self._ssl_buffer_view[:nbytes])
             return
         super().buffer_updated(nbytes)
@@ -302,12 +322,13 @@ def offload_handshakes(loop) -> bool:
     Only on asyncio's selector loop of a CPython whose protocol is known; False elsewhere."""
     if not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop) or not hasattr(sslproto, "SSLProtocolState"):
         return False
-    transport_class = asyncio.selector_events._SelectorSocketTransport
+    # asyncio's private transport and SSL transport factory, on purpose (typeshed leaves them out)
+    transport_class = asyncio.selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
 
     def make_ssl_transport(rawsock, protocol, sslcontext, waiter=None, *, server_side=False, server_hostname=None,
                            extra=None, server=None, ssl_handshake_timeout=None, ssl_shutdown_timeout=None):
         if not server_side:  # our own outgoing TLS (none today): asyncio's protocol
-            return type(loop)._make_ssl_transport(
+            return type(loop)._make_ssl_transport(  # type: ignore[attr-defined]
                 loop, rawsock, protocol, sslcontext, waiter, server_side=server_side,
                 server_hostname=server_hostname, extra=extra, server=server,
                 ssl_handshake_timeout=ssl_handshake_timeout, ssl_shutdown_timeout=ssl_shutdown_timeout)
@@ -318,7 +339,7 @@ def offload_handshakes(loop) -> bool:
         return ssl_protocol._app_transport
 
     try:
-        loop._make_ssl_transport = make_ssl_transport
+        loop._make_ssl_transport = make_ssl_transport  # type: ignore[attr-defined]
     except AttributeError:
         return False
     return True

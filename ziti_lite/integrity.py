@@ -107,8 +107,6 @@ def search_indexes(store) -> Iterator[Problem]:
     rebuilds it from the rows."""
     for table in search.SEARCH_INDEXES:
         fts = search.index_name(table)
-        if not store.value("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{fts}_docsize",)):
-            continue    # no such index (not this schema)
         stray = store.value(f"SELECT count(*) FROM {fts}_docsize d WHERE NOT EXISTS"
                             f" (SELECT 1 FROM {table} t WHERE t.rowid = d.id)")
         missing = store.value(f"SELECT count(*) FROM {table} t WHERE NOT EXISTS"

@@ -18,6 +18,7 @@ import os
 import ssl
 import sys
 import tempfile
+from typing import Any
 
 import uvicorn
 
@@ -60,7 +61,7 @@ def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLConte
 
 def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Server:
     """A uvicorn server for ``settings`` (not started); its controller is ``server.controller``."""
-    logging_config = {}
+    logging_config: dict[str, Any] = {}   # empty: uvicorn's own logging setup
     if settings.log_format == "json":   # our JSON handler on the root logger, not uvicorn's text ones
         logs.configure("json", log_level)
         logging_config["log_config"] = None
@@ -75,7 +76,8 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, **logging_config,
                             lifespan="on", server_header=False, date_header=True, access_log=False,
                             http=connections.protocol_class(tls.protocol_class(), limits),
-                            timeout_keep_alive=settings.idle_timeout,
+                            # (typed int by uvicorn; it only passes it on to loop.call_later, which takes a float)
+                            timeout_keep_alive=settings.idle_timeout,  # type: ignore[arg-type]
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
                             ssl_context_factory=lambda _config, _default: ctl.ssl_context)
     config.load()
@@ -108,7 +110,4 @@ def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None
 
 
 def _registered_cas(ctl) -> list[str]:
-    store = ctl.store
-    if not store.value("SELECT 1 FROM sqlite_master WHERE name = 'cas'"):
-        return []
-    return store.column("SELECT cert_pem FROM cas")
+    return ctl.store.column("SELECT cert_pem FROM cas")

@@ -336,7 +336,9 @@ def start(
 
 def _collect_output(ctl: Controller) -> None:
     """Keep the server's output lines until it exits, then close the pipe."""
-    with ctl.proc.stdout as out:
+    out = ctl.proc.stdout
+    assert out is not None   # started with stdout=PIPE
+    with out:
         ctl.lines.extend(out)
 
 

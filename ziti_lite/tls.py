@@ -102,7 +102,7 @@ class _WithTls:
 class TlsH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, passing the client certificate chain to the app."""
 
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport) -> None:
         super().connection_made(transport)
         ext = tls_extension(transport)
         if ext is not None:
@@ -110,10 +110,10 @@ class TlsH11Protocol(H11Protocol):
 
 
 if HttpToolsProtocol is not None:
-    class TlsHttpToolsProtocol(HttpToolsProtocol):  # type: ignore[misc,valid-type]
+    class TlsHttpToolsProtocol(HttpToolsProtocol):
         """uvicorn's httptools protocol, passing the client certificate chain to the app."""
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport) -> None:
             super().connection_made(transport)
             ext = tls_extension(transport)
             if ext is not None:
@@ -124,7 +124,7 @@ else:  # pragma: no cover
 
 def protocol_class() -> type:
     """The HTTP protocol class for ``uvicorn.Config(http=...)``."""
-    return TlsHttpToolsProtocol or TlsH11Protocol
+    return TlsH11Protocol if TlsHttpToolsProtocol is None else TlsHttpToolsProtocol
 
 
 # ------------------------------------------------------------------ the handshake's verdict

@@ -352,7 +352,10 @@ class _Parser:
         return q
 
     def query(self) -> Query:
-        predicate, sort, skip, limit = None, (), None, None
+        predicate: Node | None = None
+        sort: tuple[SortField, ...] = ()
+        skip: int | None = None
+        limit: int | None = None
         first = self.peek().type
         if first == "SORT":
             sort, stage = self.sort_by(), 1

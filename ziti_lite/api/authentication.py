@@ -112,14 +112,7 @@ def session_detail(ctx: Ctx, row: dict, current: bool = True) -> dict:
     timeout = ctx.ctl.settings.session_timeout
     cached = max(row["last_activity_at"], ctx.ctl.activity.get(row["token"], ""))
     out = {
-        "id": row["id"],
-        "createdAt": row["created_at"],
-        "updatedAt": row["updated_at"],
-        "tags": msgspec.Raw(row["tags"]),
-        "_links": {
-            "self": {"href": f"./api-sessions/{row['id']}"},
-            "sessions": {"href": f"./api-sessions/{row['id']}/sessions"},
-        },
+        **env.base(row, "api-sessions", ("sessions",)),
         "token": row["token"],
         "identityId": row["identity_id"],
         "identity": env.entity_ref(

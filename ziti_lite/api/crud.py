@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import apsw
@@ -108,14 +108,7 @@ def _render_plan(res: Resource) -> tuple:
 
 def render_fields(res: Resource, row: dict) -> dict:
     """The detail of a row from the Resource's declarations alone (base fields, links, fields)."""
-    id = row["id"]
-    out: dict[str, Any] = {
-        "id": id,
-        "createdAt": row["created_at"],
-        "updatedAt": row["updated_at"],
-        "tags": Raw(row["tags"]),
-        "_links": env.links(res.name, id, res.links),
-    }
+    out = env.base(row, res.name, res.links)
     get = row.get
     for name, column, conv in _render_plan(res):
         v = get(column)
@@ -148,7 +141,7 @@ def _renderer(res: Resource):
     ns: dict[str, Any] = {"Raw": Raw, "_p": prefix}
     exec("\n".join(lines), ns)  # noqa: S102 - source built from the Resource's own declarations
     fn = ns["_render"]
-    sample = {"id": "id0", "created_at": "c", "updated_at": "u", "tags": "{}"}
+    sample: dict[str, Any] = {"id": "id0", "created_at": "c", "updated_at": "u", "tags": "{}"}
     for f in res.fields:
         sample[f.column] = 1 if f.kind in ("bool", "int") else ("[]" if f.kind in ("json", "set", "map") else "v")
     if _jenc.encode(fn(sample)) != _jenc.encode(render_fields(res, sample)):
@@ -159,6 +152,10 @@ def _renderer(res: Resource):
 
 def render(ctx: Ctx, res: Resource, row: dict) -> dict:
     out = _renderer(res)(row)
+    for ref in res.refs:
+        out[ref.name] = ref.render(ctx.store, row)
+    if res.constants:
+        out.update(res.constants)
     if res.render is not None:
         res.render(ctx, row, out)
     return out
@@ -240,7 +237,7 @@ def page(
         syms = symbols or res.symbols
         if table and table != res.table:  # the search indexes follow the rows of res.table only
             syms = {k: dataclasses.replace(v, search="") if v.search else v for k, v in syms.items()}
-        compiled = fq.compile_query(query, syms, res.default_sort)
+        compiled = fq.compile_query(query, syms)
         limit, offset = fq.paging(compiled.skip, compiled.limit, ctx.q("limit"), ctx.q("offset"))
     except (zitiql.ParseError, fq.FilterError) as e:
         raise InvalidFilter(str(e)) from None
@@ -290,13 +287,35 @@ def _with_sort(query, sort_text: str):
     return zitiql.Query(query.predicate, sorted_q.sort, query.skip, query.limit)
 
 
-def list_response(ctx: Ctx, res: Resource, where: str = "1", params: Iterable = (), **kw) -> env.JSON:
+def list_response(
+    ctx: Ctx,
+    res: Resource,
+    where: str = "1",
+    params: Iterable = (),
+    render_row: Callable[[Ctx, dict], dict] | None = None,
+    prefetch: Callable[[Ctx, list[dict]], Any] | None = None,
+    **kw,
+) -> env.JSON:
+    """The list page of ``res`` (paging, filter, sort, totalCount) under an extra condition,
+    each row rendered as its detail or by ``render_row`` (a page with a shape of its own);
+    ``prefetch`` (default: the resource's registered one) sees the page's rows first."""
     rows, limit, offset, total = page(ctx, res, where, params, **kw)
-    pre = PREFETCH.get(res.name)
+    pre = PREFETCH.get(res.name) if prefetch is None else prefetch
     if pre is not None and rows:
         pre(ctx, rows)
-    data = [render(ctx, res, r) for r in rows]
+    if render_row is None:
+        data = [render(ctx, res, r) for r in rows]
+    else:
+        data = [render_row(ctx, r) for r in rows]
     return env.listing(data, limit, offset, total, res.filterable)
+
+
+def child_list(ctx: Ctx, parent: Resource, res: Resource, column: str) -> env.JSON:
+    """The list page of the ``res`` rows whose ``column`` holds the id of the ``parent`` entity
+    in the path (404 when there is no such parent)."""
+    id = ctx.params["id"]
+    get_row(ctx.store, parent, id)
+    return list_response(ctx, res, f"t.{column} = ?", [id])
 
 
 # resource name -> fn(ctx) returning None or (where, params): a condition the request adds to
@@ -340,7 +359,8 @@ async def detail(res: Resource, ctx: Ctx):
 
 
 async def create(res: Resource, ctx: Ctx):
-    body = await ctx.json(res.create)
+    assert res.create is not None  # routes.py mounts create only with a create struct
+    body: Any = await ctx.json(res.create)
     values = struct_values(body)
     with ctx.store.write():
         if res.prepare:
@@ -358,11 +378,12 @@ async def patch(res: Resource, ctx: Ctx):
     return await _change(res, ctx, res.patch, patch=True)
 
 
-async def _change(res: Resource, ctx: Ctx, struct: type, patch: bool):
+async def _change(res: Resource, ctx: Ctx, struct: type | None, patch: bool):
+    assert struct is not None  # routes.py mounts update and patch only with an update struct
     id = ctx.params["id"]
     # as upstream: the body's schema is checked while binding the request (400 even for an
     # unknown id), the id looked up by the handler (404), then the values validated (400)
-    body = await ctx.json(struct)
+    body: Any = await ctx.json(struct)
     get_row(ctx.store, res, id)
     values = struct_values(body, patch=patch)
     if not patch and "tags" in values and values["tags"] is None:

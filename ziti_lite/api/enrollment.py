@@ -28,6 +28,7 @@ from . import crud
 from . import envelope as env
 from .context import Ctx, not_parsable
 from .ops import BOTH, op
+from .resource import derive_patch
 
 CLIENT = ("client",)
 RAW_TYPES = {"text/plain", "application/x-pem-file", "application/pkcs7-mime", "application/pkcs10"}
@@ -198,9 +199,7 @@ def _own(ctx: Ctx) -> dict:
 @op("GET", "/current-identity/authenticators", apis=BOTH, auth="session", op_id="listCurrentIdentityAuthenticators",
     tag="current-api-session", query=("limit", "offset", "filter"))
 async def list_own(ctx: Ctx):
-    res = AUTHENTICATORS
-    rows, limit, offset, total = crud.page(ctx, res, "t.identity_id = ?", [ctx.identity_id])
-    return env.listing([_render_own(ctx, r) for r in rows], limit, offset, total, res.filterable)
+    return crud.list_response(ctx, AUTHENTICATORS, "t.identity_id = ?", [ctx.identity_id], render_row=_render_own)
 
 
 @op("GET", "/current-identity/authenticators/{id}", apis=BOTH, auth="session",
@@ -216,11 +215,7 @@ class OwnUpdate(Body):
     tags: Tags | None = None
 
 
-class OwnPatch(Body, kw_only=True):
-    username: Username | None = None
-    password: Password | None = None
-    current_password: Password
-    tags: Tags | None = None
+OwnPatch = derive_patch(OwnUpdate, default=None, keep=("current_password",))
 
 
 async def _change_own(ctx: Ctx, struct):

@@ -65,6 +65,16 @@ def links(collection: str, id: str, subs: tuple[str, ...] = ()) -> dict:
     return out
 
 
+def base(row: Any, collection: str, subs: tuple[str, ...] = (), link_map: dict | None = None) -> dict:
+    """The fields every entity's detail starts with: id, createdAt, updatedAt, tags (the stored
+    JSON text, or {} for a row without tags) and _links (self and ``subs``, unless ``link_map``)."""
+    id = row["id"]
+    tags = row.get("tags")
+    return {"id": id, "createdAt": row["created_at"], "updatedAt": row["updated_at"],
+            "tags": {} if tags is None else msgspec.Raw(tags),
+            "_links": links(collection, id, subs) if link_map is None else link_map}
+
+
 def entity_ref(entity: str, collection: str, id: str | None, name: str | None) -> dict | None:
     if id is None:
         return None

@@ -64,14 +64,7 @@ async def capabilities(ctx: Ctx):
 
 
 def _spec_item(id: str) -> dict:
-    return {
-        "id": id,
-        "name": id,
-        "createdAt": ZERO_TIME,
-        "updatedAt": ZERO_TIME,
-        "tags": {},
-        "_links": {"self": {"href": f"./specs/{id}"}, "spec": {"href": f"./specs/{id}/spec"}},
-    }
+    return {**env.base({"id": id, "created_at": ZERO_TIME, "updated_at": ZERO_TIME}, "specs", ("spec",)), "name": id}
 
 
 SPEC_IDS = {"edge-client": "client", "edge-management": "management"}
@@ -142,11 +135,7 @@ SUMMARY_TABLES = {
 @op("GET", "/summary", op_id="listSummary", tag="informational")
 async def summary(ctx: Ctx):
     store = ctx.store
-    existing = set(store.column("SELECT name FROM sqlite_master WHERE type = 'table'"))
     data = {}
     for key, table in SUMMARY_TABLES.items():
-        if table is None or table.split()[0] not in existing:
-            data[key] = 0
-        else:
-            data[key] = store.value(f"SELECT count(*) FROM {table}")
+        data[key] = 0 if table is None else store.value(f"SELECT count(*) FROM {table}")
     return env.JSON({"data": data, "meta": None})

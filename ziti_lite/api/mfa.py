@@ -54,14 +54,9 @@ async def _given_code(ctx: Ctx) -> str | None:
         return None
 
 
-def _base(rec: dict, links: dict) -> dict:
-    return {"id": rec["id"], "createdAt": rec["created_at"], "updatedAt": rec["updated_at"],
-            "tags": {}, "_links": links}
-
-
 def detail(ctx: Ctx, rec: dict) -> dict:
     links = {"self": env.link("./current-identity/mfa"), "current-identity": env.link("./current-identity")}
-    out = _base(rec, links)
+    out = env.base(rec, "", link_map=links)  # tags: never written, {}
     out["isVerified"] = bool(rec["is_verified"])
     if rec["is_verified"]:
         links["recovery-codes"] = env.link("./current-identity/mfa/recovery-codes")
@@ -150,8 +145,8 @@ async def recovery_codes(ctx: Ctx):
     rec = _record(ctx, verified=True)
     if not mfa.valid_totp(rec["secret"], await _given_code(ctx)):
         raise ApiError("MFA_INVALID_TOKEN")
-    out = _base(rec, {"self": env.link("./current-identity/mfa/recovery-codes"),
-                      "mfa": env.link("./current-identity/mfa")})
+    out = env.base(rec, "", link_map={"self": env.link("./current-identity/mfa/recovery-codes"),
+                                      "mfa": env.link("./current-identity/mfa")})
     out["recoveryCodes"] = rec["recovery_codes"]
     return env.ok(out)
 

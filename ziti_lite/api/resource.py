@@ -9,6 +9,8 @@ same six handlers, ``routes.py`` mounts them and ``spec.py`` documents them from
 from __future__ import annotations
 
 import re
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -51,6 +53,25 @@ class Field:
         return Symbol(kind, f"t.{self.column}")
 
 
+@dataclass(frozen=True)
+class Ref:
+    """A detail field naming the entity whose id is in ``column``: ``{entity, id, name, _links}``
+    with ``entity`` the URL collection, the name read from ``table``; null when the column is."""
+    name: str                     # wire name
+    column: str
+    collection: str
+    table: str = ""               # defaults to the collection's
+
+    def render(self, store, row: dict) -> dict | None:
+        id = row[self.column]
+        if id is None:
+            return None
+        table = self.table or self.collection.replace("-", "_")
+        name = store.value(f"SELECT name FROM {table} WHERE id = ?", (id,))
+        return {"entity": self.collection, "id": id, "name": name,
+                "_links": {"self": {"href": f"./{self.collection}/{id}"}}}
+
+
 BASE_SYMBOLS = {
     "id": Symbol("string", "t.id"),
     "createdAt": Symbol("datetime", "t.created_at"),
@@ -75,11 +96,12 @@ class Resource:
     auth: dict[str, AuthLevel] = field(default_factory=dict)  # op -> level (default admin)
     apis: tuple[str, ...] = ("management",)
     links: tuple[str, ...] = ()                 # sub-collections linked from the detail
-    unique: tuple[str, ...] = ("name",)         # wire names whose values are unique
+    refs: tuple[Ref, ...] = ()                  # references to other entities, after the fields
+    constants: dict[str, Any] = field(default_factory=dict)  # detail fields of a fixed value, after the refs
+    computed: tuple[Field, ...] = ()            # fields the render hook adds: in the spec, not stored
     scope: str = ""                             # SQL condition every row of this resource meets
     scope_values: dict[str, Any] = field(default_factory=dict)  # columns set on create to meet it
     extra_symbols: dict[str, Symbol] = field(default_factory=dict)
-    default_sort: str = "t.id"
     protect_system: bool = False                # is_system rows refuse PUT/PATCH/DELETE (400)
     # hooks: prepare(ctx, values, existing) validates and completes the column values inside
     # the write transaction; render(ctx, row, out) adds computed detail fields;
@@ -89,7 +111,6 @@ class Resource:
     render: Hook = None
     before_delete: Hook = None
     after_write: Hook = None
-    op_names: dict[str, str] = field(default_factory=dict)  # overrides of derived operationIds
 
     def __post_init__(self):
         if not self.table:
@@ -113,10 +134,30 @@ class Resource:
         return self.auth.get(op, "admin")
 
 
-def derive_patch(update: type) -> type:
-    """A PATCH struct: every field of the PUT struct, optional, UNSET when absent."""
-    fields = []
+def derive_patch(update: type, default: Any = UNSET, keep: tuple[str, ...] = (), nested: bool = False) -> type:
+    """A PATCH struct: every field of the PUT struct optional (absent = ``default``, UNSET unless
+    told), wire renames kept, the fields in ``keep`` left as they are (still required); with
+    ``nested``, nested structs with required fields are derived the same way (every leaf
+    optional, absent = None), for bodies whose PATCH merges leaves."""
+    fields: list[tuple[str, Any, Any]] = []
     for f in msgspec.structs.fields(update):
-        fields.append((f.name, Union[f.type, None, UnsetType], UNSET))  # noqa: UP007 (f.type may be a string)
+        if f.name in keep:
+            fields.append((f.name, f.type, msgspec.field(name=f.encode_name) if f.required else f.default))
+            continue
+        t = _patch_type(f.type) if nested else f.type
+        options = (t, None) if default is None else (t, None, UnsetType)
+        fields.append((f.name, Union[options], msgspec.field(default=default, name=f.encode_name)))  # noqa: UP007
     return msgspec.defstruct(update.__name__.replace("Update", "") + "Patch", fields,
                              rename="camel", kw_only=True)
+
+
+def _patch_type(t: Any) -> Any:
+    """A nested struct type (alone or in a union) with required fields becomes its patch form."""
+    members = typing.get_args(t) if typing.get_origin(t) in (Union, types.UnionType) else (t,)
+    out = []
+    for m in members:
+        if isinstance(m, type) and issubclass(m, msgspec.Struct) and any(
+                f.required for f in msgspec.structs.fields(m)):
+            m = derive_patch(m, default=None, nested=True)
+        out.append(m)
+    return Union[tuple(out)] if len(out) > 1 else out[0]  # noqa: UP007

@@ -30,6 +30,6 @@ def resource_routes(res) -> list[Route]:
         method, path, op_id, body, status = shapes[opname]
         for api in res.apis:
             out.append(Route(api, method, path, functools.partial(crud.HANDLERS[opname], res),
-                             res.level(opname), res.op_names.get(opname, op_id), res.name, body,
+                             res.level(opname), op_id, res.name, body,
                              None, status, ("limit", "offset", "filter") if opname == "list" else (), res))
     return out

@@ -14,7 +14,7 @@ import msgspec
 from .. import __version__
 from ..auth.methods import METHODS  # the primary methods registered in this process
 
-_KIND_SCHEMA = {
+_KIND_SCHEMA: dict[str, dict[str, Any]] = {
     "string": {"type": "string"}, "int": {"type": "integer"}, "float": {"type": "number"},
     "bool": {"type": "boolean"}, "datetime": {"type": "string", "format": "date-time"},
     "json": {}, "set": {"type": "array", "items": {"type": "string"}}, "map": {"type": "object"},
@@ -28,18 +28,21 @@ def _detail_schema(res) -> dict:
         "updatedAt": {"type": "string", "format": "date-time"}, "tags": {"type": "object"},
         "_links": {"type": "object"},
     }
-    for f in res.fields:
-        if f.output:
-            s = dict(_KIND_SCHEMA[f.kind])
-            if f.nullable and s:
-                s = {"anyOf": [s, {"type": "null"}]}
-            props[f.name] = s
+    for f in (*(f for f in res.fields if f.output), *res.computed):
+        s = dict(_KIND_SCHEMA[f.kind])
+        if f.nullable and s:
+            s = {"anyOf": [s, {"type": "null"}]}
+        props[f.name] = s
+    for r in res.refs:
+        props[r.name] = {"anyOf": [{"type": "object"}, {"type": "null"}]}
+    for name, value in res.constants.items():
+        props[name] = {"type": {bool: "boolean", int: "integer", str: "string"}[type(value)]}
     return {"type": "object", "properties": props, "required": ["id", "createdAt", "updatedAt", "_links"]}
 
 
 _ERRORS = {"400": "invalid request (COULD_NOT_VALIDATE, INVALID_FILTER, ...)",
            "401": "missing, expired or insufficient session", "404": "no such entity or path"}
-_QUERY = {
+_QUERY: dict[str, dict[str, Any]] = {
     "limit": {"type": "integer"}, "offset": {"type": "integer"}, "filter": {"type": "string"},
     "policyType": {"type": "string", "enum": ["dial", "bind"]},
     "roleSemantic": {"type": "string", "enum": ["AllOf", "AnyOf"]},

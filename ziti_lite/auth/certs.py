@@ -51,13 +51,7 @@ def chain_pem(ctl, leaf_pem: str) -> str:
     return pki.chain_pem(leaf_pem, ctl.state["signer_cert"])
 
 
-def has_cas(store) -> bool:
-    return store.value("SELECT 1 FROM sqlite_master WHERE name = 'cas'") is not None
-
-
 def ca_rows(store, where: str = "1", params=()) -> list[dict]:
-    if not has_cas(store):
-        return []
     return store.all(f"SELECT * FROM cas WHERE {where} ORDER BY created_at, id", params)
 
 

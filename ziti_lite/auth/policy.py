@@ -9,18 +9,11 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
 
 from .. import clock
 from ..errors import InvalidAuth
+from .defaults import PRIMARY_DEFAULTS
 
-# values an auth policy has when its stored JSON lacks them (upstream's read defaults)
-PRIMARY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "cert": {"allowed": True, "allowExpiredCerts": True},
-    "updb": {"allowed": True, "minPasswordLength": 5, "requireSpecialChar": False, "requireNumberChar": False,
-             "requireMixedCase": False, "maxAttempts": 5, "lockoutDurationMinutes": 0},
-    "extJwt": {"allowed": True, "allowedSigners": []},
-}
 _METHOD_KEYS = {"password": "updb", "updb": "updb", "cert": "cert", "ext-jwt": "extJwt", "extJwt": "extJwt"}
 
 

@@ -43,20 +43,19 @@ async def current_identity_edge_routers(ctx: Ctx):
         where += (" AND t.id IN (SELECT r.router_id FROM edge_router_policy_identities i"
                   " JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)")
         params = [ctx.identity_id]
-    rows, limit, offset, total = crud.page(ctx, res, where, params)
     states = ctx.ctl.router_states
-    data = []
-    for r in rows:
+
+    def router(ctx, r: dict) -> dict:
         live = states.get(r["id"]) or {}
-        data.append({
-            "id": r["id"], "createdAt": r["created_at"], "updatedAt": r["updated_at"],
-            "_links": env.links("edge-routers", r["id"], ("edge-router-policies",)), "tags": crud.Raw(r["tags"]),
+        return {
+            **env.base(r, "edge-routers", ("edge-router-policies",)),
             "name": r["name"], "hostname": live.get("hostname", ""), "isOnline": bool(live.get("isOnline")),
             "supportedProtocols": live.get("supportedProtocols") or {},
             "syncStatus": live.get("syncStatus", "SYNC_UNKNOWN"),
             "cost": None, "noTraversal": None, "disabled": None,   # upstream leaves these unset here
-        })
-    return env.listing(data, limit, offset, total, res.filterable)
+        }
+
+    return crud.list_response(ctx, res, where, params, render_row=router)
 
 
 # ------------------------------------------------------------------ service updates, protocols
@@ -82,7 +81,7 @@ class CertificateCreate(Body):
 
 API_SESSION_CERTIFICATES = Resource(
     name="current-api-session/certificates", entity="apiSessionCertificate", table="api_session_certificates",
-    ops=(), unique=(),
+    ops=(),
     fields=(Field("subject"), Field("fingerprint"), Field("validFrom", "datetime"), Field("validTo", "datetime"),
             Field("certificate", filterable=False)),
 )
@@ -107,10 +106,9 @@ def _csr_error(message: str) -> ApiError:
     return ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": message})
 
 
-def _render_certificate(row: dict) -> dict:
-    return {"id": row["id"], "createdAt": row["created_at"], "updatedAt": row["updated_at"],
-            "_links": {"self": {"href": f"./current-api-session/certificates/{row['id']}"}},
-            "tags": crud.Raw(row["tags"]), "subject": row["subject"], "fingerprint": row["fingerprint"],
+def _render_certificate(ctx, row: dict) -> dict:
+    return {**env.base(row, "current-api-session/certificates"), "subject": row["subject"],
+            "fingerprint": row["fingerprint"],
             "validFrom": row["valid_from"], "validTo": row["valid_to"], "certificate": row["certificate"]}
 
 
@@ -147,9 +145,8 @@ async def create_certificate(ctx: Ctx):
 @op("GET", "/current-api-session/certificates", apis=CLIENT, auth="session",
     op_id="listCurrentApiSessionCertificates", tag="current-api-session", query=("limit", "offset", "filter"))
 async def list_certificates(ctx: Ctx):
-    res = API_SESSION_CERTIFICATES
-    rows, limit, offset, total = crud.page(ctx, res, "t.api_session_id = ?", [ctx.api_session.id])
-    return env.listing([_render_certificate(r) for r in rows], limit, offset, total, res.filterable)
+    return crud.list_response(ctx, API_SESSION_CERTIFICATES, "t.api_session_id = ?", [ctx.api_session.id],
+                              render_row=_render_certificate)
 
 
 def _own_certificate(ctx: Ctx) -> dict:
@@ -164,7 +161,7 @@ def _own_certificate(ctx: Ctx) -> dict:
 @op("GET", "/current-api-session/certificates/{id}", apis=CLIENT, auth="session",
     op_id="detailCurrentApiSessionCertificate", tag="current-api-session")
 async def detail_certificate(ctx: Ctx):
-    return env.ok(_render_certificate(_own_certificate(ctx)))
+    return env.ok(_render_certificate(ctx, _own_certificate(ctx)))
 
 
 @op("DELETE", "/current-api-session/certificates/{id}", apis=CLIENT, auth="session",

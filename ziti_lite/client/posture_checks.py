@@ -8,7 +8,9 @@ answer and by path; wake/unlock events per API session. MFA comes from the API s
 
 ``passes`` evaluates one check (a ``posture_checks`` row) for one (identity, API session);
 ``failure`` describes why it fails (failed service requests), ``query`` renders it as a
-service's ``postureQueries`` entry.
+service's ``postureQueries`` entry. ``TYPES`` is the one table of posture check types: each
+type's columns, posture-check-types row, detail render and evaluation (the management resource
+in ``resources/posture.py`` and the built-in rows read it too).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import functools
 import json
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import msgspec
 
-from .. import clock
-from . import semver
+from .. import clock, semver
+from ..api import envelope as env
 
 GRACE_SECONDS = 300          # MFA prompt grace after a wake or unlock
 NO_TIMEOUT = -1
@@ -183,33 +186,36 @@ def _mfa_passes(check: dict, subj: Subject) -> bool:
     )
 
 
+def _domain_passes(check: dict, subj: Subject) -> bool:
+    domain = (subj.state.domain or {}).get("domain")
+    return domain is not None and domain.lower() in {d.lower() for d in _json(check["domains"]) or ()}
+
+
+def _mac_passes(check: dict, subj: Subject) -> bool:
+    listed = {clean_hex(m) for m in _json(check["mac_addresses"]) or ()}
+    return bool(listed.intersection((subj.state.mac or {}).get("addresses") or ()))
+
+
+def _process_passes(check: dict, subj: Subject) -> bool:
+    proc = _json(check["process"]) or {}
+    signer = proc.get("signerFingerprint")
+    return _process_ok(subj.state.processes.get(check["id"]), proc.get("hashes"), [signer] if signer else None)
+
+
+def _processes_pass(check: dict, subj: Subject) -> bool:
+    results = [
+        bool(p.get("path"))
+        and _process_ok(subj.state.by_path.get(p.get("path")), p.get("hashes"), p.get("signerFingerprints"))
+        for p in _json(check["processes"]) or ()
+    ]
+    if check["semantic"] == "AnyOf":
+        return any(results)
+    return bool(results) and all(results)
+
+
 def passes(check: dict, subj: Subject) -> bool:
-    st = subj.state
-    t = check["type_id"]
-    if t == "OS":
-        return _os_passes(check, st)
-    if t == "DOMAIN":
-        domain = (st.domain or {}).get("domain")
-        return domain is not None and domain.lower() in {d.lower() for d in _json(check["domains"]) or ()}
-    if t == "MAC":
-        listed = {clean_hex(m) for m in _json(check["mac_addresses"]) or ()}
-        return bool(listed.intersection((st.mac or {}).get("addresses") or ()))
-    if t == "PROCESS":
-        proc = _json(check["process"]) or {}
-        signer = proc.get("signerFingerprint")
-        return _process_ok(st.processes.get(check["id"]), proc.get("hashes"), [signer] if signer else None)
-    if t == "PROCESS_MULTI":
-        results = [
-            bool(p.get("path"))
-            and _process_ok(st.by_path.get(p.get("path")), p.get("hashes"), p.get("signerFingerprints"))
-            for p in _json(check["processes"]) or ()
-        ]
-        if check["semantic"] == "AnyOf":
-            return any(results)
-        return bool(results) and all(results)
-    if t == "MFA":
-        return _mfa_passes(check, subj)
-    return False
+    ev = TYPES.get(check["type_id"])
+    return ev is not None and ev.passes(check, subj)
 
 
 def timeouts(check: dict, subj: Subject) -> tuple[int, int]:
@@ -228,23 +234,27 @@ def query(check: dict, subj: Subject, passing: bool) -> dict:
         sess = subj.session
         updated = max([updated] + [t for t in (sess.woken_at, sess.unlocked_at) if t])
     out = {
-        "id": check["id"],
-        "createdAt": check["created_at"],
+        **env.base(check, "posture-checks"),
         "updatedAt": updated,
-        "_links": {"self": {"href": f"./posture-checks/{check['id']}"}},
-        "tags": msgspec.Raw(check["tags"]),
         "queryType": check["type_id"],
         "isPassing": passing,
         "timeout": timeout,
         "timeoutRemaining": remaining,
         "processes": None,
     }
-    if check["type_id"] == "PROCESS":
-        p = _json(check["process"]) or {}
-        out["process"] = {"osType": p.get("osType"), "path": p.get("path")}
-    elif check["type_id"] == "PROCESS_MULTI":
-        out["processes"] = [{"osType": p.get("osType"), "path": p.get("path")} for p in _json(check["processes"]) or ()]
+    ev = TYPES.get(check["type_id"])
+    if ev is not None and ev.query is not None:
+        ev.query(check, out)
     return out
+
+
+def _process_query(check: dict, out: dict) -> None:
+    p = _json(check["process"]) or {}
+    out["process"] = {"osType": p.get("osType"), "path": p.get("path")}
+
+
+def _processes_query(check: dict, out: dict) -> None:
+    out["processes"] = [{"osType": p.get("osType"), "path": p.get("path")} for p in _json(check["processes"]) or ()]
 
 
 def _process_actual(resp: dict | None, path: str | None = None) -> dict:
@@ -261,49 +271,135 @@ def _process_actual(resp: dict | None, path: str | None = None) -> dict:
 
 def failure(check: dict, subj: Subject) -> dict:
     """Why a check fails, in the shape of ``postureCheckFailure*`` (failed service requests)."""
-    st, t = subj.state, check["type_id"]
+    t = check["type_id"]
     out = {"postureCheckId": check["id"], "postureCheckName": check["name"], "postureCheckType": t}
-    if t == "OS":
-        os_ = st.os or {}
-        out["actualValue"] = {"type": os_.get("type") or "", "version": os_.get("version") or ""}
-        out["expectedValue"] = _json(check["operating_systems"]) or []
-    elif t == "DOMAIN":
-        out["actualValue"] = (st.domain or {}).get("domain") or ""
-        out["expectedValue"] = _json(check["domains"]) or []
-    elif t == "MAC":
-        out["actualValue"] = (st.mac or {}).get("addresses") or []
-        out["expectedValue"] = _json(check["mac_addresses"]) or []
-    elif t == "PROCESS":
-        out["actualValue"] = _process_actual(st.processes.get(check["id"]))
-        out["expectedValue"] = _json(check["process"]) or {}
-    elif t == "PROCESS_MULTI":
-        procs = _json(check["processes"]) or []
-        out["semantic"] = check["semantic"]
-        out["actualValue"] = [_process_actual(st.by_path.get(p["path"]), p["path"]) for p in procs]
-        out["expectedValue"] = procs
-    elif t == "MFA":
-        passed, sess = subj.mfa_passed_at(), subj.session
-        remaining = _mfa_timeout(check, subj)
-        out["actualValue"] = {
-            "passedMfa": passed is not None,
-            "timedOut": remaining == 0 and passed is not None,
-            "passedOnWake": _prompt_passed(check["prompt_on_wake"], sess.woken_at, passed),
-            "passedOnUnlock": _prompt_passed(check["prompt_on_unlock"], sess.unlocked_at, passed),
-        }
-        out["expectedValue"] = {
-            "passedMfa": True,
-            "timedOut": False,
-            "passedOnWake": bool(check["prompt_on_wake"]),
-            "passedOnUnlock": bool(check["prompt_on_unlock"]),
-        }
-        out["criteria"] = {
-            "passedMfaAt": clock.fmt(passed),
-            "timeoutSeconds": check["timeout_seconds"],
-            "timeoutRemainingSeconds": remaining,
-            "unlockedAt": sess.unlocked_at,
-            "wokenAt": sess.woken_at,
-        }
+    ev = TYPES.get(t)
+    if ev is not None:
+        ev.failure(check, subj, out)
     return out
+
+
+def _os_failure(check: dict, subj: Subject, out: dict) -> None:
+    os_ = subj.state.os or {}
+    out["actualValue"] = {"type": os_.get("type") or "", "version": os_.get("version") or ""}
+    out["expectedValue"] = _json(check["operating_systems"]) or []
+
+
+def _domain_failure(check: dict, subj: Subject, out: dict) -> None:
+    out["actualValue"] = (subj.state.domain or {}).get("domain") or ""
+    out["expectedValue"] = _json(check["domains"]) or []
+
+
+def _mac_failure(check: dict, subj: Subject, out: dict) -> None:
+    out["actualValue"] = (subj.state.mac or {}).get("addresses") or []
+    out["expectedValue"] = _json(check["mac_addresses"]) or []
+
+
+def _process_failure(check: dict, subj: Subject, out: dict) -> None:
+    out["actualValue"] = _process_actual(subj.state.processes.get(check["id"]))
+    out["expectedValue"] = _json(check["process"]) or {}
+
+
+def _processes_failure(check: dict, subj: Subject, out: dict) -> None:
+    procs = _json(check["processes"]) or []
+    out["semantic"] = check["semantic"]
+    out["actualValue"] = [_process_actual(subj.state.by_path.get(p["path"]), p["path"]) for p in procs]
+    out["expectedValue"] = procs
+
+
+def _mfa_failure(check: dict, subj: Subject, out: dict) -> None:
+    passed, sess = subj.mfa_passed_at(), subj.session
+    remaining = _mfa_timeout(check, subj)
+    out["actualValue"] = {
+        "passedMfa": passed is not None,
+        "timedOut": remaining == 0 and passed is not None,
+        "passedOnWake": _prompt_passed(check["prompt_on_wake"], sess.woken_at, passed),
+        "passedOnUnlock": _prompt_passed(check["prompt_on_unlock"], sess.unlocked_at, passed),
+    }
+    out["expectedValue"] = {
+        "passedMfa": True,
+        "timedOut": False,
+        "passedOnWake": bool(check["prompt_on_wake"]),
+        "passedOnUnlock": bool(check["prompt_on_unlock"]),
+    }
+    out["criteria"] = {
+        "passedMfaAt": clock.fmt(passed),
+        "timeoutSeconds": check["timeout_seconds"],
+        "timeoutRemainingSeconds": remaining,
+        "unlockedAt": sess.unlocked_at,
+        "wokenAt": sess.woken_at,
+    }
+
+
+# ------------------------------------------------------------------ the posture check types
+WIRE = {"operating_systems": "operatingSystems", "domains": "domains", "mac_addresses": "macAddresses",
+        "process": "process", "processes": "processes", "semantic": "semantic"}
+_MFA_FLAGS = (("promptOnWake", "prompt_on_wake"), ("promptOnUnlock", "prompt_on_unlock"),
+              ("ignoreLegacyEndpoints", "ignore_legacy_endpoints"))
+
+
+def _render_columns(row: dict, out: dict) -> None:
+    for column in TYPES[row["type_id"]].columns:
+        text = row[column]
+        out[WIRE[column]] = msgspec.Raw(text) if text is not None and column != "semantic" else text
+
+
+def _render_mfa(row: dict, out: dict) -> None:
+    out["timeoutSeconds"] = row["timeout_seconds"]
+    for wire, column in _MFA_FLAGS:
+        if row[column]:
+            out[wire] = True               # omitempty upstream: false is left out
+
+
+# versions of the OSes the posture-check-types rows list (upstream's seed data)
+_OS_VERSIONS = {
+    "Windows": ["Vista", "7", "8", "10", "2000"],
+    "Linux": ["4.14", "4.19", "5.4", "5.9"],
+    "Android": ["9", "10", "11"],
+    "macOS": ["10.15", "11.0"],
+    "iOS": ["11", "12"],
+}
+
+
+@dataclass(frozen=True)
+class PostureType:
+    """One type of posture check. ``columns``: the posture_checks columns a check of it holds
+    (the others stay null); ``required``: those a create/PUT must carry (non-empty for lists);
+    ``passes``: whether a check of it passes for a subject; ``failure`` fills a failure record
+    with what was expected and what was reported; ``query`` adds the type's own fields to its
+    ``postureQuery``; ``name``/``oses``: its posture-check-types row (none for MFA, which
+    upstream does not list; ``versions`` False lists the OSes without versions); ``render`` adds
+    its fields to the management detail."""
+    id: str
+    columns: tuple[str, ...]
+    required: tuple[str, ...]
+    passes: Callable[[dict, Subject], bool]
+    failure: Callable[[dict, Subject, dict], None]
+    query: Callable[[dict, dict], None] | None = None
+    name: str = ""
+    oses: tuple[str, ...] = ()
+    versions: bool = True
+    render: Callable[[dict, dict], None] = _render_columns
+
+    def operating_systems(self) -> list[dict]:
+        return [{"type": n, "versions": _OS_VERSIONS[n] if self.versions else []} for n in self.oses]
+
+
+TYPES = {t.id: t for t in (
+    PostureType("OS", ("operating_systems",), ("operating_systems",), lambda check, subj: _os_passes(check, subj.state),
+                _os_failure, name="Operating System Check", oses=("Windows", "Linux", "Android", "macOS", "iOS")),
+    PostureType("PROCESS", ("process",), ("process",), _process_passes, _process_failure, _process_query,
+                name="Process Check", oses=("Windows", "macOS", "Linux")),
+    PostureType("DOMAIN", ("domains",), ("domains",), _domain_passes, _domain_failure,
+                name="Windows Domain Check", oses=("Windows",)),
+    PostureType("MAC", ("mac_addresses",), ("mac_addresses",), _mac_passes, _mac_failure,
+                name="MAC Address Check", oses=("Windows", "Linux", "macOS", "Android")),
+    PostureType("PROCESS_MULTI", ("processes", "semantic"), ("processes", "semantic"), _processes_pass,
+                _processes_failure, _processes_query, name="Process Multi Check", oses=("Windows", "macOS", "Linux"),
+                versions=False),
+    PostureType("MFA", ("timeout_seconds", "prompt_on_wake", "prompt_on_unlock", "ignore_legacy_endpoints"), (),
+                _mfa_passes, _mfa_failure, render=_render_mfa),
+)}
 
 
 # ------------------------------------------------------------------ service policies

@@ -40,11 +40,9 @@ async def list_services(ctx: Ctx):
         where, params = "1", []
     else:
         where, params = access.VISIBLE, [ctx.identity_id]
-    rows, limit, offset, total = crud.page(ctx, res, where, params)
-    service_view.view(ctx).prepare(ctx, rows)
-    data = [crud.render(ctx, res, r) for r in rows]
+    page = crud.list_response(ctx, res, where, params, prefetch=service_view.view(ctx).prepare)
     changes.observe_overrides(ctx.ctl, ctx.identity_id)
-    return env.listing(data, limit, offset, total, res.filterable)
+    return page
 
 
 @op("GET", "/services/{id}", apis=CLIENT, auth="session", op_id="detailService", tag="services")
@@ -95,14 +93,13 @@ async def service_edge_routers(ctx: Ctx):
 async def service_terminators(ctx: Ctx):
     service_id = ctx.params["id"]
     service = _visible_or_404(ctx, service_id)
-    res = TERMINATORS
-    rows, limit, offset, total = crud.page(ctx, res, "t.service_id = ?", [service_id])
     ref = env.entity_ref("services", "services", service_id, service["name"])
-    data = [{"id": r["id"], "createdAt": r["created_at"], "updatedAt": r["updated_at"],
-             "_links": {"self": {"href": f"./terminators/{r['id']}"}}, "tags": crud.Raw(r["tags"]),
-             "serviceId": service_id, "service": ref, "routerId": r["router_id"], "identity": r["instance_id"]}
-            for r in rows]
-    return env.listing(data, limit, offset, total, res.filterable)
+
+    def terminator(ctx, r: dict) -> dict:
+        return {**env.base(r, "terminators"), "serviceId": service_id, "service": ref, "routerId": r["router_id"],
+                "identity": r["instance_id"]}
+
+    return crud.list_response(ctx, TERMINATORS, "t.service_id = ?", [service_id], render_row=terminator)
 
 
 service_view.install_list_condition()

@@ -42,7 +42,7 @@ class SessionCreate(Body):
 
 
 SESSIONS = Resource(
-    name="sessions", entity="session", table="sessions", unique=("token",), ops=(),
+    name="sessions", entity="session", table="sessions", ops=(),
     fields=(Field("token"), Field("type"), Field("apiSessionId", column="api_session_id"),
             Field("serviceId", column="service_id"), Field("identityId", column="identity_id")),
     extra_symbols={"apiSession": Symbol("string", "t.api_session_id"), "service": Symbol("string", "t.service_id"),
@@ -167,10 +167,7 @@ def render(ctx: Ctx, row: dict, management: bool = True, routers: list[dict] | N
     if routers is None:
         routers = access.routers(store, row["identity_id"], row["service_id"])
     out = {
-        "id": row["id"], "createdAt": row["created_at"], "updatedAt": row["updated_at"],
-        "tags": msgspec.Raw(row["tags"]),
-        "_links": {"self": {"href": f"./sessions/{row['id']}"},
-                   "route-path": {"href": f"./sessions/{row['id']}/route-path"}},
+        **env.base(row, "sessions", ("route-path",)),
         "apiSessionId": row["api_session_id"],
         "apiSession": {"_links": {"self": {"href": f"./api-sessions/{row['api_session_id']}"}},
                        "entity": "api-sessions", "id": row["api_session_id"]},
@@ -282,9 +279,7 @@ async def create_session(ctx: Ctx):
 )
 async def list_sessions(ctx: Ctx):
     where, params = _own(ctx)
-    rows, limit, offset, total = crud.page(ctx, SESSIONS, where, params)
-    data = [render(ctx, r) for r in rows]
-    return env.listing(data, limit, offset, total, SESSIONS.filterable)
+    return crud.list_response(ctx, SESSIONS, where, params, render_row=render)
 
 
 @op("GET", "/sessions/{id}", apis=BOTH, auth="session", op_id="detailSession", tag="sessions")

@@ -205,10 +205,10 @@ class _Compiler:
             if sym is None or sym.kind != "set":
                 raise FilterError(f"unknown symbol '{target.symbol}'")
             raise FilterError(f"sub-queries are not supported (from {target.symbol} where ...)")
-        sym = self.lookup(target)
-        if not isinstance(sym, Symbol) or sym.kind != "set":
+        found = self.lookup(target)
+        if not isinstance(found, Symbol) or found.kind != "set":
             raise FilterError(f"symbol '{target}' is not a set symbol but is used in a set function")
-        return sym.sql
+        return found.sql
 
     # -- nodes --------------------------------------------------------------------------
     def node(self, n) -> tuple[str, list]:
@@ -408,6 +408,7 @@ def compile_query(q: zq.Query, symbols: Symbols, default_sort: str = "t.id") -> 
     MAX_SORT_FIELDS sort fields count; ``default_sort`` (the id) is always the last tiebreaker.
     """
     count = None
+    params: list
     if q.predicate is None:
         where, params = "1", []
     else:

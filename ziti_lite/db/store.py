@@ -74,7 +74,8 @@ def connect(path: str) -> apsw.Connection:
     # the OS made a bare count(*) cost 0.4-0.9 ms instead of 11 µs
     conn.execute("PRAGMA cache_size = -65536")
     # the controller's clock in SQL (tests move it with clock.advance), in the stored format
-    conn.create_scalar_function("zl_now", clock.stamp, 0, deterministic=False)
+    # (apsw's stub types every scalar function as taking *args; SQLite passes numargs of them)
+    conn.create_scalar_function("zl_now", clock.stamp, 0, deterministic=False)  # type: ignore[arg-type]
     return conn
 
 
@@ -88,14 +89,18 @@ class Store:
         self.before_write = None   # called before each outermost BEGIN (the WAL checkpointer)
         # ids of routers online in this process (the embedded edge router), for filters
         self.online_routers: set[str] = set()
-        self.conn.create_scalar_function("zl_router_online", lambda rid: int(rid in self.online_routers), 1)
+        self.conn.create_scalar_function("zl_router_online", self._router_online, 1)  # type: ignore[arg-type]
         self.migrate()
+
+    def _router_online(self, rid: str) -> int:
+        """SQL ``zl_router_online(id)``: 1 when the router is online in this process."""
+        return int(rid in self.online_routers)
 
     # -- schema ---------------------------------------------------------------------------
     def migrate(self) -> bool:
         """Create the schema on a new file, or bring an older file up to SCHEMA_VERSION one
         ``MIGRATIONS`` step at a time. Returns True when the file was new."""
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        version = self.conn.pragma("user_version")
         if version == 0:
             with self.write():
                 self.conn.execute(schema_sql())
@@ -106,7 +111,7 @@ class Store:
         while version < SCHEMA_VERSION:
             with self.write():
                 # read again inside the write lock: another process may have migrated meanwhile
-                version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+                version = self.conn.pragma("user_version")
                 if version < SCHEMA_VERSION:
                     MIGRATIONS[version](self.conn)
                     version += 1

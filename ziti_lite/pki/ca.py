@@ -23,12 +23,13 @@ import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Union
+from typing import Any, Union, cast
 from urllib.parse import urlsplit
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPublicKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -124,7 +125,7 @@ def _pem_str(data: str | bytes) -> str:
     return data.decode("ascii") if isinstance(data, (bytes, bytearray)) else data
 
 
-def load_certs(data: CertLike | Iterable[CertLike] | None) -> list[x509.Certificate]:
+def load_certs(data: CertLike | Iterable[CertLike | Iterable[CertLike]] | None) -> list[x509.Certificate]:
     """Every certificate in ``data``: a PEM string/bytes (bundles allowed), DER bytes, a
     certificate object, a :class:`KeyPair`, or an iterable of those."""
     if data is None:
@@ -190,11 +191,14 @@ def random_serial() -> int:
             return s
 
 
-def _hash_for(key: Any) -> hashes.HashAlgorithm | None:
+def _hash_for(key: Any) -> hashes.SHA256 | hashes.SHA384 | hashes.SHA512 | None:
     if isinstance(key, (ed25519.Ed25519PrivateKey, ed448.Ed448PrivateKey)):
         return None
     if isinstance(key, ec.EllipticCurvePrivateKey):
-        return {384: hashes.SHA384(), 521: hashes.SHA512()}.get(key.curve.key_size, hashes.SHA256())
+        if key.curve.key_size == 384:
+            return hashes.SHA384()
+        if key.curve.key_size == 521:
+            return hashes.SHA512()
     return hashes.SHA256()
 
 
@@ -209,7 +213,9 @@ def _aki(issuer: x509.Certificate) -> x509.AuthorityKeyIdentifier:
         ski = issuer.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
         return x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski)
     except x509.ExtensionNotFound:
-        return x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.public_key())
+        # an issuer's key signs, so it is never one of the key-agreement-only types (X25519, X448)
+        return x509.AuthorityKeyIdentifier.from_issuer_public_key(
+            cast(CertificateIssuerPublicKeyTypes, issuer.public_key()))
 
 
 def _ca_key_usage() -> x509.KeyUsage:

@@ -18,7 +18,7 @@ import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from asn1crypto import algos as a_algos
 from asn1crypto import core as a_core
@@ -27,6 +27,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
 __all__ = ["CsrError", "ParsedCsr", "parse_csr", "build_csr"]
@@ -102,7 +103,7 @@ def _sans_of(c: x509.CertificateSigningRequest) -> list[x509.GeneralName]:
         return []
 
 
-_HASHES = {
+_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
     "md5": hashes.MD5, "sha1": hashes.SHA1, "sha224": hashes.SHA224, "sha256": hashes.SHA256,
     "sha384": hashes.SHA384, "sha512": hashes.SHA512,
     "sha3_224": hashes.SHA3_224, "sha3_256": hashes.SHA3_256, "sha3_384": hashes.SHA3_384,
@@ -258,8 +259,11 @@ def build_csr(
     ``explicit_null_params``: encode the signature algorithm with a NULL parameter, as mbedTLS
     does for ECDSA (same signature, the algorithm identifier is outside the signed part).
     """
+    key: CertificateIssuerPrivateKeyTypes
     if key_pem is not None:
-        key = serialization.load_pem_private_key(key_pem.encode("ascii"), password=None)
+        # a key that cannot sign (X25519, DH...) fails in sign() below
+        key = cast(CertificateIssuerPrivateKeyTypes,
+                   serialization.load_pem_private_key(key_pem.encode("ascii"), password=None))
     elif key_type == "ec":
         key = ec.generate_private_key(ec.SECP256R1())
     elif key_type == "rsa":

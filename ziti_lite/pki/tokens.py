@@ -142,6 +142,7 @@ def verify_enrollment_jwt(
         alg = jwt_alg_for_key(pub)
     except ValueError as e:
         raise TokenError(str(e)) from e
+    assert isinstance(pub, (rsa.RSAPublicKey, ec.EllipticCurvePublicKey))  # the only keys jwt_alg_for_key takes
     if header.get("alg") != alg:
         raise TokenError(f"JWT alg {header.get('alg')!r} does not match the server key ({alg})")
     kid = header.get("kid")

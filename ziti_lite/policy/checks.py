@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from ..integrity import Problem, check
 from . import evaluate, links
-from .model import KINDS, SIDES, Kind, Link, Side, table_exists
+from .model import KINDS, SIDES, Kind, Link, Side
 
 
 def _pairs(store, sql: str, params=()) -> set[tuple]:
@@ -24,8 +24,6 @@ def _pairs(store, sql: str, params=()) -> set[tuple]:
 @check
 def role_attribute_index(store) -> Iterator[Problem]:
     for side in SIDES.values():
-        if not table_exists(store, side.table):
-            continue
         want = _pairs(
             store, f"SELECT j.value, t.id FROM {side.table} t, json_each(t.role_attributes) j WHERE {side.where('t')}"
         )
@@ -75,8 +73,6 @@ def policy_role_index(store) -> Iterator[Problem]:
 def _attribute_sets(store, side: Side) -> tuple[set[str], dict[str, set[str]]]:
     ids: set[str] = set()
     by_attr: dict[str, set[str]] = defaultdict(set)
-    if not table_exists(store, side.table):
-        return ids, by_attr
     for id, attrs in store.conn.execute(f"SELECT t.id, t.role_attributes FROM {side.table} t WHERE {side.where('t')}"):
         ids.add(id)
         for a in json.loads(attrs or "[]"):

@@ -69,7 +69,8 @@ def member_sql(side: Side, roles: list[str], semantic: str) -> tuple[str, list]:
     scope = side.where("e")
     if "all" in want:
         return f"SELECT e.id AS id FROM {side.table} e WHERE {scope}", []
-    parts, params = [], []
+    parts: list[str] = []
+    params: list[str | int] = []
     if ids:
         parts.append(
             f"SELECT e.id AS id FROM {side.table} e WHERE e.id IN (SELECT value FROM json_each(?)) AND {scope}"
@@ -109,7 +110,8 @@ def role_filter_sql(side: Side, values: list[str], semantic: str | None) -> tupl
         raise CouldNotValidate("roleFilter", PREFIX_REASON, bad)
     want, ids = split(values)
     want = sorted(set(want))
-    parts, params = [], []
+    parts: list[str] = []
+    params: list[str | int] = []
     if want:
         sub = (
             "SELECT entity_id FROM entity_role_attributes"

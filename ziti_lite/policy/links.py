@@ -23,9 +23,7 @@ import json
 from .. import clock
 from ..api import crud
 from . import evaluate
-from .model import KINDS, SIDES, SP, Kind, Link, Side, table_exists
-
-NOTHING = ("SELECT NULL AS id WHERE 0", [])
+from .model import KINDS, SIDES, SP, Kind, Link, Side
 
 
 def _roles(text: str | None) -> list[str]:
@@ -130,8 +128,6 @@ def index_policy_roles(store, kind: Kind, row: dict) -> None:
 
 
 def policy_member_sql(store, ln: Link, row: dict) -> tuple[str, list]:
-    if not table_exists(store, ln.side.table):
-        return NOTHING
     return evaluate.member_sql(ln.side, _roles(row[ln.roles]), row["semantic"])
 
 
@@ -191,12 +187,11 @@ def rebuild(store) -> None:
 def _rebuild(store) -> None:
     store.execute("DELETE FROM entity_role_attributes")
     for side in SIDES.values():
-        if table_exists(store, side.table):
-            store.execute(
-                "INSERT OR IGNORE INTO entity_role_attributes (kind, attribute, entity_id)"
-                f" SELECT ?, j.value, t.id FROM {side.table} t, json_each(t.role_attributes) j WHERE {side.where('t')}",
-                (side.name,),
-            )
+        store.execute(
+            "INSERT OR IGNORE INTO entity_role_attributes (kind, attribute, entity_id)"
+            f" SELECT ?, j.value, t.id FROM {side.table} t, json_each(t.role_attributes) j WHERE {side.where('t')}",
+            (side.name,),
+        )
     store.execute("DELETE FROM policy_roles")
     for kind in KINDS.values():
         for ln in kind.links:

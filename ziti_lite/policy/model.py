@@ -100,10 +100,6 @@ KINDS = {k.name: k for k in (SP, ERP, SERP)}
 KIND_BY_RESOURCE = {k.resource: k for k in KINDS.values()}
 
 
-def table_exists(store, table: str) -> bool:
-    return store.value("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)) is not None
-
-
 # ---------------------------------------------------------------- joins across the membership tables
 # identity <-> service through service policies, optionally of one type
 IDENTITY_SERVICES = ("t.id IN (SELECT s.service_id FROM service_policy_identities i"

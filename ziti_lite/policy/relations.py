@@ -10,7 +10,6 @@ restricted by a condition on its rows; an unknown parent id gives an empty list,
 from __future__ import annotations
 
 from ..api import crud
-from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import op
 from ..api.resource import Resource
@@ -45,13 +44,16 @@ def resource(name: str) -> Resource:
 
 def related_list(ctx: Ctx, target: str, where: str, params: list):
     res = resource(target)
-    rows, limit, offset, total = crud.page(ctx, res, where, params)
-    data = [crud.render(ctx, res, r) for r in rows]
-    if res.name == "services":
-        for d in data:  # upstream renders these without an identity context
-            d["permissions"] = None
-            d["config"] = None
-    return env.listing(data, limit, offset, total, res.filterable)
+    if res.name != "services":
+        return crud.list_response(ctx, res, where, params)
+
+    def service(ctx, row: dict) -> dict:
+        out = crud.render(ctx, res, row)
+        out["permissions"] = None  # upstream renders these without an identity context
+        out["config"] = None
+        return out
+
+    return crud.list_response(ctx, res, where, params, render_row=service)
 
 
 def policy_type(ctx: Ctx) -> str | None:

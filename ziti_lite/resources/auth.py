@@ -16,12 +16,13 @@ from .. import clock
 from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
-from ..api.resource import Field, Resource
+from ..api.resource import Field, Resource, derive_patch
+from ..auth.defaults import PRIMARY_DEFAULTS, SECONDARY_DEFAULTS
 from ..db.filters import Symbol
-from ..errors import ApiError, CouldNotValidate, NotFound, ReferencedEntity, field_cause
+from ..errors import ApiError, CouldNotValidate, ReferencedEntity, field_cause
 from ..pki import ca as pki
 from .common import NAME, Body, Tags, check_name, exists
-from .identities import AUTHENTICATORS
+from .identities import AUTHENTICATORS, IDENTITIES
 
 ZERO_TIME = "0001-01-01T00:00:00.000Z"
 
@@ -78,55 +79,6 @@ class AuthPolicyUpdate(AuthPolicyCreate):
     pass
 
 
-# PATCH: every leaf optional; null (or absent) leaves the stored value alone
-class AuthPolicyPrimaryCertPatch(Body):
-    allowed: bool | None = None
-    allow_expired_certs: bool | None = None
-
-
-class AuthPolicyPrimaryExtJwtPatch(Body):
-    allowed: bool | None = None
-    allowed_signers: list[str] | None = None
-
-
-class AuthPolicyPrimaryUpdbPatch(Body):
-    allowed: bool | None = None
-    lockout_duration_minutes: int | None = None
-    max_attempts: int | None = None
-    min_password_length: int | None = None
-    require_mixed_case: bool | None = None
-    require_number_char: bool | None = None
-    require_special_char: bool | None = None
-
-
-class AuthPolicyPrimaryPatch(Body):
-    cert: AuthPolicyPrimaryCertPatch | None = None
-    ext_jwt: AuthPolicyPrimaryExtJwtPatch | None = None
-    updb: AuthPolicyPrimaryUpdbPatch | None = None
-
-
-class AuthPolicySecondaryPatch(Body):
-    require_ext_jwt_signer: str | None = None
-    require_totp: bool | None = None
-
-
-class AuthPolicyPatch(Body):
-    name: str | None = None
-    primary_: AuthPolicyPrimaryPatch | None = msgspec.field(default=None, name="primary")
-    secondary: AuthPolicySecondaryPatch | None = None
-    tags: Tags | None = None
-
-
-# what a policy reads as when a key was never stored (upstream's read defaults)
-PRIMARY_DEFAULTS = {
-    "cert": {"allowed": True, "allowExpiredCerts": True},
-    "extJwt": {"allowed": True, "allowedSigners": []},
-    "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 5, "minPasswordLength": 5,
-             "requireMixedCase": False, "requireNumberChar": False, "requireSpecialChar": False},
-}
-SECONDARY_DEFAULTS = {"requireExtJwtSigner": None, "requireTotp": False}
-
-
 def merge_leaves(base: dict, patch: dict) -> dict:
     """``base`` with the non-null leaves of ``patch`` written over it (nested dicts merged)."""
     out = dict(base)
@@ -156,7 +108,7 @@ def prepare_auth_policy(ctx, values: dict, existing: dict | None) -> None:
     if "primary_" not in values and "secondary" not in values:
         return
     p_in, s_in = values.get("primary_") or {}, values.get("secondary") or {}
-    if patch:  # only the leaves sent (null leaves count as not sent)
+    if patch and existing is not None:  # only the leaves sent (null leaves count as not sent)
         p_in = merge_leaves(load_json(existing["primary_"]), p_in)
         s_in = merge_leaves(load_json(existing["secondary"]), s_in)
     primary, secondary = normalized_policy(p_in, s_in)
@@ -200,7 +152,8 @@ AUTH_POLICIES = Resource(
     name="auth-policies", entity="authPolicy", table="auth_policies",
     fields=(NAME, Field("primary", "json", column="primary_", filterable=False),
             Field("secondary", "json", filterable=False)),
-    create=AuthPolicyCreate, update=AuthPolicyUpdate, patch=AuthPolicyPatch,
+    create=AuthPolicyCreate, update=AuthPolicyUpdate,
+    patch=derive_patch(AuthPolicyUpdate, default=None, nested=True),  # null (or absent) leaves the stored value alone
     extra_symbols={
         "primary.cert.allowed": _json_sym("bool", "primary_", "cert.allowed"),
         "primary.cert.allowExpiredCerts": _json_sym("bool", "primary_", "cert.allowExpiredCerts"),
@@ -302,7 +255,6 @@ def before_delete_signer(ctx, row: dict) -> None:
 
 EXT_JWT_SIGNERS = Resource(
     name="external-jwt-signers", entity="externalJwtSigner", table="external_jwt_signers",
-    unique=("name", "issuer", "kid", "fingerprint"),
     fields=(
         NAME,
         Field("certPem", nullable=True),
@@ -331,29 +283,25 @@ EXT_JWT_SIGNERS = Resource(
     tag="external-jwt-signers", query=("limit", "offset", "filter"))
 async def list_client_signers(ctx):
     """The client API's view: enabled signers only, just what a login UI needs."""
-    rows, limit, offset, total = crud.page(ctx, EXT_JWT_SIGNERS, "t.enabled = 1")
-    data = []
-    for r in rows:
-        item = {"id": r["id"], "createdAt": r["created_at"], "updatedAt": r["updated_at"],
-                "tags": crud.Raw(r["tags"]), "_links": env.links("external-jwt-signers", r["id"]),
-                "name": r["name"], "externalAuthUrl": r["external_auth_url"],
-                "scopes": crud.Raw(r["scopes"]) if r["scopes"] else None}
-        if r["client_id"] is not None:
-            item["clientId"] = r["client_id"]
-        if r["audience"] is not None:
-            item["audience"] = r["audience"]
-        data.append(item)
-    return env.listing(data, limit, offset, total, EXT_JWT_SIGNERS.filterable)
+    return crud.list_response(ctx, EXT_JWT_SIGNERS, "t.enabled = 1", render_row=_client_signer)
+
+
+def _client_signer(ctx, r: dict) -> dict:
+    item = env.base(r, "external-jwt-signers")
+    item.update(name=r["name"], externalAuthUrl=r["external_auth_url"],
+                scopes=crud.Raw(r["scopes"]) if r["scopes"] else None)
+    if r["client_id"] is not None:
+        item["clientId"] = r["client_id"]
+    if r["audience"] is not None:
+        item["audience"] = r["audience"]
+    return item
 
 
 # ================================================================ identity sub-lists
 @op("GET", "/identities/{id}/authenticators", op_id="getIdentityAuthenticators", tag="identities",
     query=("limit", "offset", "filter"))
 async def identity_authenticators(ctx):
-    id = ctx.params["id"]
-    if not exists(ctx.store, "identities", id):
-        raise NotFound("identity", id)
-    return crud.list_response(ctx, AUTHENTICATORS, "t.identity_id = ?", [id])
+    return crud.child_list(ctx, IDENTITIES, AUTHENTICATORS, "identity_id")
 
 
 # ================================================================ controllers

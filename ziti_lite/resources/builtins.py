@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import copy
 
+from ..client.posture_checks import TYPES as POSTURE_TYPES
+
 UINT16 = 65535
 INT32 = 2147483647
 
@@ -254,23 +256,5 @@ CONFIG_TYPES = tuple(
     )
 )
 
-_oses = {
-    "Windows": ["Vista", "7", "8", "10", "2000"],
-    "Linux": ["4.14", "4.19", "5.4", "5.9"],
-    "Android": ["9", "10", "11"],
-    "macOS": ["10.15", "11.0"],
-    "iOS": ["11", "12"],
-}
-
-
-def _os(*names, empty=False):
-    return [{"type": n, "versions": [] if empty else _oses[n]} for n in names]
-
-
-POSTURE_CHECK_TYPES = (
-    ("OS", "Operating System Check", _os("Windows", "Linux", "Android", "macOS", "iOS")),
-    ("PROCESS", "Process Check", _os("Windows", "macOS", "Linux")),
-    ("DOMAIN", "Windows Domain Check", _os("Windows")),
-    ("MAC", "MAC Address Check", _os("Windows", "Linux", "macOS", "Android")),
-    ("PROCESS_MULTI", "Process Multi Check", _os("Windows", "macOS", "Linux", empty=True)),
-)
+# (id, name, operatingSystems) of the posture-check-types rows
+POSTURE_CHECK_TYPES = tuple((t.id, t.name, t.operating_systems()) for t in POSTURE_TYPES.values() if t.name)

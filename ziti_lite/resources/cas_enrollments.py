@@ -13,16 +13,17 @@ from .. import clock
 from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
-from ..api.resource import Field, Resource
+from ..api.resource import Field, Ref, Resource, derive_patch
 from ..auth.certs import server_keypair
 from ..db.filters import Symbol
 from ..enroll.create import new_enrollment
-from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
+from ..errors import ApiError, CouldNotValidate, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca as pki
 from ..pki import tokens
 from .auth import bad_request, blank, load_json, merge_leaves
-from .common import NAME, Body, Tags, check_name, exists, name_of
+from .common import NAME, Body, Tags, check_name, exists
+from .identities import IDENTITIES
 
 # ================================================================ CAs
 Location = Literal["COMMON_NAME", "SAN_URI", "SAN_EMAIL"]
@@ -64,17 +65,6 @@ class CaUpdate(Body):
     tags: Tags | None = None
 
 
-class CaPatch(Body):
-    name: str | None = None
-    is_auto_ca_enrollment_enabled: bool | None = None
-    is_ott_ca_enrollment_enabled: bool | None = None
-    is_auth_enabled: bool | None = None
-    identity_roles: list[str] | None = None
-    identity_name_format: str | None = None
-    external_id_claim: ExternalIdClaim | None = None
-    tags: Tags | None = None
-
-
 def check_identity_roles(store, roles) -> list[str]:
     """CA identity roles become the role attributes of identities it enrolls, so the CLI sends
     plain attributes; entries written as policy roles (``#attr``, ``@id``) are checked as such."""
@@ -108,7 +98,7 @@ def prepare_ca(ctx, values: dict, existing: dict | None) -> None:
     if "external_id_claim" in values:
         claim = values["external_id_claim"]
         if claim is not None:
-            base = (load_json(existing["external_id_claim"]) or {}) if patch else {}
+            base = (load_json(existing["external_id_claim"]) or {}) if patch and existing is not None else {}
             claim = merge_leaves(merge_leaves(CLAIM_DEFAULTS, base), claim)
             if claim["matcher"] == "SCHEME" and claim["location"] != "SAN_URI":
                 raise bad_request("matcher", "scheme matcher can only be used with URI locations", claim["matcher"])
@@ -152,7 +142,7 @@ def before_delete_ca(ctx, row: dict) -> None:
 
 
 CAS = Resource(
-    name="cas", entity="ca", unique=("name", "fingerprint"),
+    name="cas", entity="ca",
     fields=(
         NAME,
         Field("certPem", filterable=False),
@@ -166,35 +156,19 @@ CAS = Resource(
         Field("identityNameFormat", filterable=False),
         Field("externalIdClaim", "json", filterable=False, nullable=True),
     ),
-    create=CaCreate, update=CaUpdate, patch=CaPatch,
+    create=CaCreate, update=CaUpdate, patch=derive_patch(CaUpdate, default=None),
     prepare=prepare_ca, render=render_ca, before_delete=before_delete_ca,
 )
 
 
 # ================================================================ enrollments
-def _ref(store, entity: str, table: str, id: str | None) -> dict | None:
-    if id is None:
-        return None
-    try:
-        name = name_of(store, table, id)
-    except Exception:  # the table of that family may not exist in this build
-        name = None
-    return env.entity_ref(entity, entity, id, name)
-
-
 def render_enrollment(ctx, row: dict, out: dict) -> None:
-    store = ctx.store
-    out["identity"] = _ref(store, "identities", "identities", row["identity_id"])
-    out["edgeRouter"] = _ref(store, "edge-routers", "routers", row["edge_router_id"])
-    out["transitRouter"] = _ref(store, "transit-routers", "routers", row["transit_router_id"])
-    if row["ca_id"] is not None:
-        out["ca"] = _ref(store, "cas", "cas", row["ca_id"])
     for k in [k for k, v in out.items() if v is None or v == ""]:
-        del out[k]
+        del out[k]  # omitempty upstream: an enrollment shows only what its method uses
 
 
 ENROLLMENTS = Resource(
-    name="enrollments", entity="enrollment", unique=("token",),
+    name="enrollments", entity="enrollment",
     fields=(
         Field("method"),
         Field("token"),
@@ -207,6 +181,8 @@ ENROLLMENTS = Resource(
         Field("username", filterable=False),
     ),
     ops=("list", "detail", "delete"),
+    refs=(Ref("identity", "identity_id", "identities"), Ref("edgeRouter", "edge_router_id", "edge-routers", "routers"),
+          Ref("transitRouter", "transit_router_id", "transit-routers", "routers"), Ref("ca", "ca_id", "cas")),
     extra_symbols={"identity": Symbol("string", "t.identity_id"),
                    "edgeRouter": Symbol("string", "t.edge_router_id"),
                    "transitRouter": Symbol("string", "t.transit_router_id")},
@@ -275,10 +251,7 @@ async def refresh_enrollment(ctx):
 @op("GET", "/identities/{id}/enrollments", op_id="getIdentityEnrollments", tag="identities",
     query=("limit", "offset", "filter"))
 async def identity_enrollments(ctx):
-    id = ctx.params["id"]
-    if not exists(ctx.store, "identities", id):
-        raise NotFound("identity", id)
-    return crud.list_response(ctx, ENROLLMENTS, "t.identity_id = ?", [id])
+    return crud.child_list(ctx, IDENTITIES, ENROLLMENTS, "identity_id")
 
 
 RESOURCES = (CAS, ENROLLMENTS)

@@ -12,7 +12,7 @@ from .. import clock
 from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
-from ..api.resource import Field, Resource
+from ..api.resource import Field, Ref, Resource
 from ..auth import passwords
 from ..auth.certs import prepare_cert_authenticator  # certificate checks live with the PKI
 from ..db.filters import Symbol
@@ -182,11 +182,7 @@ def before_delete_identity(ctx, row: dict) -> None:
     if row["is_default_admin"]:
         cause = {"code": "UNHANDLED", "message": "cannot delete the default admin identity"}
         raise ApiError("ENTITY_CAN_NOT_BE_DELETED", cause=cause)
-    if (
-        row["type_id"] == "Router"
-        and ctx.store.value("SELECT 1 FROM sqlite_master WHERE name = 'routers'")
-        and exists(ctx.store, "routers", row["id"])
-    ):
+    if row["type_id"] == "Router" and exists(ctx.store, "routers", row["id"]):
         raise ApiError(
             "ENTITY_CAN_NOT_BE_DELETED",
             cause={"code": "UNHANDLED", "message": "cannot delete a router's identity while the router exists"},
@@ -235,8 +231,11 @@ IDENTITIES = Resource(
         "enrollments",
         "service-configs",
     ),
+    computed=(Field("type", "json"), Field("authPolicy", "json"), Field("authenticators", "json"),
+              Field("enrollment", "json"), Field("disabled", "bool"), Field("isMfaEnabled", "bool"),
+              Field("hasApiSession", "bool"), Field("hasEdgeRouterConnection", "bool"),
+              Field("edgeRouterConnectionStatus")),
     extra_symbols={"type": Symbol("string", "t.type_id"), "disabled": Symbol("bool", DISABLED_SQL)},
-    default_sort="t.id",
     prepare=prepare_identity,
     render=render_identity,
     before_delete=before_delete_identity,
@@ -325,9 +324,6 @@ def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
 
 
 def render_authenticator(ctx, row: dict, out: dict) -> None:
-    out["identity"] = env.entity_ref(
-        "identities", "identities", row["identity_id"], name_of(ctx.store, "identities", row["identity_id"])
-    )
     out["_links"]["identities"] = {"href": f"./identities/{row['identity_id']}"}
     if row["method"] == "updb":
         for k in ("certPem", "fingerprint", "isIssuedByNetwork"):
@@ -345,7 +341,6 @@ def before_delete_authenticator(ctx, row: dict) -> None:
 AUTHENTICATORS = Resource(
     name="authenticators",
     entity="authenticator",
-    unique=("username", "fingerprint"),
     fields=(
         Field("identityId", column="identity_id"),
         Field("method"),
@@ -357,6 +352,7 @@ AUTHENTICATORS = Resource(
         Field("salt", output=False, filterable=False),
         Field("caId", column="ca_id", output=False, filterable=False),
     ),
+    refs=(Ref("identity", "identity_id", "identities"),),
     create=AuthenticatorCreate,
     update=AuthenticatorUpdate,
     prepare=prepare_authenticator,
@@ -367,9 +363,6 @@ AUTHENTICATORS = Resource(
 
 # ---------------------------------------------------------------- API sessions (admin view)
 def render_api_session(ctx, row: dict, out: dict) -> None:
-    out["identity"] = env.entity_ref(
-        "identities", "identities", row["identity_id"], name_of(ctx.store, "identities", row["identity_id"])
-    )
     out["cachedLastActivityAt"] = max(row["last_activity_at"], ctx.ctl.activity.get(row["token"], ""))
     out["authQueries"] = []
 
@@ -378,7 +371,6 @@ API_SESSIONS = Resource(
     name="api-sessions",
     entity="apiSession",
     table="api_sessions",
-    unique=("token",),
     fields=(
         Field("token"),
         Field("identityId", column="identity_id"),
@@ -392,6 +384,8 @@ API_SESSIONS = Resource(
     ),
     ops=("list", "detail", "delete"),
     links=("sessions",),
+    refs=(Ref("identity", "identity_id", "identities"),),
+    computed=(Field("cachedLastActivityAt", "datetime"), Field("authQueries", "json")),
     render=render_api_session,
 )
 

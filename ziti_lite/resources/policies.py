@@ -13,7 +13,7 @@ from ..api.resource import Field, Resource
 from ..db.filters import Symbol
 from ..errors import CouldNotValidate
 from ..policy import evaluate, links
-from ..policy.model import ERP, SERP, SP, Kind, Link, Side, table_exists
+from ..policy.model import ERP, SERP, SP, Kind, Link, Side
 from .common import NAME, Body, Semantic, Tags, check_name
 
 Roles = list[str] | None
@@ -61,15 +61,13 @@ def _check_ids(store, ln: Link, roles: list[str]) -> None:
     _, ids = evaluate.split(roles)
     if not ids:
         return
-    found: set[str] = set()
-    if table_exists(store, ln.side.table):
-        found = set(
-            store.column(
-                f"SELECT t.id FROM {ln.side.table} t"
-                f" WHERE t.id IN (SELECT value FROM json_each(?)) AND {ln.side.where('t')}",
-                (json.dumps(ids),),
-            )
+    found = set(
+        store.column(
+            f"SELECT t.id FROM {ln.side.table} t"
+            f" WHERE t.id IN (SELECT value FROM json_each(?)) AND {ln.side.where('t')}",
+            (json.dumps(ids),),
         )
+    )
     missing = [i for i in ids if i not in found]
     if missing:
         raise CouldNotValidate(ln.wire, f"no {ln.side.entity_type} found with the given ids", missing)
@@ -95,7 +93,7 @@ def named_roles(store, side: Side, roles: list[str]) -> list[dict]:
     """``*RolesDisplay``: ``#x`` as itself, ``@id`` as ``@<name>``; unknown ids are left out."""
     _, ids = evaluate.split(roles)
     names: dict[str, str] = {}
-    if ids and table_exists(store, side.table):
+    if ids:
         names = dict(
             store.conn.execute(
                 f"SELECT t.id, t.name FROM {side.table} t WHERE t.id IN (SELECT value FROM json_each(?))",
@@ -129,10 +127,17 @@ def _role_fields(kind: Kind) -> tuple[Field, ...]:
     return tuple(Field(ln.wire, "set", column=ln.roles) for ln in kind.links)
 
 
+def _display_fields(kind: Kind) -> tuple[Field, ...]:
+    """What ``_renderer`` adds: each role list's ``*Display`` (and an edge router policy's isSystem)."""
+    out = tuple(Field(ln.wire + "Display", "json") for ln in kind.links)
+    return (*out, Field("isSystem", "bool")) if kind is ERP else out
+
+
 def _member_symbols(kind: Kind, sides: tuple[str, ...]) -> dict[str, Symbol]:
     out = {}
     for name, side in zip(("identities", "services"), sides):
         ln = kind.link(side)
+        assert ln is not None
         out[name] = Symbol("set", f"SELECT {ln.column} AS value FROM {ln.table} WHERE policy_id = t.id")
     return out
 
@@ -148,9 +153,9 @@ SERVICE_POLICIES = Resource(
     update=ServicePolicyUpdate,
     links=("services", "identities", "posture-checks"),
     extra_symbols={"type": Symbol("int", POLICY_TYPE_SQL), **_member_symbols(SP, ("identity", "service"))},
-    default_sort="t.id",
     prepare=_preparer(SP),
     render=_renderer(SP),
+    computed=_display_fields(SP),
     after_write=links.after_policy_write(SP),
 )
 
@@ -165,6 +170,7 @@ EDGE_ROUTER_POLICIES = Resource(
     protect_system=True,
     prepare=_preparer(ERP),
     render=_renderer(ERP),
+    computed=_display_fields(ERP),
     after_write=links.after_policy_write(ERP),
 )
 
@@ -178,6 +184,7 @@ SERVICE_EDGE_ROUTER_POLICIES = Resource(
     links=("edge-routers", "services"),
     prepare=_preparer(SERP),
     render=_renderer(SERP),
+    computed=_display_fields(SERP),
     after_write=links.after_policy_write(SERP),
 )
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-import msgspec
-
+from .. import semver
 from ..api.resource import Field, Resource
+from ..client.posture_checks import TYPES, WIRE
 from ..errors import CouldNotValidate
 from .common import NAME, Attributes, Body, Semantic, Tags, check_attributes, check_name
 
@@ -62,51 +62,11 @@ class PostureCheckUpdate(PostureCheckCreate):
     pass
 
 
-# columns of each type, and which of them a create/PUT must carry (non-empty for lists)
-TYPE_COLUMNS = {
-    "OS": ("operating_systems",),
-    "DOMAIN": ("domains",),
-    "MAC": ("mac_addresses",),
-    "PROCESS": ("process",),
-    "PROCESS_MULTI": ("processes", "semantic"),
-    "MFA": ("timeout_seconds", "prompt_on_wake", "prompt_on_unlock", "ignore_legacy_endpoints"),
-}
-REQUIRED = {"OS": ("operating_systems",), "DOMAIN": ("domains",), "MAC": ("mac_addresses",),
-            "PROCESS": ("process",), "PROCESS_MULTI": ("processes", "semantic"), "MFA": ()}
-ALL_TYPE_COLUMNS = tuple(c for cols in TYPE_COLUMNS.values() for c in cols)
-WIRE = {"operating_systems": "operatingSystems", "domains": "domains", "mac_addresses": "macAddresses",
-        "process": "process", "processes": "processes", "semantic": "semantic"}
-
-
-# ---------------------------------------------------------------- version ranges (OS checks)
-_SEMVER = re.compile(
-    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*)?"
-    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?")
-_WILDCARD = re.compile(r"\d+(?:\.\d+)?\.x")
-_OPERATORS = ("", "=", "==", "!=", "!", ">", ">=", "<", "<=")
-
-
-def valid_version_range(text: str) -> bool:
-    """A semver range as upstream's OS check accepts: ``>=10.0.0 <11.0.0 || 12.1.x``."""
-    tokens = re.sub(r"([<>=!]+)\s+", r"\1", text.strip()).split()
-    if not tokens:
-        return False
-    group = 0
-    for tok in tokens:
-        if tok == "||":
-            if group == 0:
-                return False
-            group = 0
-            continue
-        m = re.search(r"\d", tok)
-        if m is None or tok[:m.start()] not in _OPERATORS:
-            return False
-        version = tok[m.start():]
-        if not (_SEMVER.fullmatch(version) or ("x" in version and _WILDCARD.fullmatch(version))):
-            return False
-        group += 1
-    return group > 0
+# ---------------------------------------------------------------- the posture check types
+# one table (``ziti_lite.client.posture_checks.TYPES``): each type's columns, posture-check-types
+# row, render and evaluation
+assert set(TYPES) == set(PostureCheckType.__args__)  # type: ignore[attr-defined]
+ALL_TYPE_COLUMNS = tuple(c for t in TYPES.values() for c in t.columns)
 
 
 # ---------------------------------------------------------------- normalisation
@@ -125,7 +85,7 @@ def _normalise(column: str, value):
         by_type: dict[str, dict] = {}
         for os_ in value:                      # the last entry of a type wins
             for i, v in enumerate(os_["versions"]):
-                if not valid_version_range(v):
+                if not semver.valid_range(v):
                     field = f"operatingSystems[{os_['type']}][{i}]"
                     raise CouldNotValidate(field, f"invalid version for os: [{os_['type']}], version: [{v}]", v)
             by_type[os_["type"]] = {"type": os_["type"], "versions": _str_list(os_["versions"])}
@@ -166,17 +126,17 @@ def prepare_posture_check(ctx, values: dict, existing: dict | None) -> None:
         type_id = existing["type_id"]
     else:
         values["type_id"] = type_id
-    mine = TYPE_COLUMNS[type_id]
+    kind = TYPES[type_id]
     for column in ALL_TYPE_COLUMNS:
-        if column not in mine:
+        if column not in kind.columns:
             values.pop(column, None)           # a row only ever holds its own type's fields
             continue
         value = values.get(column)
         if value is None and patch:
             values.pop(column, None)
             continue
-        wire = WIRE.get(column)
-        if value is None and column in REQUIRED[type_id]:
+        wire = WIRE.get(column, column)
+        if value is None and column in kind.required:
             raise CouldNotValidate(wire, f"{wire} in body is required", None)
         if isinstance(value, list) and not value and wire:
             raise CouldNotValidate(wire, f"{wire} in body should have at least 1 items", value)
@@ -186,22 +146,23 @@ def prepare_posture_check(ctx, values: dict, existing: dict | None) -> None:
             values[key] = []
 
 
-_MFA_FLAGS = (("promptOnWake", "prompt_on_wake"), ("promptOnUnlock", "prompt_on_unlock"),
-              ("ignoreLegacyEndpoints", "ignore_legacy_endpoints"))
-
-
 def render_posture_check(ctx, row: dict, out: dict) -> None:
-    t = row["type_id"]
-    if t == "MFA":
-        out["timeoutSeconds"] = row["timeout_seconds"]
-        for wire, column in _MFA_FLAGS:
-            if row[column]:
-                out[wire] = True               # omitempty upstream: false is left out
-        return
-    for column in TYPE_COLUMNS[t]:
-        text = row[column]
-        out[WIRE[column]] = msgspec.Raw(text) if text is not None and column != "semantic" else text
+    TYPES[row["type_id"]].render(row, out)
 
+
+# the columns of the types: stored, rendered by each type's ``render`` (only the row's own)
+_TYPE_FIELDS = (
+    Field("operatingSystems", "json", output=False, filterable=False),
+    Field("domains", "json", output=False, filterable=False),
+    Field("macAddresses", "json", output=False, filterable=False),
+    Field("process", "json", output=False, filterable=False),
+    Field("processes", "json", output=False, filterable=False),
+    Field("semantic", output=False, filterable=False),
+    Field("timeoutSeconds", "int", output=False, filterable=False),
+    Field("promptOnWake", "bool", output=False),
+    Field("promptOnUnlock", "bool", output=False),
+    Field("ignoreLegacyEndpoints", "bool", output=False, filterable=False),
+)
 
 POSTURE_CHECKS = Resource(
     name="posture-checks", entity="postureCheck", table="posture_checks",
@@ -210,31 +171,20 @@ POSTURE_CHECKS = Resource(
         Field("typeId", filterable=False),
         Field("version", "int", filterable=False),
         Field("roleAttributes", "set", filterable=False),
-        Field("operatingSystems", "json", output=False, filterable=False),
-        Field("domains", "json", output=False, filterable=False),
-        Field("macAddresses", "json", output=False, filterable=False),
-        Field("process", "json", output=False, filterable=False),
-        Field("processes", "json", output=False, filterable=False),
-        Field("semantic", output=False, filterable=False),
-        Field("timeoutSeconds", "int", output=False, filterable=False),
-        Field("promptOnWake", "bool", output=False),
-        Field("promptOnUnlock", "bool", output=False),
-        Field("ignoreLegacyEndpoints", "bool", output=False, filterable=False),
+        *_TYPE_FIELDS,
     ),
+    computed=_TYPE_FIELDS,
     create=PostureCheckCreate, update=PostureCheckUpdate,
     prepare=prepare_posture_check, render=render_posture_check,
 )
 
 
-def render_posture_check_type(ctx, row: dict, out: dict) -> None:
-    # upstream never sets it (null); the spec requires a string, so "" keeps clients' models valid
-    out["version"] = ""
-
-
 POSTURE_CHECK_TYPES = Resource(
     name="posture-check-types", entity="postureCheckType", table="posture_check_types",
     fields=(NAME, Field("operatingSystems", "json", filterable=False)),
-    ops=("list", "detail"), render=render_posture_check_type,
+    ops=("list", "detail"),
+    # upstream never sets version (null); the spec requires a string, so "" keeps clients' models valid
+    constants={"version": ""},
 )
 
 RESOURCES = (POSTURE_CHECK_TYPES, POSTURE_CHECKS)

@@ -17,12 +17,11 @@ import base64
 import binascii
 
 import msgspec
-from msgspec import UNSET, UnsetType
 
 from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
-from ..api.resource import Field, Resource
+from ..api.resource import Field, Ref, Resource
 from ..db.filters import Symbol
 from ..enroll.create import new_enrollment
 from ..errors import ApiError, CouldNotValidate, NotFound
@@ -85,7 +84,7 @@ def _router_written(own: str):
                 new_enrollment(ctx, "erott", edge_router_id=id)
             else:
                 new_enrollment(ctx, "trott", transit_router_id=id)
-        elif values is None:
+        elif values is None and before is not None:  # a delete
             targets = ["routers"] + (["edge-routers"] if before["is_edge"] else [])
             for name in targets:
                 if name != own:
@@ -133,6 +132,9 @@ def render_edge_router(ctx, row: dict, out: dict) -> None:
         _enrollment_fields(ctx.store, "edge_router_id", row["id"], out)
 
 
+# the outstanding enrollment of an unverified router (``_enrollment_fields``)
+_ENROLLMENT_FIELDS = (Field("enrollmentToken"), Field("enrollmentJwt"), Field("enrollmentCreatedAt", "datetime"),
+                      Field("enrollmentExpiresAt", "datetime"))
 _ROUTER_FIELDS = (
     NAME,
     Field("fingerprint", nullable=True),
@@ -158,6 +160,8 @@ EDGE_ROUTERS = Resource(
     ),
     create=EdgeRouterCreate, update=EdgeRouterUpdate,
     links=("edge-router-policies",),
+    computed=(Field("isOnline", "bool"), Field("hostname"), Field("supportedProtocols", "map"), Field("syncStatus"),
+              Field("versionInfo", "json"), *_ENROLLMENT_FIELDS),
     scope="t.is_edge = 1", scope_values={"is_edge": 1},
     # live state: only the embedded router is ever online (db/store.py's zl_router_online)
     extra_symbols={name: Symbol("bool", "zl_router_online(t.id)") for name in ("connected", "online", "isOnline")},
@@ -219,6 +223,7 @@ def _router_resource(name: str, entity: str, patch: type | None = None) -> Resou
     return Resource(
         name=name, entity=entity, table="routers",
         fields=(*_ROUTER_FIELDS, Field("isVerified", "bool", filterable=False), *_CERT_FIELDS),
+        computed=(Field("isOnline", "bool"), *_ENROLLMENT_FIELDS),
         create=RouterCreate, update=RouterUpdate, patch=patch,
         prepare=prepare_router, render=render_router,
         before_delete=before_delete_router, after_write=_router_written(name),
@@ -252,17 +257,6 @@ class TerminatorUpdate(Body):
     tags: Tags | None = None
 
 
-class TerminatorPatch(Body):
-    """Written out (not derived) so the ``service``/``router`` wire names survive."""
-    service_id: str | None | UnsetType = msgspec.field(default=UNSET, name="service")
-    router_id: str | None | UnsetType = msgspec.field(default=UNSET, name="router")
-    binding: str | None | UnsetType = UNSET
-    address: str | None | UnsetType = UNSET
-    cost: Cost | None | UnsetType = UNSET
-    precedence: Precedence | None | UnsetType = UNSET
-    tags: Tags | None | UnsetType = UNSET
-
-
 def prepare_terminator(ctx, values: dict, existing: dict | None) -> None:
     store = ctx.store
     if existing is None:
@@ -287,17 +281,8 @@ def prepare_terminator(ctx, values: dict, existing: dict | None) -> None:
     _defaults(values, {"cost": 0, "precedence": "default"})
 
 
-def render_terminator(ctx, row: dict, out: dict) -> None:
-    store = ctx.store
-    out["service"] = env.entity_ref("services", "services", row["service_id"],
-                                    store.value("SELECT name FROM services WHERE id = ?", (row["service_id"],)))
-    out["router"] = env.entity_ref("transit-routers", "transit-routers", row["router_id"],
-                                   store.value("SELECT name FROM routers WHERE id = ?", (row["router_id"],)))
-    out["dynamicCost"] = 0
-
-
 TERMINATORS = Resource(
-    name="terminators", entity="terminator", unique=(),
+    name="terminators", entity="terminator",
     fields=(
         Field("serviceId", filterable=False),
         Field("routerId", filterable=False),
@@ -309,7 +294,9 @@ TERMINATORS = Resource(
         Field("instanceSecret", output=False, filterable=False),
         Field("hostId", output=False),
     ),
-    create=TerminatorCreate, update=TerminatorUpdate, patch=TerminatorPatch,
+    create=TerminatorCreate, update=TerminatorUpdate,
+    refs=(Ref("service", "service_id", "services"), Ref("router", "router_id", "transit-routers", "routers")),
+    constants={"dynamicCost": 0},
     extra_symbols={
         "instanceId": Symbol("string", "t.instance_id"),
         "service": Symbol("string", "t.service_id"),
@@ -318,7 +305,7 @@ TERMINATORS = Resource(
         "router.name": Symbol("string", "(SELECT r.name FROM routers r WHERE r.id = t.router_id)"),
     },
     protect_system=True,
-    prepare=prepare_terminator, render=render_terminator,
+    prepare=prepare_terminator,
 )
 
 

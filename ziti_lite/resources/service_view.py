@@ -90,16 +90,19 @@ class View:
                 ]
             else:
                 queries = []
+                evaluator = self.evaluator
+                assert evaluator is not None  # has_checks is only true with an identity
                 for p in pols:
-                    items = [(c, self.evaluator.check(c)) for c in checks.get(p["policy_id"], ())]
+                    items = [(c, evaluator.check(c)) for c in checks.get(p["policy_id"], ())]
                     queries.append(
                         {
                             "policyId": p["policy_id"],
                             "policyType": p["type"],
                             "isPassing": all(ok for _, ok in items),
-                            "postureQueries": [posture_checks.query(c, self.evaluator.subject, ok) for c, ok in items],
+                            "postureQueries": [posture_checks.query(c, evaluator.subject, ok) for c, ok in items],
                         }
                     )
+            config: dict | None
             if self.types is None:  # nothing asked for: details show null, lists an empty map
                 config = None if self.detail else {}
             else:
@@ -221,5 +224,5 @@ def install_list_condition() -> None:
             return None
         return " AND ".join(f"({w})" for w, _ in parts), [p for _, ps in parts for p in ps]
 
-    condition._as_identity = True
+    setattr(condition, "_as_identity", True)  # a marker (mypy allows no new attributes on functions)
     crud.LIST_CONDITIONS["services"] = condition

@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 
 from ..api import crud
-from ..api.resource import Field, Resource
+from ..api.resource import Field, Ref, Resource
 from ..errors import CouldNotValidate, NotFound, ReferencedEntity
 from . import service_view
 from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Tags, check_attributes, check_name, exists
@@ -137,28 +137,16 @@ def prepare_config(ctx, values: dict, existing: dict | None) -> None:
         raise CouldNotValidate("type", "invalid config type", type_id)
     values.pop("config_type_id", None) if existing else None
     if "data" in values:
-        validate_config_data(ctx.store, type_id, values["data"])
+        validate_config_data(ctx.store, str(type_id), values["data"])
     if existing is None:
         values["config_type_id"] = type_id
 
 
-def render_config(ctx, row: dict, out: dict) -> None:
-    name = ctx.store.value("SELECT name FROM config_types WHERE id = ?", (row["config_type_id"],))
-    out["configType"] = {
-        "entity": "config-types",
-        "id": row["config_type_id"],
-        "name": name,
-        "_links": {"self": {"href": f"./config-types/{row['config_type_id']}"}},
-    }
-
-
 def before_delete_config(ctx, row: dict) -> None:
-    if ctx.store.value("SELECT 1 FROM sqlite_master WHERE name = 'identity_service_configs'"):
-        ids = ctx.store.column(
-            "SELECT DISTINCT identity_id FROM identity_service_configs WHERE config_id = ?", (row["id"],)
-        )
-        if ids:
-            raise ReferencedEntity("configId", "config", "identity", ids)
+    ids = ctx.store.column("SELECT DISTINCT identity_id FROM identity_service_configs WHERE config_id = ?",
+                           (row["id"],))
+    if ids:
+        raise ReferencedEntity("configId", "config", "identity", ids)
     for sid, configs in ctx.store.conn.execute(
         "SELECT s.id, s.configs FROM services s JOIN service_configs sc ON sc.service_id = s.id WHERE sc.config_id = ?",
         (row["id"],),
@@ -171,11 +159,11 @@ CONFIGS = Resource(
     name="configs",
     entity="config",
     fields=(NAME, Field("configTypeId", column="config_type_id"), Field("data", "json", filterable=False)),
+    refs=(Ref("configType", "config_type_id", "config-types"),),
     create=ConfigCreate,
     update=ConfigUpdate,
     extra_symbols={"type": crud.fq.Symbol("string", "t.config_type_id")},
     prepare=prepare_config,
-    render=render_config,
     before_delete=before_delete_config,
 )
 
@@ -261,6 +249,7 @@ SERVICES = Resource(
     create=ServiceCreate,
     update=ServiceUpdate,
     links=("service-edge-router-policies", "service-policies", "terminators", "configs"),
+    computed=(Field("permissions", "json"), Field("config", "json"), Field("postureQueries", "json")),
     prepare=prepare_service,
     after_write=after_service,
     render=render_service,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ziti_lite.client.semver import compile_range, satisfies
+from ziti_lite.semver import compile_range, satisfies, valid_range
 
 
 @pytest.mark.parametrize("version, rng, ok", [
@@ -33,3 +33,17 @@ def test_satisfies(version, rng, ok):
 @pytest.mark.parametrize("rng", ["", "||", ">=1.0", "~1.2.3", ">=1.0.0 ||", "abc"])
 def test_bad_ranges_do_not_compile(rng):
     assert compile_range(rng) is None
+
+
+@pytest.mark.parametrize("rng, ok", [
+    (">=10.0.0 <11.0.0 || 12.1.x", True),
+    ("1.x", True),
+    ("!= 1.2.3", True),
+    ("1.2.X", False),      # only a lower-case x is a wildcard (upstream's validation)
+    ("1.2.*", False),
+    ("=>1.0.0", False),
+    ("v1.0.0", False),
+    ("", False),
+])
+def test_valid_range_is_what_compiles(rng, ok):
+    assert valid_range(rng) is ok

@@ -5,6 +5,10 @@ is alternatives separated by ``||``, each a space-separated conjunction of compa
 (``>=10.0.0 <11.0.0``); an operator may be separated from its version by spaces. Comparators
 without an operator mean equality; ``x`` wildcards (``1.2.x``, ``1.x``) stand for the interval
 they cover, so ``<=1.2.x`` is ``<1.3.0`` and ``!=1.x`` excludes all of ``1.*``.
+
+The one grammar of both: OS posture checks are validated (``valid_range``) and evaluated
+(``satisfies``) with it, so only what evaluates is stored. Only a lower-case ``x`` is a wildcard,
+as upstream's validation accepts (``X`` and ``*`` used to be understood by evaluation alone).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ _VERSION = re.compile(
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
     r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?")
-_WILDCARD = re.compile(r"(\d+)(?:\.(\d+))?\.[xX*]")
+_WILDCARD = re.compile(r"(\d+)(?:\.(\d+))?\.x")
 _OPS = ("!=", ">=", "<=", "==", "!", ">", "<", "=", "")
 
 Version = tuple  # (major, minor, patch, prerelease parts or None)
@@ -105,3 +109,8 @@ def satisfies(version: str, range_text: str) -> bool:
     v = parse(version)
     pred = compile_range(range_text)
     return v is not None and pred is not None and pred(key(v))
+
+
+def valid_range(text: str) -> bool:
+    """Whether ``text`` is a range of this grammar (what an OS posture check may store)."""
+    return compile_range(text) is not None
