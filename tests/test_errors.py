@@ -72,6 +72,7 @@ def _scan() -> tuple[dict[str, list[str]], list[str]]:
     return raised, problems
 
 
+@pytest.mark.slow
 def test_every_raised_code_is_in_the_catalogue():
     raised, problems = _scan()
     assert not problems, problems
@@ -79,11 +80,13 @@ def test_every_raised_code_is_in_the_catalogue():
     assert not unknown, f"codes raised but not in errors.CATALOGUE: {unknown}"
 
 
+@pytest.mark.slow
 def test_every_catalogue_code_is_raised_somewhere():
     raised, _ = _scan()
     assert set(CATALOGUE) - set(raised) == set(), "catalogue entries nothing raises"
 
 
+@pytest.mark.slow
 def test_the_scan_sees_the_raise_sites():
     raised, _ = _scan()
     assert "ziti_lite/errors.py" in " ".join(raised["NOT_FOUND"])  # the NotFound class
