@@ -16,7 +16,7 @@ import pytest
 
 from tests.test_server import REPO
 
-pytestmark = pytest.mark.slow   # writer threads and subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.checkpointer]   # writer threads and subprocesses, beside a serving app
 
 GUARD = 60.0  # hang guard: the old code never finished at all
 FILL_PAGES = 3000  # ~12 MiB of 4 KiB rows: several of the old 1,000-page steps
