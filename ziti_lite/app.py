@@ -102,9 +102,7 @@ class Controller:
         self.service_change_memory = {}
         self.service_override_sigs = {}
         self.traces = {}
-        self.router = Router()
-        for route in wiring.load().routes:
-            self.router.add(route)
+        self.router = wiring.router()
         self._headers = [(b"server", f"ziti-controller/v{UPSTREAM_VERSION}".encode()),
                          (b"ziti-instance-id", self.instance_id.encode())]
 

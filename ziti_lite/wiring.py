@@ -22,7 +22,7 @@ from types import ModuleType
 
 from .api import ops, routes
 from .api.resource import Resource
-from .api.router import Route
+from .api.router import Route, Router
 
 # (module, what importing it registers), in load order. Resources first: their generic CRUD
 # routes come before the hand-written operations in the route table.
@@ -80,6 +80,16 @@ def load() -> Wiring:
     resources = tuple(r for m in modules for r in getattr(m, "RESOURCES", ()))
     table = [r for res in resources for r in routes.resource_routes(res)] + list(ops.OPS)
     return Wiring(modules, resources, tuple(table))
+
+
+@functools.cache
+def router() -> Router:
+    """The route trie of ``load().routes``, built once per process: every ``Controller`` shares it
+    (nothing adds routes after start)."""
+    trie = Router()
+    for route in load().routes:
+        trie.add(route)
+    return trie
 
 
 def resources() -> tuple[Resource, ...]:
