@@ -86,6 +86,7 @@ class GuardMixin:
     _zl_timer: asyncio.TimerHandle | None = None
     _zl_armed: object = None    # the request cycle current when the deadline was armed
     _zl_waiting_since = 0.0
+    _zl_deadline = 0.0          # loop time at which a connection still waiting is aborted
 
     # what the mixin uses of the uvicorn protocol it is mixed into (declared only, not set here)
     loop: asyncio.AbstractEventLoop
@@ -95,16 +96,21 @@ class GuardMixin:
 
     # -- the request deadline ---------------------------------------------------------------
     def _zl_arm(self) -> None:
-        if self._zl_timer is not None:
-            self._zl_timer.cancel()
+        # the deadline moves with every response, the timer only when it fires early: a
+        # keep-alive client costs no timer cancel and re-schedule per request
         self._zl_armed = self.cycle
-        self._zl_waiting_since = self.loop.time()
-        self._zl_timer = self.loop.call_later(self.limits.idle_timeout, self._zl_expire)
+        now = self._zl_waiting_since = self.loop.time()
+        self._zl_deadline = now + self.limits.idle_timeout
+        if self._zl_timer is None:
+            self._zl_timer = self.loop.call_at(self._zl_deadline, self._zl_expire)
 
     def _zl_expire(self) -> None:
         self._zl_timer = None
-        # a new request head arrived since arming: its own response re-arms the deadline
-        if self.cycle is self._zl_armed and self.transport is not None and not self.transport.is_closing():
+        if self.cycle is not self._zl_armed:
+            return  # a new request head arrived since arming: its own response re-arms the deadline
+        if self.loop.time() < self._zl_deadline:  # re-armed since this timer was set
+            self._zl_timer = self.loop.call_at(self._zl_deadline, self._zl_expire)
+        elif self.transport is not None and not self.transport.is_closing():
             self.transport.abort()
 
     def _zl_waiting(self) -> bool:
