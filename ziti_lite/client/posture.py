@@ -10,7 +10,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -20,10 +21,8 @@ from ..api.context import Ctx
 from ..api.ops import op
 from ..errors import ApiError, CouldNotValidate, NotFound
 from . import changes, posture_checks, sessions
-from .posture_checks import SessionPosture, clean_hex, state
+from .posture_checks import PostureState, SessionPosture, clean_hex, state
 
-TYPES = ("OS", "DOMAIN", "MAC", "PROCESS", "ENDPOINT_STATE")
-REQUIRED = {"OS": ("type", "version"), "DOMAIN": ("domain",), "MAC": ("macAddresses",)}
 STRINGS = ("id", "typeId", "type", "version", "build", "domain", "path", "hash")
 
 
@@ -35,9 +34,10 @@ def _validate(item: Any, index: int | None) -> dict:
         if not isinstance(item.get(key), str) or (key == "typeId" and not item[key]):
             raise CouldNotValidate(f"{key}{where}", f"{key} in body is required", item.get(key))
     t = item["typeId"]
-    if t not in TYPES:
-        raise CouldNotValidate(f"typeId{where}", f"typeId in body should be one of {list(TYPES)}", t)
-    for key in REQUIRED.get(t, ()):
+    kind = RESPONSES.get(t)
+    if kind is None:
+        raise CouldNotValidate(f"typeId{where}", f"typeId in body should be one of {list(RESPONSES)}", t)
+    for key in kind.required:
         if item.get(key) is None:
             raise CouldNotValidate(f"{key}{where}", f"{key} in body is required", None)
     for key in STRINGS:
@@ -53,40 +53,72 @@ def _validate(item: Any, index: int | None) -> dict:
     return item
 
 
+# ---------------------------------------------------------------- what each response type stores
+def _apply_os(st: PostureState, api_session_id: str, item: dict, now: str) -> bool:
+    new = {"type": item["type"], "version": item["version"], "build": item.get("build") or ""}
+    changed = st.os is None or {k: st.os[k] for k in new} != new
+    st.os = {**new, "postureCheckId": item["id"], "lastUpdatedAt": now}
+    return changed
+
+
+def _apply_domain(st: PostureState, api_session_id: str, item: dict, now: str) -> bool:
+    changed = (st.domain or {}).get("domain") != item["domain"]
+    st.domain = {"domain": item["domain"], "postureCheckId": item["id"], "lastUpdatedAt": now}
+    return changed
+
+
+def _apply_mac(st: PostureState, api_session_id: str, item: dict, now: str) -> bool:
+    addresses = [clean_hex(m) for m in item["macAddresses"]]
+    changed = (st.mac or {}).get("addresses") != addresses
+    st.mac = {"addresses": addresses, "postureCheckId": item["id"], "lastUpdatedAt": now}
+    return changed
+
+
+def _apply_process(st: PostureState, api_session_id: str, item: dict, now: str) -> bool:
+    cid = item["id"]
+    resp = {"postureCheckId": cid, "path": item.get("path") or "", "isRunning": bool(item.get("isRunning")),
+            "hash": clean_hex(item.get("hash")),
+            "signerFingerprints": [clean_hex(s) for s in item.get("signerFingerprints") or ()],
+            "lastUpdatedAt": now}
+    old = st.processes.get(cid)
+    changed = old is None or {k: v for k, v in old.items() if k != "lastUpdatedAt"} != \
+        {k: v for k, v in resp.items() if k != "lastUpdatedAt"}
+    st.processes[cid] = resp
+    if resp["path"]:
+        st.by_path[resp["path"]] = resp
+    return changed
+
+
+def _apply_endpoint_state(st: PostureState, api_session_id: str, item: dict, now: str) -> bool:
+    sess = st.sessions.setdefault(api_session_id, SessionPosture())
+    if item.get("woken"):
+        sess.woken_at = now
+    if item.get("unlocked"):
+        sess.unlocked_at = now
+    return bool(item.get("woken") or item.get("unlocked"))
+
+
+class ResponseType(NamedTuple):
+    required: tuple[str, ...]     # fields a response of the type must carry (upstream: 400 without)
+    apply: Callable[[PostureState, str, dict, str], bool]   # store it; True when it changed something
+
+
+# the posture response types an SDK sends, in upstream's order (the checks they answer are
+# posture_checks.TYPES; ENDPOINT_STATE answers the wake/unlock prompts of MFA checks)
+RESPONSES: dict[str, ResponseType] = {
+    "OS": ResponseType(("type", "version"), _apply_os),
+    "DOMAIN": ResponseType(("domain",), _apply_domain),
+    "MAC": ResponseType(("macAddresses",), _apply_mac),
+    "PROCESS": ResponseType((), _apply_process),
+    "ENDPOINT_STATE": ResponseType((), _apply_endpoint_state),
+}
+
+
 def apply(ctl, identity_id: str, api_session_id: str, item: dict) -> bool:
     """Store one response; True when it changed what is known."""
     st = state(ctl, identity_id)
     now = clock.stamp()
-    t, cid = item["typeId"], item["id"]
-    if t == "OS":
-        new = {"type": item["type"], "version": item["version"], "build": item.get("build") or ""}
-        changed = st.os is None or {k: st.os[k] for k in new} != new
-        st.os = {**new, "postureCheckId": cid, "lastUpdatedAt": now}
-    elif t == "DOMAIN":
-        changed = (st.domain or {}).get("domain") != item["domain"]
-        st.domain = {"domain": item["domain"], "postureCheckId": cid, "lastUpdatedAt": now}
-    elif t == "MAC":
-        addresses = [clean_hex(m) for m in item["macAddresses"]]
-        changed = (st.mac or {}).get("addresses") != addresses
-        st.mac = {"addresses": addresses, "postureCheckId": cid, "lastUpdatedAt": now}
-    elif t == "PROCESS":
-        resp = {"postureCheckId": cid, "path": item.get("path") or "", "isRunning": bool(item.get("isRunning")),
-                "hash": clean_hex(item.get("hash")),
-                "signerFingerprints": [clean_hex(s) for s in item.get("signerFingerprints") or ()],
-                "lastUpdatedAt": now}
-        old = st.processes.get(cid)
-        changed = old is None or {k: v for k, v in old.items() if k != "lastUpdatedAt"} != \
-            {k: v for k, v in resp.items() if k != "lastUpdatedAt"}
-        st.processes[cid] = resp
-        if resp["path"]:
-            st.by_path[resp["path"]] = resp
-    else:  # ENDPOINT_STATE
-        sess = st.sessions.setdefault(api_session_id, SessionPosture())
-        changed = bool(item.get("woken") or item.get("unlocked"))
-        if item.get("woken"):
-            sess.woken_at = now
-        if item.get("unlocked"):
-            sess.unlocked_at = now
+    changed = RESPONSES[item["typeId"]].apply(st, api_session_id, item, now)
     if changed:
         st.changed_at = now
     return changed
