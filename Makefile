@@ -21,7 +21,7 @@ serve: install  ## start a controller on $(DB)
 # the tests run with bytecode caching on even where the environment turns it off: compiling and
 # assertion-rewriting every test module again on each run costs ~5 s
 test: install  ## the fast tests: all but the slow (servers, TLS, SDKs, oracles) and interop ones
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not slow and not interop"
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n auto -m "not slow and not interop"
 
 test-all: install  ## every test but the interop ones (what CI runs)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not interop"
