@@ -31,8 +31,10 @@ CHECKS_SQL = (
     " WHERE pc.policy_id IN (SELECT value FROM json_each(?)) ORDER BY c.id")
 
 # edge routers for (identity, service): is_edge routers in both router sets
+# the columns a session's or a service's edge router list shows (client.sessions.edge_router): a
+# router row also holds its certificates, which cost a third of the query to read
 ROUTERS_SQL = (
-    "SELECT t.* FROM routers t WHERE t.is_edge = 1"
+    "SELECT t.id, t.name, t.cost, t.no_traversal, t.disabled FROM routers t WHERE t.is_edge = 1"
     " AND t.id IN (SELECT r.router_id FROM edge_router_policy_identities i"
     "  JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)"
     " AND t.id IN (SELECT r.router_id FROM service_edge_router_policy_services s"
