@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DB ?= net.db
 
-.PHONY: help install serve test test-all interop bench fuzz soak chaos check lint clean
+.PHONY: help install serve test test-slow test-all interop bench fuzz soak chaos check lint clean
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-9s %s\n", $$1, $$2}'
@@ -23,7 +23,10 @@ serve: install  ## start a controller on $(DB)
 test: install  ## the fast tests: all but the slow (servers, TLS, SDKs, oracles) and interop ones
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n auto -m "not slow and not interop"
 
-test-all: install  ## every test but the interop ones (what CI runs)
+test-slow: install  ## the slow tests only (test + test-slow = test-all: what CI runs)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "slow and not interop"
+
+test-all: install  ## every test but the interop ones, in one session
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not interop"
 
 interop: install  ## interop with real SDKs and the ziti CLI built here (needs go and the Go module proxy)
