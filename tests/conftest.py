@@ -12,7 +12,9 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import apsw
 import pytest
@@ -23,6 +25,8 @@ from starlette.testclient import TestClient  # noqa: E402
 from ziti_lite import clock  # noqa: E402
 from ziti_lite.app import create_app  # noqa: E402
 from ziti_lite.config import Settings  # noqa: E402
+
+T = TypeVar("T")
 
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "admin-Passw0rd"
@@ -195,18 +199,24 @@ def delete_default_policies(api) -> None:
             assert api.delete(f"/{collection}/{p['id']}").status_code == 200
 
 
+def derive_template(template: tuple[Path, str], name: str, step: Callable[[Api], T]) -> tuple[Path, T]:
+    """A copy of ``template`` (database file, admin token) named ``name``, changed by ``step``
+    through the API: (the new file, what ``step`` returned). No lifespan, so no threads."""
+    path, token = template
+    made = path.with_name(name)
+    shutil.copy(path, made)
+    app = create_app(Settings(db=str(made), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
+    try:
+        return made, step(Api(TestClient(app), token=token))
+    finally:
+        app.state.controller.store.close()
+
+
 @pytest.fixture(scope="session")
 def bare_template(admin_template) -> tuple[Path, str]:
     """The admin template without the default router policies: (database file, admin token)."""
-    path, token = admin_template
-    bare = path.with_name("bare-template.db")
-    shutil.copy(path, bare)
-    app = create_app(Settings(db=str(bare), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
-    try:
-        delete_default_policies(Api(TestClient(app), token=token))   # no lifespan, as above
-    finally:
-        app.state.controller.store.close()
-    return bare, token
+    bare, _ = derive_template(admin_template, "bare-template.db", delete_default_policies)
+    return bare, admin_template[1]
 
 
 @pytest.fixture

@@ -4,16 +4,12 @@ two granted services (``web`` dialable, ``db`` bindable, each with a config), on
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from starlette.testclient import TestClient
 
-from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, CLIENT, MGMT, Api
-from ziti_lite.app import create_app
-from ziti_lite.config import Settings
+from tests.conftest import CLIENT, MGMT, Api, derive_template
 
 INTERCEPT = "g7cIWbcGg"
 HOST = "NH5p4FpGR"
@@ -80,15 +76,7 @@ def build_network(admin: Api) -> dict:
 @pytest.fixture(scope="session")
 def client_net_template(bare_template) -> tuple[Path, dict]:
     """The bare template with the network built in (once a session): (database file, ids)."""
-    path, token = bare_template
-    made = path.with_name("client-net-template.db")
-    shutil.copy(path, made)
-    app = create_app(Settings(db=str(made), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
-    try:
-        ids = build_network(Api(TestClient(app), token=token))   # no lifespan: no threads
-    finally:
-        app.state.controller.store.close()
-    return made, ids
+    return derive_template(bare_template, "client-net-template.db", build_network)
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def identity_policy(store, identity_id: str) -> tuple[dict, dict] | None:
 @functools.lru_cache(maxsize=256)
 def _parse_rules(primary: str, secondary: str) -> dict:
     """A policy's stored JSON parsed (cached by text, as every login reads it; read-only)."""
-    return {"primary": json.loads(primary), "secondary": json.loads(secondary)}
+    return {"primary": json.loads(primary), "secondary": parse_secondary(secondary)}
 
 
 def is_disabled(ident: dict) -> bool:
