@@ -56,7 +56,7 @@ def start(db: Path, log_path: Path, *extra: str, nofile: int | None = None) -> t
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     log = open(log_path, "ab")
     proc = subprocess.Popen([sys.executable, "-m", "ziti_lite", "serve", "--db", str(db), "--port", str(port),
-                             "--admin-password", PASSWORD, "--edge-port", "0", *extra],
+                             "--admin-password", PASSWORD, "--edge-port", "0", "--ctrl-port", "0", *extra],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=limit, env={**os.environ, "PYTHONPATH": str(ROOT)})
     origin = f"https://127.0.0.1:{port}"

@@ -82,7 +82,7 @@ def free_port() -> int:
 def start_server(db, port: int, log, *extra: str) -> subprocess.Popen:
     """``ziti-lite serve`` on a loopback port, its output going to the open binary file ``log``."""
     return subprocess.Popen([sys.executable, "-m", "ziti_lite", "serve", "--db", str(db), "--port", str(port),
-                             *extra, "--log-level", "warning"],
+                             "--ctrl-port", "0", *extra, "--log-level", "warning"],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 

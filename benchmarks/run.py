@@ -202,7 +202,7 @@ def main() -> None:
             print(f"seeded {s['identities']} identities in {time.perf_counter() - t0:.1f} s ({db})")
 
         pa, pb = free_port(), free_port()
-        ziti = start([sys.executable, "-m", "ziti_lite", "serve", "--db", db, "--host", "127.0.0.1", "--port", str(pa),
+        ziti = start([sys.executable, "-m", "ziti_lite", "serve", "--db", db, "--host", "127.0.0.1", "--port", str(pa), "--ctrl-port", "0",
                       "--admin-password", seeding.ADMIN_PASSWORD, "--log-level", "warning"], tmp / "ziti-lite.log")
         procs.append(ziti)
         base = start([sys.executable, str(HERE / "baseline.py"), "--db", db, "--port", str(pb)], tmp / "baseline.log")

@@ -142,7 +142,8 @@ def test_shutdown_with_an_idle_keep_alive_client_is_fast_and_checkpoints(tmp_pat
 
 def test_a_second_server_on_the_same_database_refuses_to_start(server, tmp_path):
     db = server.proc.args[server.proc.args.index("--db") + 1]
-    second = subprocess.run([sys.executable, "-m", "ziti_lite", "serve", "--db", db, "--port", "0"],
+    second = subprocess.run([sys.executable, "-m", "ziti_lite", "serve", "--db", db, "--port", "0",
+                             "--ctrl-port", "0"],
                             cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)},
                             capture_output=True, text=True, timeout=GUARD)
     assert second.returncode != 0

@@ -41,7 +41,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # hand-written operations and hooks over the resources
     ("operations", ("ziti_lite.api.*", "ziti_lite.enroll.complete", "ziti_lite.policy.*", "ziti_lite.client.*")),
     ("wiring", ("ziti_lite.wiring",)),
-    ("edge router", ("ziti_lite.edge", "ziti_lite.edge.*")),
+    # the routers: the embedded edge router, and the control channel of real routers (which
+    # shares its checks, wire format and terminator strategy)
+    ("routers", ("ziti_lite.edge", "ziti_lite.edge.*", "ziti_lite.ctrl", "ziti_lite.ctrl.*")),
     ("controller", ("ziti_lite.bootstrap", "ziti_lite.app")),
     ("entry points", ("ziti_lite.server", "ziti_lite.cli", "ziti_lite.exchange", "ziti_lite.testing",
                       "ziti_lite.__main__")),

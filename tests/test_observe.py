@@ -169,6 +169,7 @@ def test_every_serve_option_from_the_environment(tmp_path, spa_dir):
         "ZITI_LITE_EDGE_PORT": str(edge_port),
         "ZITI_LITE_ROUTER_NAME": "env-router",
         "ZITI_LITE_ZAC": str(spa_dir),
+        "ZITI_LITE_CTRL_PORT": "0",
         "ZITI_LITE_LOG_LEVEL": "INFO",
         "ZITI_LITE_LOG_FORMAT": "json",
     }

@@ -49,7 +49,7 @@ class Server:
             environment.pop("ZITI_LITE_ADMIN_PASSWORD", None)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ziti_lite", "serve", "--db", str(db), "--port", str(self.port),
-             "--edge-port", str(self.edge_port), *extra],
+             "--edge-port", str(self.edge_port), "--ctrl-port", "0", *extra],
             cwd=str(REPO), env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
         self._readers = [threading.Thread(target=self._read, args=(s,), daemon=True)

@@ -87,7 +87,8 @@ def test_console_from_environment_and_absent_without_it(spa, ziti_lite_template,
 
 def test_zac_dir_without_index_is_refused(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "ziti_lite", "serve", "--db", str(tmp_path / "x.db"), "--zac", str(tmp_path)],
+        [sys.executable, "-m", "ziti_lite", "serve", "--db", str(tmp_path / "x.db"), "--zac", str(tmp_path),
+         "--ctrl-port", "0"],
         capture_output=True,
         text=True,
         timeout=60,

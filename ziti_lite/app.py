@@ -23,13 +23,14 @@ from starlette.requests import Request
 from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
-from . import UPSTREAM_VERSION, bootstrap, clock, edge, wiring
+from . import UPSTREAM_VERSION, bootstrap, clock, ctrl, edge, wiring
 from .api import envelope as env
 from .api.context import Ctx, not_parsable
 from .api.router import AuthLevel, Router
 from .auth import sessions
 from .client.posture_checks import PostureState
 from .config import Settings
+from .ctrl.server import CtrlServer
 from .db.checkpoint import Checkpointer
 from .db.store import Store
 from .edge.router import EdgeRouter
@@ -58,6 +59,7 @@ class Controller:
 
     __slots__ = ("settings", "store", "activity", "state", "instance_id", "router", "jobs", "checkpointer",
                  "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "periodic",
+                 "ctrl_ssl_context", "ctrl_sock", "ctrl_server",
                  "session_rows", "extjwt_keys", "posture_states", "service_change_memory", "service_override_sigs",
                  "traces", "_headers")
 
@@ -74,6 +76,9 @@ class Controller:
     edge_sock: socket.socket | None         # a pre-bound socket for the edge router (tests)
     edge_router: EdgeRouter | None          # while the embedded router runs (edge.start/stop)
     router_states: dict[str, dict]          # router id -> live state shown by the API
+    ctrl_ssl_context: ssl.SSLContext | None  # real routers' control channel (server.build sets it)
+    ctrl_sock: socket.socket | None         # a pre-bound socket for the control channel (tests)
+    ctrl_server: CtrlServer | None          # while the control channel listens (ctrl.start/stop)
     periodic: list[Callable[[Controller], object]]  # run by the janitor every few seconds (client.sessions)
     session_rows: tuple[tuple[int, int], dict[str, Any]] | None  # the session lookup cache (auth.sessions)
     extjwt_keys: dict[str, Any]             # JWKS keys of ext-jwt signers (auth.extjwt)
@@ -95,6 +100,9 @@ class Controller:
         self.edge_sock = None
         self.edge_router = None
         self.router_states = {}
+        self.ctrl_ssl_context = None
+        self.ctrl_sock = None
+        self.ctrl_server = None
         self.periodic = []
         self.session_rows = None
         self.extjwt_keys = {}
@@ -232,9 +240,11 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
             checkpointer.start()
         task = asyncio.create_task(_janitor(ctl))
         await edge.start(ctl)
+        await ctrl.start(ctl)
         try:
             yield
         finally:
+            await ctrl.stop(ctl)
             await edge.stop(ctl)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -49,6 +49,22 @@ def cli() -> None:
     help="name of the embedded edge router",
 )
 @click.option(
+    "--ctrl-port",
+    default=6262,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    envvar="ZITI_LITE_CTRL_PORT",
+    help="TLS port of the control channel real OpenZiti routers connect to (0: none)",
+)
+@click.option(
+    "--ctrl-heartbeat-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(1.0, 3600.0),
+    envvar="ZITI_LITE_CTRL_HEARTBEAT_TIMEOUT",
+    help="seconds a router may leave the controller's heartbeats unanswered before it is offline",
+)
+@click.option(
     "--zac",
     default=None,
     envvar="ZITI_LITE_ZAC",
@@ -102,6 +118,8 @@ def serve(
     admin_password,
     edge_port,
     router_name,
+    ctrl_port,
+    ctrl_heartbeat_timeout,
     zac,
     log_level,
     log_format,
@@ -132,6 +150,8 @@ def serve(
             admin_password=admin_password,
             edge_port=edge_port,
             router_name=router_name,
+            ctrl_port=ctrl_port,
+            ctrl_heartbeat_timeout=ctrl_heartbeat_timeout,
             zac=zac,
             log_format=log_format,
             idle_timeout=idle_timeout,

@@ -131,6 +131,23 @@ class Metrics:
             )
             out.append(f'ziti_lite_edge_router_bytes_total{{direction="in"}} {stats["bytes_in"]}')
             out.append(f'ziti_lite_edge_router_bytes_total{{direction="out"}} {stats["bytes_out"]}')
+        ctrl = ctl.ctrl_server
+        family("ziti_lite_ctrl_up", "gauge", "1 while the control channel for real routers listens")
+        out.append(f"ziti_lite_ctrl_up {int(ctrl is not None)}")
+        if ctrl is not None:
+            stats = ctrl.stats()
+            for key, kind, help in (
+                ("routers", "gauge", "real routers online (connected and past their hello)"),
+                ("channels", "gauge", "open control-channel connections, accepted or not yet"),
+                ("circuits", "gauge", "live circuits through real routers"),
+                ("circuits_total", "counter", "circuits through real routers since start"),
+                ("refused", "counter", "control-channel connections refused since start"),
+            ):
+                name = "ziti_lite_ctrl_refused_total" if key == "refused" else f"ziti_lite_ctrl_{key}"
+                family(name, kind, help)
+                out.append(f"{name} {stats[key]}")
+        family("ziti_lite_edge_routers_online", "gauge", "edge routers online: the embedded one and real ones")
+        out.append(f"ziti_lite_edge_routers_online {len(ctl.store.online_routers)}")
         return "\n".join(out) + "\n"
 
 
@@ -168,10 +185,20 @@ class Health:
             raise RuntimeError("the embedded edge router is not listening")
         return f"listening on {router.url}, {len(router.channels)} channel(s)"
 
+    def _ctrl(self, ctl) -> str:
+        ctrl = ctl.ctrl_server
+        if ctrl is None or ctrl.server is None or not ctrl.server.is_serving():
+            raise RuntimeError("the control channel is not listening")
+        online = sorted(ch.name or rid for rid, ch in ctrl.routers.items() if ch.ready)
+        return f"listening on {ctrl.address}, {len(online)} router(s) online" + (f": {', '.join(online)}" if online
+                                                                                   else "")
+
     def run(self, ctl, short: bool) -> dict:
         checks = [("sqlite.read", self._db)]
         if ctl.settings.edge_port or ctl.edge_sock is not None:
             checks.append(("edge-router", self._router))
+        if ctl.settings.ctrl_port or ctl.ctrl_sock is not None:
+            checks.append(("ctrl.listener", self._ctrl))
         results = []
         for id, fn in checks:
             start = time.time()

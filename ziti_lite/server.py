@@ -32,7 +32,8 @@ X509_V_FLAG_PARTIAL_CHAIN = 0x80000
 X509_V_FLAG_NO_CHECK_TIME = 0x200000
 
 
-def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLContext:
+def _server_side(state: dict) -> ssl.SSLContext:
+    """A TLS 1.2+ server context presenting the controller's server certificate and its chain."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     with tempfile.TemporaryDirectory(prefix="ziti-lite-") as d:
@@ -45,6 +46,24 @@ def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLConte
         with open(cert, "w") as f:
             f.write(state["server_cert"] + state["signer_cert"])
         ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def ctrl_ssl_context(state: dict) -> ssl.SSLContext:
+    """The routers' control channel. Routers' certificates are the controller's to check: any
+    chain passes the handshake and ``ctrl/channel.py`` verifies it against the controller's own
+    CAs, with validity dates, so a refusal is logged with its reason; where the callback cannot
+    be installed, OpenSSL requires a certificate verifying against those CAs itself."""
+    ctx = _server_side(state)
+    ctx.set_alpn_protocols(["ziti-ctrl"])
+    if not tls.accept_any_client_chain(ctx):
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(cadata=state["signer_cert"] + state["root_cert"])
+    return ctx
+
+
+def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLContext:
+    ctx = _server_side(state)
     if tls.accept_any_client_chain(ctx):
         return ctx
     ctx.load_verify_locations(cadata=state["signer_cert"] + state["root_cert"])
@@ -72,6 +91,7 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
     # upstream's edge listener offers (SDKs that send none are served as well)
     ctl.edge_ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
     ctl.edge_ssl_context.set_alpn_protocols(["ziti-edge"])
+    ctl.ctrl_ssl_context = ctrl_ssl_context(ctl.state)
     limits = connections.Limits(settings.idle_timeout, settings.handshake_timeout, settings.max_connections)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, **logging_config,
                             lifespan="on", server_header=False, date_header=True, access_log=False,
@@ -99,6 +119,8 @@ def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None
         if settings.edge_port:
             say(f"ziti-lite: embedded edge router '{settings.router_name}' on tls://{settings.public_host}:"
                 f"{settings.edge_port}")
+        if settings.ctrl_port:
+            say(f"ziti-lite: router control channel on tls:{settings.public_host}:{settings.ctrl_port}")
         sys.stdout.flush()
         # what start-up made (imports, schema, PKI) lives as long as the process: keep it out of
         # the collector's full passes, which otherwise stalled the loop 60-125 ms (benchmarks/)

@@ -243,6 +243,7 @@ class Controller:
     ca_file: str
     proc: subprocess.Popen
     tmp: str
+    ctrl_port: int = 0               # the control channel for real routers (start(ctrl=True))
     lines: list[str] = field(default_factory=list)
     _client: Management | None = None
 
@@ -281,12 +282,14 @@ def start(
     admin_user: str = ADMIN_USER,
     edge: bool = True,
     extra: tuple[str, ...] = (),
+    ctrl: bool = False,
     env: dict[str, str] | None = None,
 ) -> Controller:
     """Start ``ziti-lite serve`` on ``db`` (an existing controller database, e.g. a copy of a
     template) on free loopback ports and wait until it answers. ``admin_user``/``admin_password``
     are the credentials the database's admin already has (for ``Controller.client``); ``extra``
-    are more ``serve`` options, ``env`` more environment (inherited ZITI_LITE_* are dropped)."""
+    are more ``serve`` options, ``env`` more environment (inherited ZITI_LITE_* are dropped);
+    ``ctrl`` opens the control channel for real routers on a free port too."""
     db = str(db)
     ca = ca_bundle(db)
     tmp = tempfile.mkdtemp(prefix="ziti-lite-")
@@ -298,7 +301,7 @@ def start(
         **(env or {}),
     }
     for attempt in range(3):  # a free port may be taken before the server binds it: try others
-        port, edge_port = free_port(), (free_port() if edge else 0)
+        port, edge_port, ctrl_port = free_port(), (free_port() if edge else 0), (free_port() if ctrl else 0)
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -313,6 +316,8 @@ def start(
                 str(port),
                 "--edge-port",
                 str(edge_port),  # no admin options: they only apply to a new file
+                "--ctrl-port",
+                str(ctrl_port),
                 "--log-level",
                 "warning",
                 *extra,
@@ -323,7 +328,8 @@ def start(
             text=True,
         )
         ctl = Controller(
-            f"https://127.0.0.1:{port}", port, edge_port, db, admin_user, admin_password, ca, ca_file, proc, tmp
+            f"https://127.0.0.1:{port}", port, edge_port, db, admin_user, admin_password, ca, ca_file, proc, tmp,
+            ctrl_port,
         )
         threading.Thread(target=_collect_output, args=(ctl,), daemon=True).start()
         if _wait_ready(ctl):

@@ -67,6 +67,11 @@ def _chain_der(ssl_object: Any) -> list[bytes]:
     return out if leaf else []
 
 
+def client_chain(transport: Any) -> list[bytes]:
+    """DER of the certificates the peer of an asyncio TLS transport sent, leaf first."""
+    return _chain_der(transport.get_extra_info("ssl_object"))
+
+
 def _pem(der: bytes) -> str:
     return ssl.DER_cert_to_PEM_cert(der)
 

@@ -209,6 +209,9 @@ class LiveApi:
     def delete(self, path, **kw):
         return self.request("DELETE", path, **kw)
 
+    def patch(self, path, **kw):
+        return self.request("PATCH", path, **kw)
+
     def create(self, collection, body) -> str:
         r = self.post(f"/{collection}", json=body)
         assert r.status_code == 201, r.text
@@ -223,10 +226,11 @@ def _bundle_from_well_known(url: str) -> str:
 
 
 @contextlib.contextmanager
-def running(template_db, tmp, edge: bool = False, db=None, **extra):
+def running(template_db, tmp, edge: bool = False, db=None, ctrl: bool = False, **extra):
     """A real ziti-lite (uvicorn in a thread, loopback ports) on a copy of the template database
     (or on ``db`` as it is); with ``edge`` its embedded edge router listens too (on
-    ``handle.ctl.edge_router.port``). ``extra``: further settings."""
+    ``handle.ctl.edge_router.port``), with ``ctrl`` the control channel for real routers (on
+    ``handle.ctl.ctrl_server.port``). ``extra``: further settings."""
     from ziti_lite.server import build
     if db is None:
         db = tmp / "live.db"
@@ -238,6 +242,8 @@ def running(template_db, tmp, edge: bool = False, db=None, **extra):
     server = build(settings, log_level="warning")
     if edge:
         server.controller.edge_sock = _loopback_socket()
+    if ctrl:
+        server.controller.ctrl_sock = _loopback_socket()
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -297,7 +297,11 @@ async def delete_session(ctx: Ctx):
 
 @op("GET", "/sessions/{id}/route-path", op_id="detailSessionRoutePath", tag="sessions")
 async def session_route_path(ctx: Ctx):
-    # router ids of the session's live circuits: the embedded router, when one runs under it
-    router = ctx.ctl.edge_router
+    # router ids of the session's live circuits: the embedded router, when one runs under it,
+    # and the real routers whose circuits run under it (ctrl/circuits.py)
+    router, ctrl = ctx.ctl.edge_router, ctx.ctl.ctrl_server
     row = _get(ctx, ctx.params["id"])
-    return env.ok({"routePath": [router.router_id] if router is not None and router.carries(row["id"]) else []})
+    path = [router.router_id] if router is not None and router.carries(row["id"]) else []
+    if ctrl is not None:
+        path += ctrl.circuits.carrying(row["id"])
+    return env.ok({"routePath": path})

@@ -100,6 +100,10 @@ def session(ctl, token: str, kind: str, api_session_id: str, router_id: str) -> 
         return None, WRONG_TYPE
     if not allowed(ctl.store, row["identity_id"], row["service_id"], router_id, kind):
         return None, WRONG_ROUTER
+    return _session(row), ""
+
+
+def _session(row: dict) -> Session:
     costs = json.loads(row["service_hosting_costs"] or "{}")
     precedences = json.loads(row["service_hosting_precedences"] or "{}")
     sid = row["service_id"]
@@ -108,7 +112,30 @@ def session(ctl, token: str, kind: str, api_session_id: str, router_id: str) -> 
         sid, row["service_name"], bool(row["encryption_required"]), row["terminator_strategy"] or "smartrouting",
         int(costs.get(sid, row["default_hosting_cost"]) or 0),
         str(precedences.get(sid, row["default_hosting_precedence"]) or "default"),
-    ), ""
+    )
+
+
+# the edge error codes a controller answers a router with (header 1014), by error text
+ERROR_CODES = {INVALID_API_SESSION: 2, INVALID_SESSION: 3, WRONG_TYPE: 4, WRONG_ROUTER: 5, INVALID_SERVICE: 6,
+               ENCRYPTION_MISSING: 11}
+
+
+def router_session(ctl, token: str, kind: str, fingerprints: list[str], router_id: str) -> tuple[Session | None, str]:
+    """The session a real router presents for a Bind or Dial, checked as upstream's controller
+    checks it (create_terminator / create_circuit): it exists, is of ``kind``, one of the
+    client's certificate ``fingerprints`` belongs to its identity or API session, and the
+    policies let the identity use this router for the service. Else (None, error text)."""
+    row = ctl.store.one(_SESSION, (token,)) if token else None
+    if row is None:
+        return None, INVALID_SESSION
+    if row["type"] != kind:
+        return None, WRONG_TYPE
+    store = ctl.store
+    if not any(store.value(_CERT_OWNER, (row["identity_id"], fp, row["api_session_id"], fp)) for fp in fingerprints):
+        return None, INVALID_API_SESSION
+    if not allowed(store, row["identity_id"], row["service_id"], router_id, kind):
+        return None, WRONG_ROUTER
+    return _session(row), ""
 
 
 def allowed(store, identity_id: str, service_id: str, router_id: str, kind: str) -> bool:

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import logging
 import platform
-import random
 import ssl
 import time
 import uuid
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 
 from .. import __version__, clock
 from ..config import url_host
-from . import checks, wire
+from . import checks, strategy, wire
 from .channel import STALL_SECONDS, Channel, Conn
 from .wire import Content, H, Message
 
@@ -42,7 +41,7 @@ DIAL_BUDGET = 8.0             # all hosts tried for one Connect: below the SDK's
 RECONCILE_SECONDS = 0.5
 MAX_CONNS_PER_CHANNEL = 16384
 ROUTER_ID_BASE = 1 << 31      # router-assigned connection ids: 0x80000000 up, per channel
-PRECEDENCE_RANK = {"required": 0, "default": 1, "failed": 2}
+PRECEDENCE_RANK = strategy.PRECEDENCE_RANK
 UPSTREAM_VERSION = "v1.3.3"
 
 
@@ -353,22 +352,8 @@ class EdgeRouter:
             terms = [t for t in terms if t.instance_id == want]
         if not terms:
             return []
-        strategy = terms[0].session.terminator_strategy
-        groups: dict[int, list[Terminator]] = {}
-        for t in terms:
-            groups.setdefault(PRECEDENCE_RANK.get(t.precedence, 1), []).append(t)
-        out: list[Terminator] = []
-        for rank in sorted(groups):
-            group = groups[rank]
-            random.shuffle(group)   # equal costs share the load
-            if strategy == "random":
-                pass
-            elif strategy == "weighted":
-                group.sort(key=lambda t: random.random() ** (1.0 / (1.0 / (1 + t.cost + t.failures))))
-            else:  # smartrouting, ha and unknown strategies: lowest effective cost first
-                group.sort(key=lambda t: t.cost + t.failures)
-            out.extend(group)
-        return out
+        return strategy.order(terms, terms[0].session.terminator_strategy, lambda t: t.precedence,
+                              lambda t: t.cost + t.failures)
 
     async def _dial(self, ch: Channel, m: Message, cid: int, sess: checks.Session,
                     candidates: list[Terminator], pending: PendingDial) -> None:

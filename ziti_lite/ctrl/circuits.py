@@ -1,0 +1,236 @@
+"""Circuits through real routers: the dial's checks, the terminator choice, Route and its result.
+
+When an SDK dials a service through a real router, the router asks for a circuit
+(``CreateCircuitV2``, or V1 in protobuf). The controller makes the checks the embedded router
+makes before a dial (the Dial session, a certificate of its API session, the policies for this
+router, the public key an encrypted service needs), picks among the service's terminators on
+that router (instance id, precedence, then the service's strategy over cost and recent
+failures: ``edge/strategy.py``) and sends ``Route`` (a one-hop path: ingress to egress and back,
+the egress dialing the terminator's address with the dialer's peer data). A failed
+``RouteResult`` penalises the terminator (an invalid one is deleted, as upstream does) and the
+next is tried, up to three attempts in the route timeout; the answer to the router carries the
+ingress address and the peer data (the host's public key) or upstream's error text and code.
+
+A circuit ends when either end faults: it is forgotten and ``Unroute`` goes to the router, else
+the router's forwarder keeps it. Circuit ids a router confirms that the controller does not know
+are unrouted at once. Terminators on other routers need router-to-router links to be reached,
+which ziti-lite does not make yet: such a dial fails as a dial with no terminator does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..edge import checks, strategy
+from ..edge.wire import H as WH
+from ..edge.wire import Message
+from . import messages, pb
+from .messages import C, H
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .channel import RouterChannel
+    from .server import CtrlServer
+
+log = logging.getLogger("ziti_lite.ctrl")
+
+ROUTE_TIMEOUT = 10.0          # all attempts of one circuit (upstream's route timeout)
+ATTEMPTS = 3
+PUBLIC_KEY = WH.PUBLIC_KEY    # peer data key of the end-to-end encryption public key (1003)
+INTERNAL = 1                  # edge error code for errors that are not the caller's
+
+
+@dataclass(slots=True)
+class Circuit:
+    id: str
+    router_id: str
+    session_id: str
+    service_id: str
+    terminator_id: str
+    ingress_id: str
+    created: float
+
+
+class Failed(Exception):
+    def __init__(self, text: str, code: int = INTERNAL):
+        super().__init__(text)
+        self.code = code
+
+
+class Circuits:
+    def __init__(self, server: CtrlServer):
+        self.server = server
+        self.live: dict[str, Circuit] = {}
+        self.created = 0
+        self.tasks: set[asyncio.Task] = set()
+
+    def handlers(self) -> dict:
+        return {C.CREATE_CIRCUIT_V2: self._create_v2, C.CREATE_CIRCUIT: self._create_v1, C.FAULT: self._fault,
+                C.CIRCUIT_CONFIRMATION: self._confirmation, C.ROUTE_RESULT: self._late_result}
+
+    def tick(self) -> None:
+        pass
+
+    def router_lost(self, router_id: str) -> None:
+        for cid in [c.id for c in self.live.values() if c.router_id == router_id]:
+            del self.live[cid]
+
+    def carrying(self, session_id: str) -> list[str]:
+        """Routers of the live circuits of a session (``/sessions/{id}/route-path``)."""
+        return sorted({c.router_id for c in self.live.values() if c.session_id == session_id})
+
+    # ------------------------------------------------------------------ requests
+    def _create_v2(self, ch: RouterChannel, m: Message) -> None:
+        try:
+            req = {"sessionToken": m.text(H.CIRCUIT_SESSION_TOKEN),
+                   "apiSessionToken": m.text(H.CIRCUIT_API_SESSION_TOKEN),
+                   "fingerprints": messages.decode_strings(m.headers.get(H.CIRCUIT_FINGERPRINTS)),
+                   "terminatorInstanceId": m.text(H.CIRCUIT_INSTANCE_ID),
+                   "peerData": messages.decode_u32_map(m.headers.get(H.CIRCUIT_PEER_DATA))}
+        except ValueError as e:
+            log.warning("router %s: malformed CreateCircuitV2 (%s)", ch.label, e)
+            return self._error(ch, m, f"malformed request: {e}", INTERNAL)
+        self._spawn(ch, m, req, v2=True)
+
+    def _create_v1(self, ch: RouterChannel, m: Message) -> None:
+        self._spawn(ch, m, pb.decode(messages.CREATE_CIRCUIT, m.body), v2=False)
+
+    def _spawn(self, ch: RouterChannel, m: Message, req: dict, v2: bool) -> None:
+        task = asyncio.create_task(self._create(ch, m, req, v2))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _create(self, ch: RouterChannel, m: Message, req: dict, v2: bool) -> None:
+        try:
+            circuit, peer_data = await self.create(ch, req)
+        except Failed as e:
+            log.info("router %s: circuit refused: %s", ch.label, e)
+            return self._error(ch, m, str(e), e.code)
+        except Exception:
+            log.exception("router %s: circuit creation", ch.label)
+            return self._error(ch, m, "internal error creating the circuit", INTERNAL)
+        tags = {"serviceId": circuit.service_id, "clientId": req["_identity"], "hostId": req["_host"]}
+        if v2:
+            ch.reply(m, C.CREATE_CIRCUIT_V2_RESPONSE, {
+                H.CIRCUIT_ID: circuit.id.encode(), H.CIRCUIT_ADDRESS: circuit.ingress_id.encode(),
+                H.CIRCUIT_PEER_DATA: messages.encode_u32_map(peer_data),
+                H.CIRCUIT_TAGS: messages.encode_string_map(tags)})
+        else:
+            ch.reply(m, C.CREATE_CIRCUIT_RESPONSE, {}, pb.encode(messages.CREATE_CIRCUIT_RESPONSE, {
+                "circuitId": circuit.id, "address": circuit.ingress_id, "peerData": peer_data, "tags": tags}))
+
+    def _error(self, ch: RouterChannel, m: Message, text: str, code: int) -> None:
+        ch.reply(m, C.ERROR, {H.ERROR_CODE: code.to_bytes(4, "little")}, text.encode())
+
+    async def create(self, ch: RouterChannel, req: dict) -> tuple[Circuit, dict[int, bytes]]:
+        srv = self.server
+        rid = ch.router_id
+        assert rid is not None
+        sess, err = checks.router_session(srv.ctl, req["sessionToken"], "Dial", req["fingerprints"], rid)
+        if sess is None:
+            raise Failed(err, checks.ERROR_CODES.get(err, INTERNAL))
+        srv.sync.used(ch, sess)
+        peer_in = req["peerData"]
+        if sess.encryption_required and not peer_in.get(PUBLIC_KEY):
+            raise Failed(checks.ENCRYPTION_MISSING, checks.ERROR_CODES[checks.ENCRYPTION_MISSING])
+        req["_identity"] = sess.identity_id
+        instance = req["terminatorInstanceId"]
+        terms = self._candidates(rid, sess, instance)
+        if not terms:
+            suffix = f" for instanceId {instance}" if instance else ""
+            raise Failed(f"service {sess.service_id} has no terminators{suffix}")
+        cid = uuid.uuid4().hex
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ROUTE_TIMEOUT
+        failures = srv.terminators.failures
+        reason = f"service {sess.service_id} has no terminators that accepted the dial"
+        for attempt, term in enumerate(terms[:ATTEMPTS]):
+            left = deadline - loop.time()
+            if left <= 0.05 or ch.closed:
+                break
+            ingress, egress = uuid.uuid4().hex[:12], uuid.uuid4().hex[:12]
+            route = {
+                "circuitId": cid, "attempt": attempt, "timeout": int(left * 1e9),
+                "egress": {"binding": term["binding"], "address": egress, "destination": term["address"],
+                           "peerData": peer_in},
+                "forwards": [{"srcAddress": ingress, "dstAddress": egress, "dstType": messages.DEST_END},
+                             {"srcAddress": egress, "dstAddress": ingress, "dstType": messages.DEST_START}],
+                "context": {}, "tags": {"serviceId": sess.service_id, "clientId": sess.identity_id,
+                                        "hostId": term["host_id"]}}
+            try:
+                result = await ch.request(C.ROUTE, {}, pb.encode(messages.ROUTE, route), left)
+            except TimeoutError:
+                failures[term["id"]] = failures.get(term["id"], 0) + 50
+                reason = f"timeout creating routes for [s/{cid}]"
+                continue
+            except ConnectionError:
+                raise Failed("router disconnected while routing the circuit") from None
+            if messages.H.ROUTE_SUCCESS in result.headers:
+                failures[term["id"]] = max(0, failures.get(term["id"], 0) - 10)
+                peer_out = dict(srv.terminators.peer_data.get(term["id"], {}))
+                peer_out.update({k: v for k, v in result.headers.items()
+                                 if k >= 1000 and not 1101 <= k <= 1104})
+                if sess.encryption_required and not peer_out.get(PUBLIC_KEY):
+                    self._unroute(ch, cid, now=True)
+                    raise Failed("encryption required on service, terminator did not send public header",
+                                 checks.ERROR_CODES[checks.ENCRYPTION_MISSING])
+                circuit = Circuit(cid, rid, sess.id, sess.service_id, term["id"], ingress, time.monotonic())
+                self.live[cid] = circuit
+                self.created += 1
+                req["_host"] = term["host_id"]
+                return circuit, peer_out
+            code = result.headers.get(H.ROUTE_ERROR_CODE, b"\x00")[:1]
+            text = result.text(H.ROUTE_ERROR) or "route failed"
+            reason = f"error creating route for [s/{cid}] on [r/{rid}] ({text})"
+            if code == bytes([messages.ROUTE_ERR_INVALID_TERMINATOR]) and term["binding"] in ("edge", "tunnel"):
+                srv.terminators.remove(rid, [term["id"]])
+            else:
+                failures[term["id"]] = failures.get(term["id"], 0) + 20
+        self._unroute(ch, cid, now=True)
+        raise Failed(f"exceeded maximum [{ATTEMPTS}] retries creating circuit [c/{cid}]: {reason}")
+
+    def _candidates(self, router_id: str, sess: checks.Session, instance: str) -> list[dict]:
+        rows = self.server.ctl.store.all(
+            "SELECT id, binding, address, instance_id, cost, precedence, host_id FROM terminators"
+            " WHERE service_id = ? AND router_id = ?", (sess.service_id, router_id))
+        if instance:
+            rows = [r for r in rows if r["instance_id"] == instance]
+        failures = self.server.terminators.failures
+        return strategy.order(rows, sess.terminator_strategy, lambda r: r["precedence"],
+                              lambda r: r["cost"] + failures.get(r["id"], 0))
+
+    # ------------------------------------------------------------------ ends
+    def _unroute(self, ch: RouterChannel, cid: str, now: bool) -> None:
+        ch.send(C.UNROUTE, {}, pb.encode(messages.UNROUTE, {"circuitId": cid, "now": now}))
+
+    def _fault(self, ch: RouterChannel, m: Message) -> None:
+        fault = pb.decode(messages.FAULT, m.body)
+        subject = fault["subject"]
+        if subject in (messages.FAULT_INGRESS, messages.FAULT_EGRESS):
+            ids = [fault["id"]]
+        elif subject in (messages.FAULT_FORWARD, messages.FAULT_UNKNOWN_OWNER_FORWARD):
+            ids = fault["id"].split()
+        else:   # link faults: there are no links
+            return
+        for cid in ids:
+            circuit = self.live.pop(cid, None)
+            if circuit is not None:
+                log.debug("router %s: circuit %s ended", ch.label, cid)
+                self._unroute(ch, cid, now=False)
+            elif cid:
+                self._unroute(ch, cid, now=True)
+
+    def _confirmation(self, ch: RouterChannel, m: Message) -> None:
+        for cid in pb.decode(messages.CIRCUIT_CONFIRMATION, m.body)["circuitIds"]:
+            if cid not in self.live:
+                self._unroute(ch, cid, now=True)
+
+    def _late_result(self, ch: RouterChannel, m: Message) -> None:
+        """A RouteResult after its attempt was given up: if it succeeded, undo it."""
+        cid = m.body.decode("utf-8", "replace")
+        if messages.H.ROUTE_SUCCESS in m.headers and cid and cid not in self.live:
+            self._unroute(ch, cid, now=True)

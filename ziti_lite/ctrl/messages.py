@@ -1,0 +1,235 @@
+"""The control channel's vocabulary: content types, header ids and the protobuf message tables.
+
+Numbers are those a real ``ziti router`` v1.3.3 uses (``shared/reference/behaviour/ctrl-channel.md``
+lists where each was read). Framing is the channel format of ``edge/wire.py``; the channel-level
+content types and headers (hello, result, heartbeat, reply-for) are shared with it. Message
+tables name only the fields ziti-lite reads or writes; unknown fields are skipped when read.
+"""
+
+from __future__ import annotations
+
+from .pb import Field, Msg
+
+
+class C:
+    """Content types: fabric (ctrl_pb) 1000s, edge (edge_ctrl_pb) 20000s."""
+    RECONNECT_PING = -33
+    LINK_CONNECTED = 1003
+    FAULT = 1004
+    ROUTE = 1005
+    UNROUTE = 1006
+    METRICS = 1007
+    TRACE = 1010
+    ROUTE_RESULT = 1022
+    CIRCUIT_CONFIRMATION = 1034
+    ROUTER_LINKS = 1035
+    REMOVE_TERMINATORS = 1038
+    SERVER_HELLO = 20000
+    CLIENT_HELLO = 20001
+    ERROR = 20002
+    SESSION_REMOVED = 20102
+    API_SESSION_ADDED = 20200
+    API_SESSION_REMOVED = 20202
+    API_SESSION_HEARTBEAT = 20203
+    CREATE_CIRCUIT = 20205
+    CREATE_CIRCUIT_RESPONSE = 20206
+    CREATE_TERMINATOR = 20207
+    CREATE_TERMINATOR_RESPONSE = 20208
+    UPDATE_TERMINATOR = 20209
+    UPDATE_TERMINATOR_RESPONSE = 20210
+    REMOVE_TERMINATOR = 20211
+    REMOVE_TERMINATOR_RESPONSE = 20212
+    VALIDATE_SESSIONS = 20213
+    HEALTH_EVENT = 20214
+    CREATE_TERMINATOR_V2 = 20216
+    CREATE_TERMINATOR_V2_RESPONSE = 20217
+    CREATE_CIRCUIT_V2 = 20218
+    CREATE_CIRCUIT_V2_RESPONSE = 20219
+    CREATE_TUNNEL_CIRCUIT_V2 = 20220
+    CREATE_TUNNEL_CIRCUIT_V2_RESPONSE = 20221
+    CREATE_API_SESSION = 20400
+    CREATE_API_SESSION_RESPONSE = 20401
+    LIST_SERVICES = 20404
+    SERVICE_LIST = 20405
+    REMOVE_TUNNEL_TERMINATOR = 20410
+    REMOVE_TUNNEL_TERMINATOR_RESPONSE = 20411
+    UPDATE_TUNNEL_TERMINATOR = 20408
+    UPDATE_TUNNEL_TERMINATOR_RESPONSE = 20409
+    TUNNEL_HEALTH_EVENT = 20412
+    CREATE_TUNNEL_TERMINATOR_V2 = 20413
+    CREATE_TUNNEL_TERMINATOR_V2_RESPONSE = 20414
+    CONNECT_EVENTS = 20415
+
+
+class H:
+    """Header ids of the control channel (channel-level ones are in ``edge.wire.H``)."""
+    LISTENERS = 10
+    ROUTER_METADATA = 11
+    CAPABILITIES = 12
+    # RouteResult
+    ROUTE_ATTEMPT = 1101
+    ROUTE_SUCCESS = 1102
+    ROUTE_ERROR = 1103
+    ROUTE_ERROR_CODE = 1104
+    # CreateCircuitV2 request / response
+    CIRCUIT_PEER_DATA = 10
+    CIRCUIT_SESSION_TOKEN = 11
+    CIRCUIT_ID = 11
+    CIRCUIT_FINGERPRINTS = 12
+    CIRCUIT_ADDRESS = 12
+    CIRCUIT_INSTANCE_ID = 13
+    CIRCUIT_TAGS = 13
+    CIRCUIT_API_SESSION_TOKEN = 14
+    ERROR_CODE = 1014
+    # instant sync (ApiSessionAdded full state)
+    SYNC_STRATEGY = 1013
+    SYNC_STATE = 1014
+
+
+# RouteResult error codes (header 1104) and CreateCircuit error codes (header 1014)
+ROUTE_ERR_INVALID_TERMINATOR = 1
+ROUTE_ERR_MISCONFIGURED = 2
+ROUTE_ERR_DIAL_TIMEOUT = 3
+ROUTE_ERR_CONNECTION_REFUSED = 4
+
+# the channel id the router ties API sessions to is ours; capabilities we grant: none (legacy sync)
+CAP_CREATE_TERMINATOR_V2 = 1
+CAP_CREATE_CIRCUIT_V2 = 3
+
+# enums
+FAULT_INGRESS, FAULT_EGRESS, FAULT_LINK, FAULT_FORWARD, FAULT_UNKNOWN_OWNER_FORWARD = 0, 1, 2, 3, 4
+DEST_START, DEST_END = 0, 1
+PRECEDENCE = {0: "default", 1: "required", 2: "failed"}
+PRECEDENCE_CODE = {v: k for k, v in PRECEDENCE.items()}
+TERMINATOR_OK, TERMINATOR_ID_CONFLICT, TERMINATOR_OTHER, TERMINATOR_BUSY, TERMINATOR_INVALID_SESSION = 0, 1, 2, 3, 4
+
+
+# ---------------------------------------------------------------- fabric (ctrl_pb)
+LISTENER = Msg("Listener", (Field(1, "address", "string"), Field(2, "protocol", "string"),
+                            Field(3, "costTags", "string", True), Field(4, "groups", "string", True),
+                            Field(5, "localBinding", "string")))
+LISTENERS = Msg("Listeners", (Field(1, "listeners", LISTENER, True),))
+ROUTER_METADATA = Msg("RouterMetadata", (Field(1, "capabilities", "enum", True),))
+FAULT = Msg("Fault", (Field(1, "subject", "enum"), Field(2, "id", "string"), Field(3, "iteration", "uint32")))
+EGRESS = Msg("Egress", (Field(1, "binding", "string"), Field(2, "address", "string"),
+                        Field(3, "destination", "string"), Field(4, "peerData", "map", key="uint32", value="bytes")))
+FORWARD = Msg("Forward", (Field(1, "srcAddress", "string"), Field(2, "dstAddress", "string"),
+                          Field(3, "dstType", "enum")))
+CONTEXT = Msg("Context", (Field(1, "fields", "map", key="string", value="string"),
+                          Field(2, "channelMask", "uint32")))
+ROUTE = Msg("Route", (Field(1, "circuitId", "string"), Field(2, "attempt", "uint32"), Field(3, "egress", EGRESS),
+                      Field(4, "forwards", FORWARD, True), Field(5, "context", CONTEXT), Field(6, "timeout", "uint64"),
+                      Field(7, "tags", "map", key="string", value="string")))
+UNROUTE = Msg("Unroute", (Field(1, "circuitId", "string"), Field(2, "now", "bool")))
+CIRCUIT_CONFIRMATION = Msg("CircuitConfirmation", (Field(1, "circuitIds", "string", True),
+                                                   Field(2, "idleTimes", "map", key="string", value="int64")))
+REMOVE_TERMINATORS = Msg("RemoveTerminatorsRequest", (Field(1, "terminatorIds", "string", True),))
+
+# ---------------------------------------------------------------- edge (edge_ctrl_pb)
+SERVER_HELLO = Msg("ServerHello", (Field(1, "version", "string"),
+                                   Field(2, "data", "map", key="string", value="string")))
+ADDRESS = Msg("Address", (Field(10, "value", "string"), Field(20, "protocol", "string"),
+                          Field(30, "hostname", "string"), Field(40, "port", "int32")))
+EDGE_LISTENER = Msg("EdgeListener", (Field(10, "address", ADDRESS), Field(20, "advertise", ADDRESS)))
+CLIENT_HELLO = Msg("ClientHello", (Field(1, "version", "string"), Field(2, "hostname", "string"),
+                                   Field(3, "protocols", "string", True),
+                                   Field(4, "data", "map", key="string", value="string"),
+                                   Field(5, "protocolPorts", "string", True),
+                                   Field(10, "listeners", EDGE_LISTENER, True)))
+API_SESSION = Msg("ApiSession", (Field(1, "token", "string"), Field(2, "certFingerprints", "string", True),
+                                 Field(3, "id", "string"), Field(4, "identityId", "string")))
+API_SESSION_ADDED = Msg("ApiSessionAdded", (Field(1, "isFullState", "bool"),
+                                            Field(2, "apiSessions", API_SESSION, True)))
+TOKENS_AND_IDS = Msg("Removed", (Field(1, "tokens", "string", True), Field(2, "ids", "string", True)))
+API_SESSION_HEARTBEAT = Msg("ApiSessionHeartbeat", (Field(1, "tokens", "string", True),))
+CREATE_CIRCUIT = Msg("CreateCircuitRequest", (
+    Field(1, "sessionToken", "string"), Field(2, "fingerprints", "string", True),
+    Field(3, "terminatorInstanceId", "string"), Field(4, "peerData", "map", key="uint32", value="bytes"),
+    Field(5, "apiSessionToken", "string")))
+CREATE_CIRCUIT_RESPONSE = Msg("CreateCircuitResponse", (
+    Field(1, "circuitId", "string"), Field(2, "address", "string"),
+    Field(3, "peerData", "map", key="uint32", value="bytes"), Field(4, "tags", "map", key="string", value="string")))
+CREATE_TERMINATOR = Msg("CreateTerminatorRequest", (
+    Field(1, "sessionToken", "string"), Field(2, "fingerprints", "string", True),
+    Field(3, "peerData", "map", key="uint32", value="bytes"), Field(4, "cost", "uint32"),
+    Field(5, "precedence", "enum"), Field(6, "instanceId", "string"), Field(7, "instanceSecret", "bytes"),
+    Field(8, "apiSessionToken", "string")))
+CREATE_TERMINATOR_V2 = Msg("CreateTerminatorV2Request", (
+    Field(1, "address", "string"), Field(2, "sessionToken", "string"), Field(3, "fingerprints", "string", True),
+    Field(4, "peerData", "map", key="uint32", value="bytes"), Field(5, "cost", "uint32"),
+    Field(6, "precedence", "enum"), Field(7, "instanceId", "string"), Field(8, "instanceSecret", "bytes"),
+    Field(9, "apiSessionToken", "string")))
+CREATE_TERMINATOR_V2_RESPONSE = Msg("CreateTerminatorV2Response", (
+    Field(1, "terminatorId", "string"), Field(2, "result", "enum"), Field(3, "msg", "string")))
+REMOVE_TERMINATOR = Msg("RemoveTerminatorRequest", (
+    Field(1, "sessionToken", "string"), Field(2, "fingerprints", "string", True), Field(3, "terminatorId", "string"),
+    Field(4, "apiSessionToken", "string")))
+UPDATE_TERMINATOR = Msg("UpdateTerminatorRequest", (
+    Field(1, "sessionToken", "string"), Field(2, "fingerprints", "string", True), Field(3, "terminatorId", "string"),
+    Field(4, "cost", "uint32"), Field(5, "precedence", "enum"), Field(6, "updatePrecedence", "bool"),
+    Field(7, "updateCost", "bool"), Field(8, "apiSessionToken", "string")))
+HEALTH_EVENT = Msg("HealthEventRequest", (
+    Field(1, "sessionToken", "string"), Field(2, "fingerprints", "string", True), Field(3, "terminatorId", "string"),
+    Field(4, "checkPassed", "bool"), Field(5, "apiSessionToken", "string")))
+VALIDATE_SESSIONS = Msg("ValidateSessionsRequest", (Field(1, "sessionTokens", "string", True),))
+
+
+# ---------------------------------------------------------------- header value encodings
+# (the channel library's: a little-endian uint32 count, then length-prefixed items; at most 128)
+MAX_ITEMS = 128
+MAX_ITEM = 8192
+
+
+def _u32(b: bytes, pos: int) -> tuple[int, int]:
+    if len(b) - pos < 4:
+        raise ValueError("header value truncated")
+    return int.from_bytes(b[pos:pos + 4], "little"), pos + 4
+
+
+def _chunk(b: bytes, pos: int) -> tuple[bytes, int]:
+    n, pos = _u32(b, pos)
+    if n > MAX_ITEM or n > len(b) - pos:
+        raise ValueError("header value item too long")
+    return b[pos:pos + n], pos + n
+
+
+def decode_strings(b: bytes | None) -> list[str]:
+    if not b:
+        return []
+    count, pos = _u32(b, 0)
+    if count > MAX_ITEMS:
+        raise ValueError("too many strings in a header")
+    out = []
+    for _ in range(count):
+        item, pos = _chunk(b, pos)
+        out.append(item.decode("utf-8", "replace"))
+    return out
+
+
+def decode_u32_map(b: bytes | None) -> dict[int, bytes]:
+    if not b:
+        return {}
+    count, pos = _u32(b, 0)
+    if count > MAX_ITEMS:
+        raise ValueError("too many entries in a header map")
+    out = {}
+    for _ in range(count):
+        key, pos = _u32(b, pos)
+        out[key], pos = _chunk(b, pos)
+    return out
+
+
+def _lp(data: bytes) -> bytes:
+    return len(data).to_bytes(4, "little") + data
+
+
+def encode_u32_map(m: dict[int, bytes]) -> bytes:
+    if not m:
+        return b""
+    return len(m).to_bytes(4, "little") + b"".join(k.to_bytes(4, "little") + _lp(v) for k, v in m.items())
+
+
+def encode_string_map(m: dict[str, str]) -> bytes:
+    if not m:
+        return b""
+    return len(m).to_bytes(4, "little") + b"".join(_lp(k.encode()) + _lp(v.encode()) for k, v in m.items())

@@ -1,0 +1,260 @@
+"""The control-channel listener: real OpenZiti routers connect here and come online.
+
+``CtrlServer`` listens with TLS on ``--ctrl-port`` in the controller's process, on its event
+loop, beside the API and the embedded router. A router is accepted when its client certificate
+verifies against the controller's PKI, the router id in its hello names an enrolled, enabled
+router whose stored fingerprint is among the presented certificates; a second connection of the
+same router replaces the first. After the hello result the controller sends ServerHello; the
+router's ClientHello (its edge listeners and version) makes it online in the API
+(``Controller.router_states``, the same state the embedded router publishes). Then:
+
+* ``sync.py`` streams API sessions (all at once, then each change) and session removals;
+* ``terminators.py`` answers terminator creation, removal and updates;
+* ``circuits.py`` answers circuit requests (checks, terminator choice, Route, RouteResult),
+  faults and circuit confirmations.
+
+A router that closes, stops answering heartbeats, is disabled, deleted or re-enrolled goes
+offline at once. Facts about the protocol: ``shared/reference/behaviour/ctrl-channel.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+import time
+import uuid
+from collections.abc import Callable
+
+from ..auth import certs as certauth
+from ..config import url_host
+from ..edge import router as edge_router
+from ..edge import wire
+from ..edge.wire import Content, Message
+from ..pki import ca as pki
+from . import circuits, messages, pb, sync, terminators, tunnel
+from .channel import RouterChannel
+from .messages import C
+
+log = logging.getLogger("ziti_lite.ctrl")
+
+HELLO_SECONDS = 10.0        # from the TLS handshake to an acceptable hello
+CLIENT_HELLO_SECONDS = 30.0  # from our ServerHello to the router's ClientHello
+TICK = 0.2                  # seconds between sync passes
+
+Handler = Callable[[RouterChannel, Message], None]
+
+
+class CtrlServer:
+    def __init__(self, ctl, host: str, port: int, advertise: str, context: ssl.SSLContext,
+                 heartbeat: float = 10.0, timeout: float = 30.0):
+        self.ctl = ctl
+        self.host, self.port, self.advertise = host, port, advertise
+        self.context = context
+        self.heartbeat_interval, self.heartbeat_timeout = heartbeat, timeout
+        self.server: asyncio.AbstractServer | None = None
+        self.channels: set[RouterChannel] = set()
+        self.routers: dict[str, RouterChannel] = {}     # router id -> its accepted channel
+        self.sync = sync.Sync(self)
+        self.circuits = circuits.Circuits(self)
+        self.terminators = terminators.Terminators(self)
+        self.tunnel = tunnel.Tunnel(self)
+        self._task: asyncio.Task | None = None
+        self.refused = 0                                 # connections refused since start
+        self.handlers: dict[int, Handler] = {
+            C.CLIENT_HELLO: self._client_hello,
+            **self.terminators.handlers(), **self.circuits.handlers(), **self.sync.handlers(),
+            **self.tunnel.handlers(),
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def address(self) -> str:
+        """How routers reach us: ``tls:host:port`` (a router's ``ctrl.endpoint``)."""
+        return f"tls:{url_host(self.advertise)}:{self.port}"
+
+    async def start(self, sock=None) -> None:
+        loop = asyncio.get_running_loop()
+        kw = {"sock": sock} if sock is not None else {"host": self.host, "port": self.port}
+        self.server = await loop.create_server(lambda: RouterChannel(self), ssl=self.context,
+                                               ssl_handshake_timeout=10.0, backlog=256, **kw)
+        if not self.port:
+            self.port = self.server.sockets[0].getsockname()[1]
+        self._task = asyncio.create_task(self._loop())
+        log.info("control channel listening on %s", self.address)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.server is not None:
+            self.server.close()
+        for ch in list(self.channels):
+            ch.close("controller stopping")
+        if self.server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.server.wait_closed(), 2)
+
+    async def _loop(self) -> None:
+        last_beat = 0.0
+        while True:
+            await asyncio.sleep(TICK)
+            try:
+                now = time.monotonic()
+                if now - last_beat >= 1.0:
+                    last_beat = now
+                    self._housekeeping(now)
+                if self.routers:
+                    self.sync.tick()
+                    self.circuits.tick()
+            except Exception:
+                log.exception("control channel tick")
+
+    def _housekeeping(self, now: float) -> None:
+        for ch in list(self.channels):
+            if ch.router_id is None:
+                if now - ch.opened > HELLO_SECONDS:
+                    self.refuse(ch, "no hello")
+            elif not ch.ready and now - ch.opened > HELLO_SECONDS + CLIENT_HELLO_SECONDS:
+                log.warning("control channel %s: no ClientHello; closing", ch.label)
+                ch.close("no client hello")
+            else:
+                ch.heartbeat(self.heartbeat_interval, self.heartbeat_timeout)
+
+    # ------------------------------------------------------------------ channels
+    def opened(self, ch: RouterChannel) -> None:
+        self.channels.add(ch)
+
+    def lost(self, ch: RouterChannel, reason: str) -> None:
+        self.channels.discard(ch)
+        rid = ch.router_id
+        if rid is None or self.routers.get(rid) is not ch:
+            return
+        del self.routers[rid]
+        self.ctl.router_states.pop(rid, None)
+        self.ctl.store.online_routers.discard(rid)
+        self.circuits.router_lost(rid)
+        log.info("router %s offline (%s)", ch.label, reason)
+
+    def verify_chain(self, chain: list[bytes]) -> str:
+        """Why a router's certificate chain is not acceptable ('' when it is): it must verify
+        against the controller's own CAs, be valid now and allow client authentication."""
+        if not chain:
+            return "no client certificate"
+        try:
+            certs = pki.load_certs(chain)
+        except ValueError:
+            return "client certificate does not parse"
+        anchors = pki.load_certs(certauth.controller_cas(self.ctl))
+        try:
+            pki.verify_chain(certs[0], certs[1:], anchors, allow_expired=False, eku="client")
+        except pki.ChainError as e:
+            return f"client certificate does not verify against the controller's CAs ({e})"
+        return ""
+
+    def refuse(self, ch: RouterChannel, reason: str, hello: Message | None = None) -> None:
+        self.refused += 1
+        log.warning("control channel %s: refused: %s", ch.label, reason)
+        if hello is not None:
+            ch.reply(hello, Content.RESULT, {wire.H.RESULT_SUCCESS: b"\x00"}, reason.encode())
+        ch.close(reason)
+
+    def received(self, ch: RouterChannel, m: Message) -> None:
+        if ch.router_id is None:
+            if m.content == Content.HELLO:
+                self._hello(ch, m)
+            else:
+                self.refuse(ch, f"content type {m.content} before the hello")
+            return
+        handler = self.handlers.get(m.content)
+        if handler is not None:
+            try:
+                handler(ch, m)
+            except (pb.PbError, ValueError) as e:
+                log.warning("control channel %s: malformed content type %s (%s); closing", ch.label, m.content, e)
+                ch.close("malformed message")
+        elif m.content == Content.HELLO:
+            self.refuse(ch, "second hello")
+        else:   # metrics, link reports, traces, the reconnect ping: nothing to answer
+            log.debug("control channel %s: content type %s ignored", ch.label, m.content)
+
+    def _hello(self, ch: RouterChannel, m: Message) -> None:
+        rid = m.body.decode("utf-8", "replace").strip()
+        row = self.ctl.store.one("SELECT id, name, fingerprint, disabled FROM routers WHERE id = ?", (rid,)) \
+            if rid else None
+        ch.name = row["name"] if row is not None else ""
+        if row is None:
+            return self.refuse(ch, f"unknown router id {rid[:64]!r}", m)
+        if rid == getattr(self.ctl.edge_router, "router_id", None):
+            return self.refuse(ch, "the embedded router's id", m)
+        if not row["fingerprint"]:
+            return self.refuse(ch, "router is not enrolled", m)
+        if row["fingerprint"] not in ch.fingerprints:
+            return self.refuse(ch, "client certificate is not the router's enrolled certificate", m)
+        if row["disabled"]:
+            return self.refuse(ch, "router is disabled", m)
+        old = self.routers.get(rid)
+        if old is not None:
+            log.info("router %s connected again from %s; closing the older channel", ch.label, ch.peer_name)
+            old.close("replaced by a new connection")
+        ch.router_id = rid
+        ch.version = m.text(wire.H.HELLO_VERSION)
+        ch.listeners = _listeners(m)
+        self.routers[rid] = ch
+        caps = (1 << messages.CAP_CREATE_TERMINATOR_V2) | (1 << messages.CAP_CREATE_CIRCUIT_V2)
+        ch.send(Content.RESULT, {
+            wire.H.REPLY_FOR: wire.i32(m.seq), wire.H.RESULT_SUCCESS: b"\x01",
+            wire.H.CONNECTION_ID: uuid.uuid4().hex.encode(), wire.H.ID: self.ctl.instance_id.encode(),
+            wire.H.HELLO_VERSION: edge_router.hello_version().encode(),
+            messages.H.CAPABILITIES: caps.to_bytes((caps.bit_length() + 7) // 8, "big")}, seq=wire.HELLO_SEQUENCE)
+        ch.send(C.SERVER_HELLO, {}, pb.encode(messages.SERVER_HELLO, {
+            "version": edge_router.UPSTREAM_VERSION, "data": {"instant": "true"}}))
+        log.info("router %s connected from %s (%s)", ch.label, ch.peer_name, ch.version.split("|")[0] or "?")
+
+    def _client_hello(self, ch: RouterChannel, m: Message) -> None:
+        try:
+            hello = pb.decode(messages.CLIENT_HELLO, m.body)
+        except pb.PbError as e:
+            log.warning("control channel %s: bad ClientHello (%s); closing", ch.label, e)
+            ch.close("bad client hello")
+            return
+        protocols: dict[str, str] = {}
+        for listener in hello["listeners"]:
+            adv = listener["advertise"] or {}
+            if adv.get("protocol") and adv.get("hostname"):
+                protocols[adv["protocol"]] = f"{adv['protocol']}://{url_host(adv['hostname'])}:{adv['port']}"
+        if not protocols:   # routers before listeners were reported: protocols and their ports
+            for proto, port in zip(hello["protocols"], hello["protocolPorts"], strict=False):
+                protocols[proto] = f"{proto}://{url_host(hello['hostname'])}:{port}"
+        ch.ready = True
+        rid = ch.router_id
+        assert rid is not None
+        self.ctl.router_states[rid] = {
+            "isOnline": True, "hostname": hello["hostname"], "supportedProtocols": protocols,
+            "syncStatus": "SYNC_DONE", "versionInfo": _version_info(ch.version)}
+        self.ctl.store.online_routers.add(rid)
+        self.sync.router_ready(ch)
+        log.info("router %s online: %s", ch.label, ", ".join(protocols.values()) or "no edge listeners")
+
+    # ------------------------------------------------------------------ figures
+    def stats(self) -> dict:
+        return {"routers": len([c for c in self.routers.values() if c.ready]), "channels": len(self.channels),
+                "circuits": len(self.circuits.live), "circuits_total": self.circuits.created, "refused": self.refused}
+
+
+def _listeners(m: Message) -> list[dict]:
+    """The link listeners a router declares in its hello (header 10), for the record."""
+    raw = m.headers.get(messages.H.LISTENERS)
+    if not raw:
+        return []
+    try:
+        return list(pb.decode(messages.LISTENERS, raw)["listeners"])
+    except pb.PbError:
+        return []
+
+
+def _version_info(text: str) -> dict:
+    parts = (text.split("|") + [""] * 5)[:5]
+    return {"version": parts[0], "revision": parts[1], "buildDate": parts[2], "os": parts[3], "arch": parts[4]}

@@ -1,0 +1,36 @@
+"""Which terminator a dial tries first: precedence, then the service's terminator strategy.
+
+Shared by the embedded router (its own terminators) and the control channel (a real router's
+terminators): ``required`` terminators before ``default`` ones before ``failed`` ones; within a
+precedence, ``random`` shuffles, ``weighted`` draws by inverse cost, and ``smartrouting``, ``ha``
+and unknown strategies take the lowest effective cost first (a terminator's cost plus the
+penalty its recent failed dials earned), equal costs in random order so they share the load.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+PRECEDENCE_RANK = {"required": 0, "default": 1, "failed": 2}
+
+
+def order(items: list[T], strategy: str, precedence: Callable[[T], str], cost: Callable[[T], int]) -> list[T]:
+    groups: dict[int, list[T]] = {}
+    for t in items:
+        groups.setdefault(PRECEDENCE_RANK.get(precedence(t), 1), []).append(t)
+    out: list[T] = []
+    for rank in sorted(groups):
+        group = groups[rank]
+        random.shuffle(group)   # equal costs share the load
+        if strategy == "random":
+            pass
+        elif strategy == "weighted":
+            group.sort(key=lambda t: random.random() ** (1.0 / (1.0 / (1 + cost(t)))))
+        else:  # smartrouting, ha and unknown strategies: lowest effective cost first
+            group.sort(key=cost)
+        out.extend(group)
+    return out
