@@ -122,6 +122,7 @@ def frame(content: int, seq: int, headers: dict[int, bytes], body: bytes = b"") 
 class FakeRouter:
     def __init__(self, sock: ssl.SSLSocket):
         self.sock = sock
+        self.answer_heartbeats = True     # as a real router does; False: a router that went silent
         self.seq = 0
         self.inbox: queue.Queue[Msg | None] = queue.Queue()
         self.closed = threading.Event()
@@ -142,7 +143,7 @@ class FakeRouter:
                 ctx.load_cert_chain(c.name, k.name)
         raw = socket.create_connection(("127.0.0.1", port), timeout=10)
         sock = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
-        sock.settimeout(None)
+        sock.settimeout(0.02)
         return cls(sock)
 
     def _read(self) -> None:
@@ -160,8 +161,14 @@ class FakeRouter:
                         hid, n = struct.unpack_from("<iI", block, pos)
                         headers[hid] = block[pos + 8:pos + 8 + n]
                         pos += 8 + n
+                    if 5 in headers and self.answer_heartbeats:
+                        self.send(5, {6: headers[5]})
                     self.inbox.put(Msg(content, seq, headers, body))
-                data = self.sock.recv(65536)
+                with self.lock:   # one thread in the TLS object at a time (reads poll briefly)
+                    try:
+                        data = self.sock.recv(65536)
+                    except TimeoutError:
+                        continue
                 if not data:
                     break
                 buf += data
@@ -184,7 +191,8 @@ class FakeRouter:
         return seq
 
     def raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
+        with self.lock:
+            self.sock.sendall(data)
 
     def expect(self, content: int, timeout: float = 5.0, where=None) -> Msg:
         """The next message of ``content`` (others are skipped), or AssertionError."""
@@ -234,7 +242,10 @@ class FakeRouter:
         self.send(20001, {}, body, reply_to=server_hello)
 
     def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        # under the lock: never while the reader is inside recv, whose descriptor number a new
+        # connection could otherwise be given and read from by the old TLS object
+        with self.lock:
+            try:
+                self.sock.close()
+            except OSError:
+                pass

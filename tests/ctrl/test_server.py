@@ -70,6 +70,7 @@ def strings_of(body: bytes, num: int) -> list[str]:
 def test_heartbeats_are_answered_and_a_silent_router_goes_offline(live, admin):
     router = enroll_router(live, admin, "ctrl-beat")
     r = router.online()
+    r.answer_heartbeats = False
     assert wait_for(lambda: online(admin, router.id))
     stamp = struct.pack("<Q", 123456789)
     r.send(5, {5: stamp})

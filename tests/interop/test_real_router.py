@@ -123,7 +123,7 @@ def test_route_path_names_the_real_router(lab, router, net, peers):
     assert [router.id] in paths
 
 
-def test_logout_and_policy_removal_close_live_connections(lab, router, net, peers):
+def test_logout_closes_live_connections_within_a_second(lab, router, net, peers):
     admin, ids = net
     host(peers, ids["rr-host.file"], "rr-plain", "rev")
     c = dialer(peers, ids["rr-client.file"])
@@ -134,16 +134,23 @@ def test_logout_and_policy_removal_close_live_connections(lab, router, net, peer
         if s["identityId"] == ids["rr-client"]:
             assert admin.delete(f"/api-sessions/{s['id']}").status_code == 200
     ev = c.next(timeout=10, kind="ended")
-    assert ev["event"] == "ended" and time.monotonic() - t0 < 1.5, ev
-    # the SDK logs in again by itself; now the Dial policy goes
+    took = time.monotonic() - t0
+    assert ev["event"] == "ended" and took < 1.0, (ev, took)
+    print(f"\nlogout: the live connection through the real router ended {took:.2f} s later")
+
+
+def test_policy_removal_closes_live_connections_within_a_second(lab, router, net, peers):
+    admin, ids = net
+    _, path = enroll(lab, admin, "rr-revoked", ["rr-revoked"])
+    policy = admin.create("service-policies", {"name": "rr-revoked-dial", "type": "Dial", "semantic": "AnyOf",
+                                               "identityRoles": ["#rr-revoked"], "serviceRoles": ["#rr"]})
+    host(peers, ids["rr-host.file"], "rr-plain", "rev2")
+    c = dialer(peers, path)
     c.send(op="hold", service="rr-plain", line="two")
-    assert c.next(timeout=30, kind="echo")["event"] == "echo"
+    assert c.next(kind="echo")["event"] == "echo"
     t0 = time.monotonic()
-    assert admin.delete(f"/service-policies/{ids['policy-Dial']}").status_code == 200
-    try:
-        ev = c.next(timeout=10, kind="ended")
-        assert ev["event"] == "ended" and time.monotonic() - t0 < 1.5, ev
-    finally:
-        ids["policy-Dial"] = admin.create("service-policies", {
-            "name": "rr-Dial", "type": "Dial", "semantic": "AnyOf", "identityRoles": ["#rr-client"],
-            "serviceRoles": ["#rr"]})
+    assert admin.delete(f"/service-policies/{policy}").status_code == 200
+    ev = c.next(timeout=10, kind="ended")
+    took = time.monotonic() - t0
+    assert ev["event"] == "ended" and took < 1.0, (ev, took)
+    print(f"\npolicy removal: the live connection through the real router ended {took:.2f} s later")

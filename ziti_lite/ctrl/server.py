@@ -52,7 +52,9 @@ class CtrlServer:
         self.ctl = ctl
         self.host, self.port, self.advertise = host, port, advertise
         self.context = context
-        self.heartbeat_interval, self.heartbeat_timeout = heartbeat, timeout
+        # as upstream: a heartbeat every 10 s, a router silent for 30 s is closed (a third of a
+        # shorter timeout between heartbeats, so that a live router always answers in time)
+        self.heartbeat_interval, self.heartbeat_timeout = min(heartbeat, timeout / 3), timeout
         self.server: asyncio.AbstractServer | None = None
         self.channels: set[RouterChannel] = set()
         self.routers: dict[str, RouterChannel] = {}     # router id -> its accepted channel
