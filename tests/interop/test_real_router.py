@@ -9,20 +9,15 @@ module is skipped with the reason. Marked ``interop``."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.edge.conftest import Peer, dialer, enroll, host, peers, wait_for  # noqa: F401 - peers is a fixture
-from tests.edge.test_go_sdk import go, go_identity, gopeer  # noqa: F401 - go, gopeer are fixtures
+from tests.edge.conftest import dialer, enroll, host, wait_for
+from tests.edge.test_go_sdk import go_identity
 from tests.enroll.conftest import running
 from tests.interop.real_router import RealRouter, wait_online
-from tests.interop.test_ziti_cli import ziti_bin  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.interop
 MiB = 1024 * 1024
@@ -44,7 +39,7 @@ def router(lab, ziti_bin):
     t0 = time.monotonic()
     r.start()
     took = wait_online(admin, r.id, timeout=10)
-    print(f"\nrouter {r.name} online {time.monotonic() - t0:.2f} s after `ziti router run` (API saw it in {took:.2f} s)")
+    print(f"\nrouter {r.name} online {time.monotonic() - t0:.2f} s after `ziti router run` (API: {took:.2f} s)")
     yield r
     r.stop()
 
@@ -154,3 +149,48 @@ def test_policy_removal_closes_live_connections_within_a_second(lab, router, net
     took = time.monotonic() - t0
     assert ev["event"] == "ended" and took < 1.0, (ev, took)
     print(f"\npolicy removal: the live connection through the real router ended {took:.2f} s later")
+
+
+def test_a_tunneler_enabled_router_hosts_a_service_for_sdks(lab, ziti_bin, router, net, peers, tmp_path):
+    """host mode: the router's own identity binds a service through a host.v1 config and
+    dials a TCP server beside it; a C SDK dials that service through the same router (the other
+    real router is disabled meanwhile: without router-to-router links a dial entering there
+    could not reach the tunneler's terminator)."""
+    import socket
+    import threading
+    admin, ids = net
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def echo_server() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                data = conn.recv(1024)
+                conn.sendall(b"tcp-server:" + data)
+    threading.Thread(target=echo_server, daemon=True).start()
+    cfg = admin.create("configs", {"name": "rr-tunnel-host", "configTypeId": "NH5p4FpGR",
+                                   "data": {"protocol": "tcp", "address": "127.0.0.1", "port": port}})
+    svc = admin.create("services", {"name": "rr-tunneled", "encryptionRequired": True, "configs": [cfg],
+                                    "roleAttributes": ["rr"]})
+    tunneler = RealRouter(ziti_bin, Path(lab.tmp), "site-t", lab.ctl.ctrl_server.port, admin, tunneler=True)
+    admin.create("service-policies", {"name": "rr-tunnel-bind", "type": "Bind", "semantic": "AnyOf",
+                                      "identityRoles": [f"@{tunneler.id}"], "serviceRoles": [f"@{svc}"]})
+    tunneler.enroll()
+    tunneler.start()
+    assert admin.patch(f"/edge-routers/{router.id}", json={"disabled": True}).status_code == 200
+    try:
+        wait_online(admin, tunneler.id, timeout=10)
+        wait_for(lambda: [t for t in admin.get("/terminators?limit=500").json()["data"]
+                          if t["serviceId"] == svc and t["binding"] == "tunnel"], timeout=30)
+        c = dialer(peers, ids["rr-client.file"])
+        c.send(op="echo", service="rr-tunneled", line="through the tunneler")
+        ev = c.next(timeout=30, kind="echo")
+        assert ev["event"] == "echo" and ev["reply"] == "tcp-server:through the tunneler\n", (ev, tunneler.tail())
+    finally:
+        tunneler.stop()
+        server.close()
+        assert admin.patch(f"/edge-routers/{router.id}", json={"disabled": False}).status_code == 200

@@ -51,6 +51,8 @@ class C:
     CREATE_API_SESSION_RESPONSE = 20401
     LIST_SERVICES = 20404
     SERVICE_LIST = 20405
+    CREATE_TUNNEL_TERMINATOR = 20406
+    CREATE_TUNNEL_TERMINATOR_RESPONSE = 20407
     REMOVE_TUNNEL_TERMINATOR = 20410
     REMOVE_TUNNEL_TERMINATOR_RESPONSE = 20411
     UPDATE_TUNNEL_TERMINATOR = 20408
@@ -233,3 +235,32 @@ def encode_string_map(m: dict[str, str]) -> bytes:
     if not m:
         return b""
     return len(m).to_bytes(4, "little") + b"".join(_lp(k.encode()) + _lp(v.encode()) for k, v in m.items())
+
+
+# ---------------------------------------------------------------- the tunneler (edge_ctrl_pb)
+CREATE_API_SESSION = Msg("CreateApiSessionRequest", (Field(3, "configTypes", "string", True),))
+CREATE_API_SESSION_RESPONSE = Msg("CreateApiSessionResponse", (
+    Field(1, "sessionId", "string"), Field(2, "token", "string"), Field(3, "refreshIntervalSeconds", "uint32"),
+    Field(4, "identityId", "string"), Field(5, "identityName", "string"), Field(6, "defaultHostingPrecedence", "enum"),
+    Field(7, "defaultHostingCost", "uint32"), Field(8, "appDataJson", "string"),
+    Field(9, "servicePrecedences", "map", key="string", value="enum"),
+    Field(10, "serviceCosts", "map", key="string", value="uint32")))
+CREATE_SESSION_RESPONSE = Msg("CreateSessionResponse", (Field(1, "sessionId", "string"), Field(2, "token", "string")))
+TUNNEL_SERVICE = Msg("TunnelService", (
+    Field(1, "id", "string"), Field(2, "name", "string"), Field(3, "permissions", "string", True),
+    Field(4, "encryption", "bool"), Field(5, "config", "bytes"), Field(6, "tags", "bytes")))
+SERVICES_LIST = Msg("ServicesList", (Field(1, "lastUpdate", "bytes"), Field(2, "services", TUNNEL_SERVICE, True)))
+CREATE_TUNNEL_TERMINATOR = Msg("CreateTunnelTerminatorRequest", (
+    Field(1, "serviceName", "string"), Field(2, "sessionId", "string"), Field(3, "address", "string"),
+    Field(4, "peerData", "map", key="uint32", value="bytes"), Field(5, "cost", "uint32"),
+    Field(6, "precedence", "enum"), Field(7, "instanceId", "string"), Field(8, "instanceSecret", "bytes"),
+    Field(9, "startTime", "int64")))
+CREATE_TUNNEL_TERMINATOR_RESPONSE = Msg("CreateTunnelTerminatorResponse", (
+    Field(1, "apiSession", CREATE_API_SESSION_RESPONSE), Field(2, "session", CREATE_SESSION_RESPONSE),
+    Field(3, "terminatorId", "string"), Field(4, "startTime", "int64")))
+UPDATE_TUNNEL_TERMINATOR = Msg("UpdateTunnelTerminatorRequest", (
+    Field(1, "terminatorId", "string"), Field(2, "cost", "uint32"), Field(3, "precedence", "enum"),
+    Field(4, "updatePrecedence", "bool"), Field(5, "updateCost", "bool")))
+# TunnelHealthEvent: headers only
+TUNNEL_TERMINATOR_ID = 1022
+TUNNEL_CHECK_PASSED = 1023

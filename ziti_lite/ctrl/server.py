@@ -138,6 +138,7 @@ class CtrlServer:
         self.ctl.router_states.pop(rid, None)
         self.ctl.store.online_routers.discard(rid)
         self.circuits.router_lost(rid)
+        self.tunnel.router_lost(rid)
         log.info("router %s offline (%s)", ch.label, reason)
 
     def verify_chain(self, chain: list[bytes]) -> str:

@@ -65,10 +65,15 @@ class Terminators:
         return sess
 
     def create(self, ch: RouterChannel, tid: str, req: dict) -> str:
-        """Check and store one terminator; returns its id or raises ``Refused``."""
+        """Check and store one terminator of an SDK's Bind; returns its id or raises ``Refused``."""
         if not tid:
             raise Refused("provided terminator id is blank", code=8)
         sess = self._bind_session(ch, req["sessionToken"], req["fingerprints"])
+        return self.store(ch, tid, sess, "edge", req.get("address") or tid, req)
+
+    def store(self, ch: RouterChannel, tid: str, sess: checks.Session, binding: str, address: str, req: dict) -> str:
+        """Store a checked terminator (``req``: cost, precedence, instance id and secret, peer
+        data); an existing id is accepted when it is the same terminator (updated)."""
         if req["cost"] > MAX_COST:
             raise Refused(f"invalid cost {req['cost']}. cost must be between 0 and {MAX_COST} inclusive", code=10)
         precedence = messages.PRECEDENCE.get(req["precedence"], "default")
@@ -78,7 +83,7 @@ class Terminators:
             row = store.one("SELECT service_id, router_id, binding, host_id, cost, precedence FROM terminators"
                             " WHERE id = ?", (tid,))
             if row is not None:
-                for field, mine, what in (("binding", "edge", "binding"), ("service_id", sess.service_id, "service"),
+                for field, mine, what in (("binding", binding, "binding"), ("service_id", sess.service_id, "service"),
                                           ("router_id", ch.router_id, "router"), ("host_id", sess.identity_id,
                                                                                   "identity")):
                     if row[field] != mine:
@@ -92,11 +97,11 @@ class Terminators:
                 store.execute(
                     "INSERT INTO terminators (id, created_at, updated_at, is_system, service_id, router_id, binding,"
                     " address, instance_id, instance_secret, cost, precedence, host_id)"
-                    " VALUES (?, ?, ?, 1, ?, ?, 'edge', ?, ?, ?, ?, ?, ?)",
-                    (tid, now, now, sess.service_id, ch.router_id, req.get("address") or tid, req["instanceId"],
-                     secret, req["cost"], precedence, sess.identity_id))
-                log.info("router %s: terminator %s for service %s (host %s)", ch.label, tid, sess.service_name,
-                         sess.identity_name)
+                    " VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (tid, now, now, sess.service_id, ch.router_id, binding, address, req["instanceId"], secret,
+                     req["cost"], precedence, sess.identity_id))
+                log.info("router %s: %s terminator %s for service %s (host %s)", ch.label, binding, tid,
+                         sess.service_name, sess.identity_name)
         self.peer_data[tid] = dict(req["peerData"])
         self.session_of[tid] = sess.token
         self.server.sync.used(ch, sess)
@@ -145,15 +150,15 @@ class Terminators:
         self.remove(ch.router_id, ids)
         ch.result(m, True)
 
-    def _own(self, ch: RouterChannel, tid: str) -> dict:
+    def own(self, ch: RouterChannel, tid: str, binding: str = "edge") -> dict:
         row = self.server.ctl.store.one("SELECT id, router_id, binding FROM terminators WHERE id = ?", (tid,))
         if row is None:
             raise Refused("invalid terminator: not found", code=8)
         if row["router_id"] != ch.router_id:
             raise Refused(f"request for terminator {tid} on router {row['router_id']} came from router"
                           f" {ch.router_id}", code=8)
-        if row["binding"] != "edge":
-            raise Refused(f"can't operate on terminator {tid} with wrong binding, expected binding edge,"
+        if row["binding"] != binding:
+            raise Refused(f"can't operate on terminator {tid} with wrong binding, expected binding {binding},"
                           f" was {row['binding']} ", code=8)
         return row
 
@@ -161,7 +166,7 @@ class Terminators:
         req = pb.decode(messages.REMOVE_TERMINATOR, m.body)
         try:
             self._bind_session(ch, req["sessionToken"], req["fingerprints"])
-            self._own(ch, req["terminatorId"])
+            self.own(ch, req["terminatorId"])
         except Refused as e:
             return self.error(ch, m, str(e), e.code)
         assert ch.router_id is not None
@@ -172,32 +177,38 @@ class Terminators:
         req = pb.decode(messages.UPDATE_TERMINATOR, m.body)
         try:
             self._bind_session(ch, req["sessionToken"], req["fingerprints"])
-            self._own(ch, req["terminatorId"])
-            values: dict[str, object] = {}
-            if req["updateCost"]:
-                if req["cost"] > MAX_COST:
-                    raise Refused(f"invalid cost {req['cost']}. cost must be between 0 and {MAX_COST} inclusive",
-                                  code=10)
-                values["cost"] = req["cost"]
-            if req["updatePrecedence"]:
-                if req["precedence"] not in messages.PRECEDENCE:
-                    raise Refused(f"invalid precedence: {req['precedence']}", code=9)
-                values["precedence"] = messages.PRECEDENCE[req["precedence"]]
+            self.update(ch, req, "edge")
         except Refused as e:
             return self.error(ch, m, str(e), e.code)
+        ch.reply(m, C.UPDATE_TERMINATOR_RESPONSE, {})
+
+    def update(self, ch: RouterChannel, req: dict, binding: str) -> None:
+        """Cost and precedence of one of the router's terminators, as the request asks."""
+        self.own(ch, req["terminatorId"], binding)
+        values: dict[str, object] = {}
+        if req["updateCost"]:
+            if req["cost"] > MAX_COST:
+                raise Refused(f"invalid cost {req['cost']}. cost must be between 0 and {MAX_COST} inclusive",
+                              code=10)
+            values["cost"] = req["cost"]
+        if req["updatePrecedence"]:
+            if req["precedence"] not in messages.PRECEDENCE:
+                raise Refused(f"invalid precedence: {req['precedence']}", code=9)
+            values["precedence"] = messages.PRECEDENCE[req["precedence"]]
         if values:
             store = self.server.ctl.store
             with store.write():
                 store.execute(f"UPDATE terminators SET {', '.join(f'{k} = ?' for k in values)}, updated_at = ?"
                               " WHERE id = ?", (*values.values(), clock.stamp(), req["terminatorId"]))
-        ch.reply(m, C.UPDATE_TERMINATOR_RESPONSE, {})
+
+    def health(self, tid: str, passed: bool) -> None:
+        """A host reports its service healthy or not: an unhealthy terminator is tried last."""
+        if tid in self.session_of:
+            self.failures[tid] = 0 if passed else max(self.failures.get(tid, 0), 100)
 
     def _health(self, ch: RouterChannel, m: Message) -> None:
-        """A host reports its service healthy or not: an unhealthy terminator is tried last."""
         req = pb.decode(messages.HEALTH_EVENT, m.body)
-        tid = req["terminatorId"]
-        if tid in self.session_of:
-            self.failures[tid] = 0 if req["checkPassed"] else max(self.failures.get(tid, 0), 100)
+        self.health(req["terminatorId"], req["checkPassed"])
 
     def error(self, ch: RouterChannel, m: Message, text: str, code: int) -> None:
         """An ``ErrorType`` answer: the text in the body, the edge error code in header 1014."""
