@@ -9,6 +9,8 @@ module is skipped with the reason. Marked ``interop``."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -27,7 +29,7 @@ MiB = 1024 * 1024
 def lab(template_db, tmp_path_factory):
     """ziti-lite with its control channel and no embedded router, and one real router online."""
     tmp = tmp_path_factory.mktemp("real-router")
-    with running(template_db, tmp, edge=False, ctrl=True) as handle:
+    with running(template_db, tmp, edge=False, ctrl=True, ctrl_heartbeat_timeout=3.0) as handle:
         yield handle
 
 
@@ -194,3 +196,54 @@ def test_a_tunneler_enabled_router_hosts_a_service_for_sdks(lab, ziti_bin, route
         tunneler.stop()
         server.close()
         assert admin.patch(f"/edge-routers/{router.id}", json={"disabled": False}).status_code == 200
+
+
+def test_re_enroll_disconnects_and_the_old_certificate_is_refused(lab, ziti_bin, net):
+    admin, ids = net
+    r = RealRouter(ziti_bin, Path(lab.tmp), "site-re", lab.ctl.ctrl_server.port, admin)
+    r.enroll()
+    r.start()
+    try:
+        wait_online(admin, r.id, timeout=10)
+        refused = lab.ctl.ctrl_server.refused
+        assert admin.post(f"/edge-routers/{r.id}/re-enroll", json={}).status_code == 200
+        wait_online(admin, r.id, online=False, timeout=2)
+        # the router dials again with its old certificate (at once, then every few seconds): refused
+        wait_for(lambda: lab.ctl.ctrl_server.refused > refused, timeout=15)
+        assert not admin.get(f"/edge-routers/{r.id}").json()["data"]["isOnline"]
+        r.stop()
+        detail = admin.get(f"/edge-routers/{r.id}").json()["data"]
+        assert detail["name"] == "site-re" and detail["roleAttributes"] == ["public"]
+        r.enroll(detail["enrollmentJwt"])       # the new JWT: online again
+        r.start()
+        wait_online(admin, r.id, timeout=10)
+    finally:
+        r.stop()
+
+
+def test_a_killed_or_silent_router_goes_offline_and_its_terminators_stay_as_upstream(lab, ziti_bin, net, peers):
+    admin, ids = net
+    r = RealRouter(ziti_bin, Path(lab.tmp), "site-k", lab.ctl.ctrl_server.port, admin, attrs=["site-k"])
+    admin.create("edge-router-policies", {"name": "site-k-only", "semantic": "AnyOf",
+                                          "identityRoles": ["#rr-host"], "edgeRouterRoles": ["#site-k"]})
+    r.enroll()
+    r.start()
+    try:
+        wait_online(admin, r.id, timeout=10)
+        host(peers, ids["rr-host.file"], "rr-plain", "k")
+        mine = lambda: [t for t in admin.get("/terminators?limit=500").json()["data"] if t["routerId"] == r.id]  # noqa: E731
+        wait_for(mine, timeout=20)
+        # SIGSTOP: the router no longer answers heartbeats; offline within the timeout (3 s here)
+        r.stop(signal.SIGSTOP)
+        took = wait_online(admin, r.id, online=False, timeout=lab.ctl.settings.ctrl_heartbeat_timeout + 3)
+        print(f"\nsilent router offline after {took:.1f} s (heartbeat timeout "
+              f"{lab.ctl.settings.ctrl_heartbeat_timeout:.0f} s)")
+        os.killpg(r.proc.pid, signal.SIGCONT)
+        wait_online(admin, r.id, timeout=15)    # it dials again by itself
+        r.stop(signal.SIGKILL)
+        took = wait_online(admin, r.id, online=False, timeout=2)
+        print(f"killed router offline after {took:.2f} s")
+        # upstream keeps a router's terminators while it is away; they are not offered to dials
+        assert mine()
+    finally:
+        r.stop()
