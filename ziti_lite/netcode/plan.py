@@ -167,8 +167,8 @@ def check_references(network: Network, names: dict[str, dict[str, str]]) -> None
                 if target in by_id and (target_kind not in network.entities or by_id[target] in in_file):
                     _rewrite(entity, field_name, value, "@" + by_id[target])
                     continue
-                raise NetcodeError(f"{where}: field {field_name!r}: {value} names no {collection[:-1]}"
-                                   f" in the file or the network")
+                noun = wiring.resource(collection).entity
+                raise NetcodeError(f"{where}: field {field_name!r}: {value} names no {noun} in the file or the network")
 
 
 def _rewrite(entity: dict, field_name: str, old: str, new: str) -> None:
