@@ -41,6 +41,9 @@ def listing(api: ApiBase, path: str, **query: str) -> list[dict]:
             return out
 
 
+NOUNS = {"identities": "identity", "services": "service", "edge-routers": "edge router"}
+
+
 def find(api: ApiBase, collection: str, ref: str) -> dict:
     """An entity by name, by id, or by ``@name``/``@id``."""
     key = ref[1:] if ref.startswith("@") else ref
@@ -48,7 +51,7 @@ def find(api: ApiBase, collection: str, ref: str) -> dict:
         rows = listing(api, f"/{collection}", filter=query)
         if rows:
             return rows[0]
-    raise NetcodeError(f"no {collection[:-1].replace('-', ' ')} named {ref!r}")
+    raise NetcodeError(f"no {NOUNS.get(collection, collection)} named {ref!r}")
 
 
 def matches(api: ApiBase, collection: str, entity_id: str, role: str) -> bool:
