@@ -64,6 +64,7 @@ class RemoteApi(ApiBase):
         self.token: str | None = None
         status, body = self.call("POST", "/authenticate?method=password", {"username": username, "password": password})
         if status != 200:
+            self.close()
             raise NetcodeError(f"--controller {url}: login as {username!r} refused ({status} {_code(body)})")
         self.token = body["data"]["token"]
 
