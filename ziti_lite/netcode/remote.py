@@ -13,6 +13,7 @@ import http.client
 import json
 import ssl
 import urllib.parse
+import warnings
 from typing import Any
 
 from cryptography.hazmat.primitives.serialization import Encoding, pkcs7
@@ -38,7 +39,9 @@ def published_ca(host: str, port: int, timeout: float = 10.0) -> str:
     finally:
         conn.close()
     try:
-        certs = pkcs7.load_der_pkcs7_certificates(base64.b64decode(raw))
+        with warnings.catch_warnings():   # OpenZiti's bundle is BER (unsorted SET): cryptography warns, reads it
+            warnings.simplefilter("ignore", UserWarning)
+            certs = pkcs7.load_der_pkcs7_certificates(base64.b64decode(raw))
     except ValueError as e:
         raise NetcodeError(f"{host}:{port}: unreadable /.well-known/est/cacerts ({e}): pass --ca") from None
     return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
