@@ -89,3 +89,31 @@ def test_apply_db_beside_a_running_server_is_seen_at_once(ziti_lite_clean, tmp_p
     echo_client = client.get('/identities?filter=name="echo-client"').data[0]["id"]
     assert [s["name"] for s in client.get(f"/identities/{echo_client}/services?policyType=dial").data] == ["echo"]
     assert json.loads(json.dumps(live_export(ctl)))["servicePolicies"]
+
+
+def test_a_write_the_controller_refuses_midway_stops_and_says_what_was_done(ziti_lite_clean):
+    """Someone else creates the service 'echo' between the rehearsal and the write: the run stops
+    at that create and names what was and was not done."""
+    from ziti_lite.netcode import apply, document
+
+    ctl = ziti_lite_clean
+    network = document.load(EXAMPLE.read_text(), str(EXAMPLE))
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        lines.append(line)
+        if line == "created configs 'echo-host-config'":      # the last write before the service's
+            ctl.client.create("services", {"name": "echo", "encryptionRequired": False})
+
+    api = RemoteApi(ctl.url, ctl.admin_user, ctl.admin_password, ctl.ca_file)
+    try:
+        with pytest.raises(document.NetcodeError) as refused:
+            apply.apply_remote(api, network, prune=False, dry_run=False, say=say)
+    finally:
+        api.close()
+    message = str(refused.value)
+    assert "services 'echo': the controller refused the create (400): field 'name'" in message
+    assert ("done before it: created identities 'echo-host', created identities 'echo-client', created identities"
+            " 'visitor', created configs 'echo-intercept', created configs 'echo-host-config'") in message
+    assert message.endswith("not done: this and 2 more change(s)")
+    assert [s["name"] for s in ctl.client.get("/service-policies").data] == []
