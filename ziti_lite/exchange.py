@@ -20,8 +20,8 @@ verification (imported CAs must be verified again), API sessions, sessions and t
 One difference from upstream's exporter: posture-check roles of service policies are exported
 (upstream 1.3.3 writes an empty list there).
 
-JSON only: YAML would need a YAML library, which ziti-lite does not depend on (upstream's
-``--yaml`` files can be converted with any YAML tool).
+``import`` reads JSON; ``ziti-lite apply`` (``netcode/``) reads the same documents as JSON or
+YAML and also updates and prunes, through ``to_body`` and ``ApiBase`` here.
 """
 
 from __future__ import annotations
