@@ -117,3 +117,13 @@ def test_a_write_the_controller_refuses_midway_stops_and_says_what_was_done(ziti
             " 'visitor', created configs 'echo-intercept', created configs 'echo-host-config'") in message
     assert message.endswith("not done: this and 2 more change(s)")
     assert [s["name"] for s in ctl.client.get("/service-policies").data] == []
+
+
+def test_prune_on_a_controller_keeps_its_embedded_router(ziti_lite_clean, tmp_path):
+    ctl = ziti_lite_clean
+    ctl.client.create("edge-routers", {"name": "branch", "isTunnelerEnabled": False})
+    f = write(tmp_path / "routers.json", {"edgeRouters": []})
+    r = remote(ctl, "apply", "--prune", f)
+    assert r.exit_code == 0, r.output
+    assert "- delete edgeRouters 'branch'" in r.output and "ziti-lite" not in r.output
+    assert [e["name"] for e in ctl.client.get("/edge-routers").data] == ["ziti-lite"]

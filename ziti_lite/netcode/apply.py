@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import exchange
 from ..edge.entity import STATE_KEY
-from . import assertions, plan, scratch
+from . import assertions, plan, remote, scratch
 from .document import NetcodeError, Network
 
 Say = Callable[[str], None]
@@ -49,12 +49,16 @@ def network_names(api: exchange.ApiBase) -> dict[str, dict[str, str]]:
 
 
 def protected(api: exchange.ApiBase) -> set[tuple[str, str]]:
-    """Entities ``--prune`` never deletes beyond what ``export`` leaves out: the embedded router."""
+    """Entities ``--prune`` never deletes beyond what ``export`` leaves out: ziti-lite's embedded
+    edge router (on a served controller: the router whose certificate is the server's)."""
     if isinstance(api, exchange.LocalApi):
         store = api.ctl.store
         name = store.value("SELECT r.name FROM controller c JOIN routers r ON r.id = c.value"
                            " WHERE c.key = ?", (STATE_KEY,))
         return {("edgeRouters", name)} if name else set()
+    if isinstance(api, remote.RemoteApi) and api.server_fingerprint:
+        return {("edgeRouters", r["name"]) for r in api.list("edge-routers")
+                if r.get("fingerprint") == api.server_fingerprint}
     return set()
 
 

@@ -9,6 +9,7 @@ deleted again on ``close``.
 from __future__ import annotations
 
 import base64
+import hashlib
 import http.client
 import json
 import ssl
@@ -65,6 +66,8 @@ class RemoteApi(ApiBase):
         self.context = context
         self.conn: http.client.HTTPSConnection | None = None
         self.token: str | None = None
+        # lowercase hex SHA-1 of the server's certificate: ziti-lite's embedded edge router has it too
+        self.server_fingerprint: str | None = None
         status, body = self.call("POST", "/authenticate?method=password", {"username": username, "password": password})
         if status != 200:
             self.close()
@@ -84,6 +87,9 @@ class RemoteApi(ApiBase):
                                                         timeout=self.timeout)
             try:
                 self.conn.request(method, MANAGEMENT + path, body=payload, headers=headers)
+                if self.server_fingerprint is None and self.conn.sock is not None:
+                    der = self.conn.sock.getpeercert(binary_form=True)
+                    self.server_fingerprint = hashlib.sha1(der).hexdigest() if der else None
                 reply = self.conn.getresponse()
                 raw = reply.read()
                 break
