@@ -345,19 +345,16 @@ def test_(db, controller, username, password, ca, file) -> None:
     network = _network(file)
     api = _connect(db, controller, username, password, ca)
     try:
-        failures = assertions.evaluate(api, network.tests)
+        problems = assertions.results(api, network.tests)
     except (NetcodeError, exchange.ExchangeError) as e:
         raise click.ClickException(str(e)) from None
     finally:
         api.close()
-    failed = {f.split(": ", 1)[0] for f in failures}
-    for t in network.tests:
-        if describe(t) not in failed:
-            click.echo(f"ok     {describe(t)}")
-    for failure in failures:
-        click.echo(f"FAILED {failure}")
-    click.echo(f"tests: {len(network.tests) - len(failures)} of {len(network.tests)} pass")
-    if failures:
+    for t, problem in zip(network.tests, problems, strict=True):
+        click.echo(f"FAILED {describe(t)}: {problem}" if problem else f"ok     {describe(t)}")
+    failed = sum(p is not None for p in problems)
+    click.echo(f"tests: {len(network.tests) - failed} of {len(network.tests)} pass")
+    if failed:
         sys.exit(1)
 
 

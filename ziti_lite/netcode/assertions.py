@@ -17,17 +17,20 @@ from . import why
 from .document import NetcodeError, describe
 
 
-def evaluate(api: ApiBase, tests: list[dict]) -> list[str]:
-    """Every failed assertion, as ``<assertion>: <why>``."""
-    failures = []
+def results(api: ApiBase, tests: list[dict]) -> list[str | None]:
+    """For each assertion, None when it holds, else why not."""
+    out: list[str | None] = []
     for t in tests:
         try:
-            problem = check(api, t)
+            out.append(check(api, t))
         except NetcodeError as e:
-            problem = str(e)
-        if problem:
-            failures.append(f"{describe(t)}: {problem}")
-    return failures
+            out.append(str(e))
+    return out
+
+
+def evaluate(api: ApiBase, tests: list[dict]) -> list[str]:
+    """Every failed assertion, as ``<assertion>: <why>``."""
+    return [f"{describe(t)}: {problem}" for t, problem in zip(tests, results(api, tests), strict=True) if problem]
 
 
 def services_of(api: ApiBase, identity_id: str, action: str) -> dict[str, str]:
