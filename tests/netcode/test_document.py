@@ -69,3 +69,21 @@ def test_db_or_controller_but_not_both(fresh_db, tmp_path):
     f = write(tmp_path / "n.json", {})
     assert invoke("apply", f).exit_code == 2                        # a usage error, as click gives
     assert invoke("apply", "--db", fresh_db, "--controller", "https://127.0.0.1:1", f).exit_code == 2
+
+
+def test_yaml_errors_name_the_entitys_line(fresh_db, tmp_path):
+    text = ("services:\n  - name: crm\n    encryptionRequired: true\n"
+            "  - name: b\n    encryptionRequired: 'yes'\n"
+            "servicePolicies:\n  - name: p\n    type: Dial\n    identityRoles: ['@ghost']\n    serviceRoles: []\n")
+    f = write(tmp_path / "net.yaml", text)
+    r = invoke("apply", "--db", fresh_db, f)
+    assert r.exit_code == 1
+    assert r.output.strip().splitlines()[-1] == (f"Error: {f}:7: servicePolicies 'p': field 'identityRoles':"
+                                                 " @ghost names no identity in the file or the network")
+    f = write(tmp_path / "net.yaml", text.split("servicePolicies")[0])
+    r = invoke("apply", "--db", fresh_db, f)
+    assert r.exit_code == 1
+    assert f"Error: {f}:4: services 'b': the controller refused the create (400): field 'encryptionRequired'" \
+        in r.output
+    f = write(tmp_path / "net.yaml", text.split("servicePolicies")[0] + "  - name: crm\n")
+    assert invoke("apply", "--db", fresh_db, f).output.strip() == f"Error: {f}:6: services 'crm': duplicate name"

@@ -72,7 +72,7 @@ def error_text(reply: Any) -> str:
     return f"{error.get('code')}: {error.get('message')}"
 
 
-def execute(api: exchange.ApiBase, changes: list[plan.Change], file: str, say: Say = lambda s: None) -> None:
+def execute(api: exchange.ApiBase, changes: list[plan.Change], network: Network, say: Say = lambda s: None) -> None:
     names = network_names(api)
     done: list[str] = []
 
@@ -86,6 +86,7 @@ def execute(api: exchange.ApiBase, changes: list[plan.Change], file: str, say: S
     for c in changes:
         collection = exchange.COLLECTION[c.kind]
         what = f"{c.kind} {c.name!r}"
+        where = network.where(c.kind, c.name) if c.action != "delete" else f"{network.file}: {what}"
         try:
             if c.action == "create":
                 body = exchange.to_body(c.kind, c.entity, ref)
@@ -104,10 +105,9 @@ def execute(api: exchange.ApiBase, changes: list[plan.Change], file: str, say: S
                 if ok:
                     names[collection].pop(c.name, None)
         except NetcodeError as e:
-            raise Refused(f"{file}: {what}: {e}", done) from None
+            raise Refused(f"{where}: {e}", done) from None
         if not ok:
-            raise Refused(f"{file}: {what}: the controller refused the {c.action} ({status}): {error_text(reply)}",
-                          done)
+            raise Refused(f"{where}: the controller refused the {c.action} ({status}): {error_text(reply)}", done)
         done.append(f"{c.action}d {what}")
         say(f"{c.action}d {what}")
 
@@ -126,7 +126,7 @@ def apply_local(api: exchange.LocalApi, network: Network, prune: bool, dry_run: 
     outcome = Outcome(changes)
     try:
         with api.ctl.store.write():
-            execute(api, changes, network.file)
+            execute(api, changes, network)
             outcome.failures = assertions.evaluate(api, network.tests)
             if outcome.failures or dry_run or not changes:
                 raise _Rollback
@@ -147,14 +147,14 @@ def apply_remote(api: exchange.ApiBase, network: Network, prune: bool, dry_run: 
     with scratch.Scratch(exchange.export(api)) as rehearsal:
         rehearsal_changes = plan.compute(exchange.export(rehearsal.api), network, prune, keep)
         try:
-            execute(rehearsal.api, rehearsal_changes, network.file)
+            execute(rehearsal.api, rehearsal_changes, network)
         except Refused as e:
             raise NetcodeError(f"{e.args[0]}; nothing was changed") from None
         outcome.failures = assertions.evaluate(rehearsal.api, network.tests)
     if outcome.failures or dry_run or not changes:
         return outcome
     try:
-        execute(api, changes, network.file, say)
+        execute(api, changes, network, say)
     except Refused as e:
         done = e.args[1]
         left = len(changes) - len(done)

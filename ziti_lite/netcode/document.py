@@ -26,6 +26,30 @@ class Network:
     file: str
     entities: dict[str, list[dict]]        # only the kinds the file names
     tests: list[dict] = field(default_factory=list)
+    lines: dict[tuple[str, int], int] = field(default_factory=dict)   # YAML: (kind, index) -> line
+
+    def where(self, kind: str, name: str | None = None, index: int | None = None) -> str:
+        """``FILE[:LINE]: kind 'name'``: where an entity is, for messages."""
+        if index is None and name is not None:
+            index = next((i for i, e in enumerate(self.entities.get(kind, [])) if e.get("name") == name), None)
+        line = self.lines.get((kind, index)) if index is not None else None
+        return f"{self.file}{f':{line}' if line else ''}: {kind}" + (
+            f" {name!r}" if name is not None else f"[{index}]" if index is not None else "")
+
+
+def entity_lines(text: str) -> dict[tuple[str, int], int]:
+    """The line of each item of each top-level list of a YAML document."""
+    out: dict[tuple[str, int], int] = {}
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return out
+    if isinstance(root, yaml.MappingNode):
+        for key, value in root.value:
+            if isinstance(key, yaml.ScalarNode) and isinstance(value, yaml.SequenceNode):
+                for i, item in enumerate(value.value):
+                    out[(key.value, i)] = item.start_mark.line + 1
+    return out
 
 
 def parse(text: str, file: str) -> Any:
@@ -46,6 +70,7 @@ def parse(text: str, file: str) -> Any:
 
 def load(text: str, file: str) -> Network:
     doc = parse(text, file)
+    lines = {} if text.lstrip().startswith(("{", "[")) else entity_lines(text)
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -60,22 +85,24 @@ def load(text: str, file: str) -> Network:
         items = items or []
         if not isinstance(items, list):
             raise NetcodeError(f"{file}: {kind}: expected a list of entities, got {type(items).__name__}")
+        network = Network(file, {}, [], lines)
         seen: set[str] = set()
         for i, e in enumerate(items):
             if not isinstance(e, dict):
-                raise NetcodeError(f"{file}: {kind}[{i}]: expected a mapping, got {type(e).__name__}")
+                raise NetcodeError(f"{network.where(kind, index=i)}: expected a mapping, got {type(e).__name__}")
             name = e.get("name")
             if not isinstance(name, str) or not name:
-                raise NetcodeError(f"{file}: {kind}[{i}]: field 'name' must be a non-empty string")
+                raise NetcodeError(f"{network.where(kind, index=i)}: field 'name' must be a non-empty string")
             if name in seen:
-                raise NetcodeError(f"{file}: {kind} {name!r}: duplicate name")
+                raise NetcodeError(f"{network.where(kind, name, i)}: duplicate name")
             seen.add(name)
-        entities[kind] = [json.loads(json.dumps(e)) for e in items]  # plain JSON values (YAML dates...)
+        entities[kind] = [json.loads(json.dumps(e, default=str)) for e in items]  # plain JSON (YAML dates...)
     if not isinstance(tests, list):
         raise NetcodeError(f"{file}: tests: expected a list of assertions")
+    network = Network(file, entities, tests, lines)
     for i, t in enumerate(tests):
-        check_assertion(t, f"{file}: tests[{i}]")
-    return Network(file, entities, tests)
+        check_assertion(t, network.where("tests", index=i))
+    return network
 
 
 ASSERTION_KEYS = {"name", "identity", "service", "services", "can", "cannot", "router", "policyType"}

@@ -151,7 +151,7 @@ def check_references(network: Network, names: dict[str, dict[str, str]]) -> None
     ``names``: collection -> {name: id} of the network, built-ins included."""
     for kind, entities in network.entities.items():
         for entity in entities:
-            where = f"{network.file}: {kind} {entity['name']!r}"
+            where = network.where(kind, entity["name"])
             try:
                 refs = references(kind, entity)
             except NetcodeError as e:
