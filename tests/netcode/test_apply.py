@@ -9,6 +9,7 @@ import yaml
 
 from tests.netcode.conftest import EXAMPLE, export_of, invoke, write
 from tests.test_exchange import populate
+from ziti_lite import exchange
 from ziti_lite.edge.entity import ensure_router
 
 
@@ -138,3 +139,15 @@ def test_secrets_are_never_printed(fresh_db, tmp_path):
     r = invoke("apply", "--db", fresh_db, "--dry-run", f)
     assert r.exit_code == 2
     assert "hunter2" not in r.output and "(secret)" in r.output
+
+
+def test_fields_the_export_does_not_carry_are_set_on_creation_only(fresh_db, tmp_path):
+    f = write(tmp_path / "net.json", {"identities": [{"name": "h", "isAdmin": False, "defaultHostingCost": 7}]})
+    assert invoke("apply", "--db", fresh_db, f).exit_code == 0
+    api = exchange.LocalApi(str(fresh_db))
+    try:
+        (row,) = api.list("identities", 'name = "h"')
+        assert row["defaultHostingCost"] == 7
+    finally:
+        api.close()
+    assert "Plan: nothing to do" in invoke("apply", "--db", fresh_db, f).output    # converges

@@ -120,12 +120,15 @@ def prepare(api: exchange.ApiBase, network: Network, prune: bool) -> tuple[list[
 
 
 def apply_local(api: exchange.LocalApi, network: Network, prune: bool, dry_run: bool, say: Say) -> Outcome:
-    changes, _ = prepare(api, network, prune)
-    for line in plan.render(changes):
-        say(line)
-    outcome = Outcome(changes)
+    outcome = Outcome([])
     try:
+        # the plan is made inside the transaction too: no other writer can change the network
+        # between reading it and writing the difference
         with api.ctl.store.write():
+            changes, _ = prepare(api, network, prune)
+            outcome.changes = changes
+            for line in plan.render(changes):
+                say(line)
             execute(api, changes, network)
             outcome.failures = assertions.evaluate(api, network.tests)
             if outcome.failures or dry_run or not changes:

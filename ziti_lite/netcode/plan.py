@@ -3,8 +3,8 @@ the file, and its readable rendering.
 
 Entities are matched by name within their kind. Only the fields the file gives are compared,
 and of those only the ones the API lets a PATCH change (the resource table's update body:
-``wiring.resource(...).update``); the others (an identity's enrollment, a posture check's
-read-only fields, ...) are used when the entity is created. ``@name`` references are compared
+``wiring.resource(...).update``) and the export carries; the others (an identity's enrollment
+or hosting costs, read-only fields, ...) are used when the entity is created. ``@name`` references are compared
 as names, as ``exchange.export`` writes them. With ``prune``, what the network has and the file
 does not is deleted, only within the kinds the file names and never a built-in (those
 ``exchange.export`` leaves out, and the embedded edge router).
@@ -80,8 +80,10 @@ def compute(current: dict[str, list[dict]], network: Network, prune: bool,
             if old is None:
                 changes.append(Change("create", kind, want["name"], want))
                 continue
+            # a field the export does not carry (an identity's hosting costs, ...) cannot be
+            # compared: like create-only fields, it is set when the entity is created
             diff = {k: (old.get(k), v) for k, v in want.items()
-                    if k in fields and canonical(kind, k, v) != canonical(kind, k, old.get(k))}
+                    if k in fields and k in old and canonical(kind, k, v) != canonical(kind, k, old.get(k))}
             if diff:
                 changes.append(Change("update", kind, want["name"], want, diff))
     if prune:
