@@ -45,8 +45,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # shares its checks, wire format and terminator strategy)
     ("routers", ("ziti_lite.edge", "ziti_lite.edge.*", "ziti_lite.ctrl", "ziti_lite.ctrl.*")),
     ("controller", ("ziti_lite.bootstrap", "ziti_lite.app")),
+    # network as code (``netcode``) builds on export/import and the whole in-process controller
     ("entry points", ("ziti_lite.server", "ziti_lite.cli", "ziti_lite.exchange", "ziti_lite.testing",
-                      "ziti_lite.__main__")),
+                      "ziti_lite.__main__", "ziti_lite.netcode", "ziti_lite.netcode.*")),
 )
 
 # (module, imported module): function-level imports that stay, each for a reason
@@ -54,6 +55,11 @@ LAZY: dict[tuple[str, str], str] = {
     ("ziti_lite.cli", "ziti_lite.server"): "CLI start-up: only `serve` loads uvicorn and the server",
     ("ziti_lite.cli", "ziti_lite.integrity"): "CLI start-up: only `check` runs the integrity checks",
     ("ziti_lite.cli", "ziti_lite.exchange"): "CLI start-up: only `import`/`export` load the in-process API",
+    ("ziti_lite.cli", "ziti_lite.netcode.remote"): "CLI start-up: only `apply`/`test`/`why` load netcode",
+    ("ziti_lite.cli", "ziti_lite.netcode.document"): "CLI start-up: only `apply`/`test`/`why` load netcode",
+    ("ziti_lite.cli", "ziti_lite.netcode.apply"): "CLI start-up: only `apply`/`test`/`why` load netcode",
+    ("ziti_lite.cli", "ziti_lite.netcode.assertions"): "CLI start-up: only `apply`/`test`/`why` load netcode",
+    ("ziti_lite.cli", "ziti_lite.netcode.why"): "CLI start-up: only `apply`/`test`/`why` load netcode",
     ("ziti_lite.cli", "ziti_lite.wiring"): "CLI start-up: `version` and `--help` load no controller",
     ("ziti_lite.cli", "ziti_lite.db.store"): "CLI start-up: only commands that open a database load apsw",
     ("ziti_lite.testing", "ziti_lite.app"): "pytest plugin (entry point pytest11) loaded by every pytest run"
@@ -225,6 +231,8 @@ def test_the_checks_see_what_they_check():
     assert ("ziti_lite.app", "ziti_lite.wiring", False) in edges
     assert ("ziti_lite.wiring", "ziti_lite.client.sessions", False) in edges
     assert ("ziti_lite.cli", "ziti_lite.server", True) in edges
+    assert ("ziti_lite.netcode.apply", "ziti_lite.exchange", False) in edges
+    assert layer_of("ziti_lite.netcode.plan") == layer_of("ziti_lite.exchange") > layer_of("ziti_lite.app")
     assert ("ziti_lite.api.context", "ziti_lite.app", False) not in edges    # under TYPE_CHECKING
     assert layer_of("ziti_lite.api.crud") < layer_of("ziti_lite.resources.identities") < layer_of(
         "ziti_lite.api.authentication")

@@ -1,4 +1,4 @@
-"""The ``ziti-lite`` command: serve, snapshot, check, export, import, routes, version.
+"""The ``ziti-lite`` command: serve, snapshot, check, export, import, apply, test, why, routes, version.
 
 Each command imports what it runs when it runs (``ziti-lite version`` loads no server), and every
 command that opens a database first loads the whole controller (``wiring.load``) so that its
@@ -266,3 +266,136 @@ def _open(db: str):
 def version() -> None:
     """Print the ziti-lite version."""
     click.echo(f"ziti-lite {__version__}")
+
+
+# ---------------------------------------------------------------- network as code
+def _target(fn):
+    """The network a netcode command works on: a database file or a running controller."""
+    options = (
+        click.option("--db", "db", default=None, type=click.Path(exists=True, dir_okay=False),
+                     help="work on this database file (in-process, beside a running server too)"),
+        click.option("--controller", default=None, envvar="ZITI_LITE_CONTROLLER",
+                     help="work on a running controller: https://HOST:PORT (ziti-lite or OpenZiti)"),
+        click.option("--username", default=None, envvar="ZITI_LITE_USERNAME", help="the controller's admin"),
+        click.option("--password", default=None, envvar="ZITI_LITE_PASSWORD", help="the admin's password"),
+        click.option("--ca", default=None, type=click.Path(exists=True, dir_okay=False),
+                     help="CA bundle of the controller [default: its /.well-known/est/cacerts]"),
+    )
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _connect(db, controller, username, password, ca):
+    from . import exchange
+    from .netcode import remote
+    from .netcode.document import NetcodeError
+
+    if bool(db) == bool(controller):
+        raise click.UsageError("give one of --db PATH or --controller URL")
+    try:
+        if db:
+            return exchange.LocalApi(db)
+        if not username or not password:
+            raise click.UsageError("--controller needs --username and --password (or ZITI_LITE_USERNAME/PASSWORD)")
+        return remote.RemoteApi(controller, username, password, ca)
+    except (NetcodeError, exchange.ExchangeError) as e:
+        raise click.ClickException(str(e)) from None
+
+
+def _network(file: str):
+    from .netcode import document
+
+    try:
+        with click.open_file(file) as f:
+            text = f.read()
+    except OSError as e:
+        raise click.ClickException(f"{file}: {e.strerror}") from None
+    try:
+        return document.load(text, file)
+    except document.NetcodeError as e:
+        raise click.ClickException(str(e)) from None
+
+
+@cli.command("apply")
+@_target
+@click.option("--dry-run", is_flag=True, help="print the plan and check the tests; change nothing (exit 2: changes)")
+@click.option("--prune", is_flag=True, help="delete what the file's entity kinds do not list (never built-ins)")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+def apply_(db, controller, username, password, ca, dry_run, prune, file) -> None:
+    """Make the network what FILE (JSON or YAML, 'ziti ops export' shape + tests) describes.
+
+    Prints the plan first; exit 0 done or nothing to do, 2 changes planned (--dry-run), 1 error
+    or a failed test (then nothing is written)."""
+    from . import exchange
+    from .netcode import apply
+    from .netcode.document import NetcodeError
+
+    network = _network(file)
+    api = _connect(db, controller, username, password, ca)
+    try:
+        run = apply.apply_local if isinstance(api, exchange.LocalApi) else apply.apply_remote
+        outcome = run(api, network, prune, dry_run, click.echo)
+    except (NetcodeError, exchange.ExchangeError) as e:
+        raise click.ClickException(str(e)) from None
+    finally:
+        api.close()
+    if network.tests:
+        click.echo(f"tests: {len(network.tests) - len(outcome.failures)} of {len(network.tests)} pass")
+    if outcome.failures:
+        for failure in outcome.failures:
+            click.echo(f"FAILED {failure}", err=True)
+        raise click.ClickException(f"{file}: {len(outcome.failures)} test(s) fail on the planned network;"
+                                   " nothing was changed")
+    if dry_run:
+        sys.exit(2 if outcome.changes else 0)
+    if outcome.applied:
+        click.echo(f"applied {len(outcome.changes)} change(s)")
+
+
+@cli.command("test")
+@_target
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+def test_(db, controller, username, password, ca, file) -> None:
+    """Check FILE's tests against the network as it is now (exit 1 when one fails)."""
+    from . import exchange
+    from .netcode import assertions
+    from .netcode.document import NetcodeError, describe
+
+    network = _network(file)
+    api = _connect(db, controller, username, password, ca)
+    try:
+        problems = assertions.results(api, network.tests)
+    except (NetcodeError, exchange.ExchangeError) as e:
+        raise click.ClickException(str(e)) from None
+    finally:
+        api.close()
+    for t, problem in zip(network.tests, problems, strict=True):
+        click.echo(f"FAILED {describe(t)}: {problem}" if problem else f"ok     {describe(t)}")
+    failed = sum(p is not None for p in problems)
+    click.echo(f"tests: {len(network.tests) - failed} of {len(network.tests)} pass")
+    if failed:
+        sys.exit(1)
+
+
+@cli.command("why")
+@_target
+@click.option("--dial", "policy_type", flag_value="Dial", default=True, help="explain dialing (default)")
+@click.option("--bind", "policy_type", flag_value="Bind", help="explain binding")
+@click.argument("identity")
+@click.argument("service")
+def why_(db, controller, username, password, ca, policy_type, identity, service) -> None:
+    """Explain whether IDENTITY may dial (or bind) SERVICE, and every reason (names or ids)."""
+    from . import exchange
+    from .netcode import why
+    from .netcode.document import NetcodeError
+
+    api = _connect(db, controller, username, password, ca)
+    try:
+        _, lines = why.explain(api, identity, service, policy_type)
+    except (NetcodeError, exchange.ExchangeError) as e:
+        raise click.ClickException(str(e)) from None
+    finally:
+        api.close()
+    for line in lines:
+        click.echo(line)

@@ -20,8 +20,8 @@ verification (imported CAs must be verified again), API sessions, sessions and t
 One difference from upstream's exporter: posture-check roles of service policies are exported
 (upstream 1.3.3 writes an empty list there).
 
-JSON only: YAML would need a YAML library, which ziti-lite does not depend on (upstream's
-``--yaml`` files can be converted with any YAML tool).
+``import`` reads JSON; ``ziti-lite apply`` (``netcode/``) reads the same documents as JSON or
+YAML and also updates and prunes, through ``to_body`` and ``ApiBase`` here.
 """
 
 from __future__ import annotations
@@ -85,7 +85,36 @@ class ExchangeError(Exception):
     pass
 
 
-class LocalApi:
+class ApiBase:
+    """A management API client: ``call`` one operation; lists and name look-ups over it."""
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        raise NotImplementedError
+
+    def list(self, collection: str, filter: str | None = None) -> list[dict]:
+        out: list[dict] = []
+        offset = 0
+        while True:
+            q = f"/{collection}?limit=500&offset={offset}"
+            if filter:
+                q += "&filter=" + urllib.parse.quote(filter)
+            status, body = self.call("GET", q)
+            if status != 200:
+                raise ExchangeError(f"listing {collection} failed: {status} {body}")
+            out.extend(body["data"])
+            offset += 500
+            if offset >= body["meta"]["pagination"]["totalCount"]:
+                return out
+
+    def by_name(self, collection: str, name: str) -> dict | None:
+        rows = self.list(collection, f"name = {json.dumps(name)}")
+        return rows[0] if rows else None
+
+    def close(self) -> None:
+        pass
+
+
+class LocalApi(ApiBase):
     """The management API of a database file, called in-process as its default admin."""
 
     def __init__(self, db: str):
@@ -129,25 +158,6 @@ class LocalApi:
         raw = b"".join(chunks)
         return status, (json.loads(raw) if raw else None)
 
-    def list(self, collection: str, filter: str | None = None) -> list[dict]:
-        out: list[dict] = []
-        offset = 0
-        while True:
-            q = f"/{collection}?limit=500&offset={offset}"
-            if filter:
-                q += "&filter=" + urllib.parse.quote(filter)
-            status, body = self.call("GET", q)
-            if status != 200:
-                raise ExchangeError(f"listing {collection} failed: {status} {body}")
-            out.extend(body["data"])
-            offset += 500
-            if offset >= body["meta"]["pagination"]["totalCount"]:
-                return out
-
-    def by_name(self, collection: str, name: str) -> dict | None:
-        rows = self.list(collection, f"name = {json.dumps(name)}")
-        return rows[0] if rows else None
-
     def close(self) -> None:
         with self.ctl.store.write():
             self.ctl.store.execute("DELETE FROM api_sessions WHERE id = ?", (self.session["id"],))
@@ -156,7 +166,7 @@ class LocalApi:
 
 
 # ---------------------------------------------------------------- export
-def export(api: LocalApi) -> dict[str, list[dict]]:
+def export(api: ApiBase) -> dict[str, list[dict]]:
     names: dict[tuple[str, str], str] = {}
 
     def name_of(collection: str, id: str) -> str:
@@ -258,7 +268,39 @@ def load(text: str) -> dict[str, list[dict]]:
     return doc
 
 
-def import_(api: LocalApi, doc: dict[str, list[dict]], say: Callable[[str], None] = lambda s: None) -> dict:
+def to_body(kind: str, entity: dict, ref: Callable[[str, Any], str], create: bool = True) -> dict:
+    """The create (or, ``create=False``, patch) body of an exported entity: its ``@name``
+    references turned into ids by ``ref(collection, "@name")``; fields the entity does not have
+    stay absent (but a new identity's type, ``Default`` unless given)."""
+    body = json.loads(json.dumps(entity))
+    if kind == "identities":
+        identity_type = body.pop("typeId", None) or body.get("type") or ("Default" if create else None)
+        if identity_type:
+            body["type"] = identity_type
+        if "authPolicy" in body:
+            body["authPolicyId"] = ref("auth-policies", body.pop("authPolicy"))
+    elif kind == "configs":
+        if "configType" in body:
+            body["configTypeId"] = ref("config-types", body.pop("configType"))
+    elif kind == "services":
+        if "configs" in body:
+            body["configs"] = [ref("configs", c) for c in body.get("configs") or []]
+    elif kind == "authPolicies":
+        ext = (body.get("primary") or {}).get("extJwt") or {}
+        if "allowedSigners" in ext:
+            ext["allowedSigners"] = [ref("external-jwt-signers", s) for s in ext.get("allowedSigners") or []]
+        secondary = body.get("secondary") or {}
+        if secondary.get("requireExtJwtSigner"):
+            secondary["requireExtJwtSigner"] = ref("external-jwt-signers", secondary["requireExtJwtSigner"])
+    elif kind in ROLES:
+        for field, target in ROLES[kind].items():
+            if field in body:
+                body[field] = [("@" + ref(target, r)) if isinstance(r, str) and r.startswith("@") else r
+                               for r in body.get(field) or []]
+    return body
+
+
+def import_(api: ApiBase, doc: dict[str, list[dict]], say: Callable[[str], None] = lambda s: None) -> dict:
     """Create what the document has and the network lacks (by name); returns
     ``{entity type: {"created": n, "skipped": n}}``."""
     ids: dict[tuple[str, str], str] = {}
@@ -275,10 +317,6 @@ def import_(api: LocalApi, doc: dict[str, list[dict]], say: Callable[[str], None
             ids[key] = row["id"]
         return ids[key]
 
-    def roles(collection: str, values: list | None, what: str) -> list[str]:
-        return [("@" + ref(collection, r, what)) if isinstance(r, str) and r.startswith("@") else r
-                for r in values or []]
-
     counts: dict[str, dict[str, int]] = {}
     for kind in IMPORT_ORDER:
         collection = COLLECTION[kind]
@@ -290,27 +328,8 @@ def import_(api: LocalApi, doc: dict[str, list[dict]], say: Callable[[str], None
             if api.by_name(collection, name) is not None:
                 done["skipped"] += 1
                 continue
-            body = json.loads(json.dumps(entity))
             what = f"{kind} {name!r}"
-            if kind == "identities":
-                body["type"] = "Default"
-                policy = body.pop("authPolicy", "@Default")
-                if policy != "@Default":
-                    body["authPolicyId"] = ref("auth-policies", policy, what)
-            elif kind == "configs":
-                body["configTypeId"] = ref("config-types", body.pop("configType", None), what)
-            elif kind == "services":
-                body["configs"] = [ref("configs", c, what) for c in body.get("configs") or []]
-            elif kind == "authPolicies":
-                ext = body.get("primary", {}).get("extJwt", {})
-                ext["allowedSigners"] = [ref("external-jwt-signers", s, what) for s in ext.get("allowedSigners") or []]
-                secondary = body.get("secondary") or {}
-                if secondary.get("requireExtJwtSigner"):
-                    signer = secondary["requireExtJwtSigner"]
-                    secondary["requireExtJwtSigner"] = ref("external-jwt-signers", signer, what)
-            elif kind in ROLES:
-                for field, target in ROLES[kind].items():
-                    body[field] = roles(target, body.get(field), what)
+            body = to_body(kind, entity, lambda collection, value: ref(collection, value, what))
             status, reply = api.call("POST", f"/{collection}", body)
             if status != 201:
                 cause = (reply or {}).get("error", {})
