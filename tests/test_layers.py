@@ -27,6 +27,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "ziti_lite.connections")),
     ("db", ("ziti_lite.db", "ziti_lite.db.*", "ziti_lite.integrity")),
     ("pki", ("ziti_lite.pki", "ziti_lite.pki.*")),
+    # the controller's own certificates over time: renewal, live TLS contexts, expiry, start-up checks
+    ("lifecycle", ("ziti_lite.lifecycle", "ziti_lite.lifecycle.*")),
     # the request machinery: route table, context, envelope, generic CRUD, metrics
     ("http", ("ziti_lite.api", "ziti_lite.api.router", "ziti_lite.api.ops", "ziti_lite.api.context",
               "ziti_lite.api.envelope", "ziti_lite.api.resource", "ziti_lite.api.crud", "ziti_lite.api.routes",

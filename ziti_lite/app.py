@@ -34,6 +34,7 @@ from .db.checkpoint import Checkpointer
 from .db.store import Store
 from .edge.router import EdgeRouter
 from .errors import ApiError, NotFound, Unauthorized
+from .lifecycle import renewal
 from .observe import PATHS, Observer
 from .zac import Console
 
@@ -59,7 +60,7 @@ class Controller:
     __slots__ = ("settings", "store", "activity", "state", "instance_id", "router", "jobs", "checkpointer",
                  "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "periodic",
                  "session_rows", "extjwt_keys", "posture_states", "service_change_memory", "service_override_sigs",
-                 "traces", "_headers")
+                 "traces", "tls_contexts", "cert_renewals", "_headers")
 
     settings: Settings
     store: Store
@@ -81,11 +82,15 @@ class Controller:
     service_change_memory: dict[str, str]   # identity id -> in-memory lastChangeAt (client.changes)
     service_override_sigs: dict[str, str]   # identity id -> its service-config overrides' digest (client.changes)
     traces: dict[str, dict]                 # identity id -> tracing spec (PUT /identities/{id}/trace)
+    tls_contexts: list[ssl.SSLContext]      # every live TLS server context: renewals reload them (lifecycle.contexts)
+    cert_renewals: dict[str, int]           # certificate -> renewals by this process, for /metrics (lifecycle.renewal)
 
     def __init__(self, settings: Settings, store: Store | None = None):
         self.settings = settings
         self.store = store or Store(settings.db)
         self.activity = {}
+        self.tls_contexts = []
+        self.cert_renewals = {}
         self.state = bootstrap.ensure(self)      # instance id, PKI, default rows
         self.instance_id = self.state["instance_id"]
         self.jobs = {}
@@ -230,6 +235,8 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
                 ctl.checkpointer = Checkpointer(ctl.store)
             checkpointer = ctl.checkpointer
             checkpointer.start()
+        if renewal.tick not in ctl.periodic:   # certificates renewed while serving
+            ctl.periodic.append(renewal.tick)
         task = asyncio.create_task(_janitor(ctl))
         await edge.start(ctl)
         try:
@@ -282,7 +289,8 @@ class _App(Starlette):
 
 
 async def _janitor(ctl: Controller) -> None:
-    """Expire idle API sessions every few seconds, as upstream's enforcer does."""
+    """Expire idle API sessions every few seconds, as upstream's enforcer does, and run the
+    ``periodic`` hooks (MFA posture sweeps, certificate renewal)."""
     while True:
         await asyncio.sleep(5)
         try:

@@ -93,6 +93,14 @@ def cli() -> None:
     envvar="ZITI_LITE_MAX_CONNECTIONS",
     help="open connections at most [default: 3/4 of the file descriptor limit]",
 )
+@click.option(
+    "--server-cert-days",
+    default=365,
+    show_default=True,
+    type=click.IntRange(1, 3650),
+    envvar="ZITI_LITE_SERVER_CERT_DAYS",
+    help="validity of the TLS server certificate, renewed while serving when a third of it is left (at least 30 days)",
+)
 def serve(
     db,
     host,
@@ -108,6 +116,7 @@ def serve(
     idle_timeout,
     handshake_timeout,
     max_connections,
+    server_cert_days,
 ) -> None:
     """Create (if new) and serve a controller over HTTPS.
 
@@ -137,6 +146,7 @@ def serve(
             idle_timeout=idle_timeout,
             handshake_timeout=handshake_timeout,
             max_connections=max_connections,
+            server_cert_days=server_cert_days,
         ),
         log_level=log_level.lower(),
     )

@@ -1,7 +1,8 @@
 """Running the controller under uvicorn with real TLS on the API port.
 
-The TLS context is built here from the PEMs stored in the database: TLS 1.2+, the RSA server
-certificate with its chain, and a client certificate requested but not required. Whatever chain
+The TLS contexts are built here from the PEMs stored in the database and registered on the
+controller, whose certificate renewals reload them while serving (``lifecycle/contexts.py``):
+TLS 1.2+, the RSA server certificate with its chain, and a client certificate requested but not required. Whatever chain
 a client presents passes the handshake (``tls.accept_any_client_chain``); the handlers read it
 through ``tls.py`` and verify it against the CAs valid at that moment. Only where that callback
 cannot be installed does OpenSSL check chains in the handshake, against the controller's CA
@@ -14,10 +15,8 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import ssl
 import sys
-import tempfile
 from typing import Any
 
 import uvicorn
@@ -26,6 +25,7 @@ from . import connections, logs, tls
 from .app import create_app
 from .config import Settings
 from .db import lock as dblock
+from .lifecycle import contexts
 
 GRACEFUL_SHUTDOWN = 10   # seconds in-flight requests get to finish at shutdown
 X509_V_FLAG_PARTIAL_CHAIN = 0x80000
@@ -35,16 +35,7 @@ X509_V_FLAG_NO_CHECK_TIME = 0x200000
 def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    with tempfile.TemporaryDirectory(prefix="ziti-lite-") as d:
-        os.chmod(d, 0o700)
-        cert = os.path.join(d, "server.pem")
-        key = os.path.join(d, "server.key")
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(state["server_key"])
-        with open(cert, "w") as f:
-            f.write(state["server_cert"] + state["signer_cert"])
-        ctx.load_cert_chain(cert, key)
+    contexts.load_server_chain(ctx, state)
     if tls.accept_any_client_chain(ctx):
         return ctx
     ctx.load_verify_locations(cadata=state["signer_cert"] + state["root_cert"])
@@ -67,10 +58,11 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
         logging_config["log_config"] = None
     app = app or create_app(settings)
     ctl = app.state.controller
-    ctl.ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
+    # every server context is registered: a certificate renewal reloads them all (lifecycle/contexts.py)
+    ctl.ssl_context = contexts.register(ctl, ssl_context(ctl.state, _registered_cas(ctl)))
     # the embedded edge router: the same certificate and client-chain rules, plus the ALPN name
     # upstream's edge listener offers (SDKs that send none are served as well)
-    ctl.edge_ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
+    ctl.edge_ssl_context = contexts.register(ctl, ssl_context(ctl.state, _registered_cas(ctl)))
     ctl.edge_ssl_context.set_alpn_protocols(["ziti-edge"])
     limits = connections.Limits(settings.idle_timeout, settings.handshake_timeout, settings.max_connections)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, **logging_config,
