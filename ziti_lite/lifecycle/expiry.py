@@ -1,0 +1,115 @@
+"""When each certificate ends: the controller's own (server, signing CA, root) and the client
+certificates of identities and routers, for ``/metrics``, ``/health-checks`` and ``ziti-lite check``.
+
+Client certificates are parsed once each (their not-after is cached by fingerprint, which names
+one certificate for good), and the soonest end of each kind is cached until the database
+changes, so a scrape of a network of 100k identities does not parse 100k certificates.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from .. import clock
+from ..pki import ca
+from . import renewal
+
+WARN_WITHIN = dt.timedelta(days=30)     # what `ziti-lite check` reports
+CONTROLLER = ("server", "signer", "root")
+KINDS = ("identity", "router")
+
+# identity certificates: cert authenticators; router certificates: enrolled (edge) routers
+_CLIENT_SQL = {
+    "identity": "SELECT a.identity_id AS id, i.name AS name, a.fingerprint AS fp, a.cert_pem AS pem,"
+                " a.ca_id AS ca_id FROM authenticators a JOIN identities i ON i.id = a.identity_id"
+                " WHERE a.method = 'cert' AND a.cert_pem IS NOT NULL AND a.cert_pem != ''",
+    "router": "SELECT id, name, fingerprint AS fp, cert_pem AS pem, NULL AS ca_id FROM routers"
+              " WHERE cert_pem IS NOT NULL AND cert_pem != ''",
+}
+_NOT_AFTER: dict[str, dt.datetime] = {}       # fingerprint -> not after
+_SOONEST: dict[tuple, Ending | None] = {}     # (database, kind, generation) -> soonest ending
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    kind: str                 # server, signer, root, identity or router
+    name: str                 # what it belongs to
+    id: str | None            # the identity's or router's id
+    not_after: dt.datetime
+    external: bool = False    # an identity certificate issued by a third-party CA (not extendable here)
+
+    def seconds_left(self, now: dt.datetime | None = None) -> float:
+        return (self.not_after - (now or clock.now())).total_seconds()
+
+
+def controller(state: dict[str, str]) -> list[Ending]:
+    """The certificates the controller presents or signs with, in ``CONTROLLER`` order."""
+    names = {"server": "TLS server certificate", "signer": "signing CA", "root": "root CA"}
+    return [Ending(k, names[k], None, renewal.validity(state[f"{k}_cert"])[1]) for k in CONTROLLER]
+
+
+def _not_after(fp: str | None, pem: str) -> dt.datetime | None:
+    hit = _NOT_AFTER.get(fp) if fp else None
+    if hit is None:
+        try:
+            hit = ca.load_cert(pem).not_valid_after_utc
+        except ValueError:
+            return None     # not a certificate: the integrity check's business, not a metric's
+        if fp:
+            if len(_NOT_AFTER) > 500_000:
+                _NOT_AFTER.clear()
+            _NOT_AFTER[fp] = hit
+    return hit
+
+
+def clients(store: Any, kind: str) -> list[Ending]:
+    """Every certificate of ``kind`` (identity or router) with its end, soonest first."""
+    out = []
+    for row in store.all(_CLIENT_SQL[kind]):
+        end = _not_after(row["fp"], row["pem"])
+        if end is not None:
+            out.append(Ending(kind, row["name"], row["id"], end, external=row["ca_id"] is not None))
+    return sorted(out, key=lambda e: (e.not_after, e.name))
+
+
+def soonest(store: Any, kind: str) -> Ending | None:
+    """The certificate of ``kind`` that ends first (cached until the database changes)."""
+    conn = store.conn
+    key = (store.path, kind, conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())
+    if key not in _SOONEST:
+        if len(_SOONEST) > 64:
+            _SOONEST.clear()
+        found = clients(store, kind)
+        _SOONEST[key] = found[0] if found else None
+    return _SOONEST[key]
+
+
+def expiring(store: Any, state: dict[str, str], within: dt.timedelta = WARN_WITHIN,
+             now: dt.datetime | None = None) -> list[Ending]:
+    """What ends (or has ended) within ``within`` from now: the controller's certificates first,
+    then identities' and routers', soonest first."""
+    limit = (now or clock.now()) + within
+    own = [e for e in controller(state) if e.not_after <= limit]
+    theirs = sorted((e for k in KINDS for e in clients(store, k) if e.not_after <= limit),
+                    key=lambda e: (e.not_after, e.kind, e.name))
+    return own + theirs
+
+
+def server_state(state: dict[str, str], now: dt.datetime | None = None) -> tuple[str, str]:
+    """(``ok``, ``warning`` or ``failing``, a sentence) for the TLS server certificate: a warning
+    once it is in its renewal window (a serving controller renews it there, so a warning means
+    renewal did not happen), failing once it has ended."""
+    now = now or clock.now()
+    pem = state["server_cert"]
+    end = renewal.validity(pem)[1]
+    left = end - now
+    if left.total_seconds() <= 0:
+        return "failing", (f"the TLS server certificate ended at {clock.fmt(end)}: clients refuse it;"
+                           " restart ziti-lite serve to renew it")
+    days = left.total_seconds() / 86400
+    if now >= renewal.renew_at(pem):
+        return "warning", (f"the TLS server certificate ends in {days:.1f} days ({clock.fmt(end)}) and was not"
+                           " renewed: see the log for the renewal error")
+    return "ok", f"the TLS server certificate ends in {days:.1f} days ({clock.fmt(end)}), renewed from {clock.fmt(renewal.renew_at(pem))}"
