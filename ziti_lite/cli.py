@@ -191,7 +191,7 @@ def export_(db, file) -> None:
     """Write the network to FILE ('-': standard output) in the JSON format of 'ziti ops export'."""
     from . import exchange
 
-    api = exchange.LocalApi(db)
+    api = _local_api(db)
     try:
         doc = exchange.export(api)
     except exchange.ExchangeError as e:
@@ -218,7 +218,7 @@ def import_(db, file) -> None:
         doc = exchange.load(text)
     except exchange.ExchangeError as e:
         raise click.ClickException(str(e)) from None
-    api = exchange.LocalApi(db)
+    api = _local_api(db)
     try:
         counts = exchange.import_(api, doc, say=lambda line: click.echo(line, err=True))
     except exchange.ExchangeError as e:
@@ -243,13 +243,27 @@ def routes(api) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
 
 
+def _local_api(db: str):
+    """The in-process API of ``import``/``export`` on ``db``; a refused file is one line, exit 1."""
+    from . import exchange
+    from .db.store import DatabaseRefused
+
+    try:
+        return exchange.LocalApi(db)
+    except DatabaseRefused as e:
+        raise click.ClickException(str(e)) from None
+
+
 def _open(db: str):
     """The database of a command, with every registration loaded (``wiring.load``)."""
     from . import wiring
-    from .db.store import Store
+    from .db.store import DatabaseRefused, Store
 
     wiring.load()
-    return Store(db)
+    try:
+        return Store(db)
+    except DatabaseRefused as e:
+        raise click.ClickException(str(e)) from None
 
 
 @cli.command()

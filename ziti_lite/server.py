@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import ssl
 import sys
 from typing import Any
@@ -25,7 +26,8 @@ from . import connections, logs, tls
 from .app import create_app
 from .config import Settings
 from .db import lock as dblock
-from .lifecycle import contexts
+from .db.store import DatabaseRefused
+from .lifecycle import contexts, startup
 
 GRACEFUL_SHUTDOWN = 10   # seconds in-flight requests get to finish at shutdown
 X509_V_FLAG_PARTIAL_CHAIN = 0x80000
@@ -58,6 +60,7 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
         logging_config["log_config"] = None
     app = app or create_app(settings)
     ctl = app.state.controller
+    startup.check(ctl)   # before anything listens: one line and exit 1 (serve) for what cannot work
     # every server context is registered: a certificate renewal reloads them all (lifecycle/contexts.py)
     ctl.ssl_context = contexts.register(ctl, ssl_context(ctl.state, _registered_cas(ctl)))
     # the embedded edge router: the same certificate and client-chain rules, plus the ALPN name
@@ -84,8 +87,15 @@ def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None
         held = dblock.acquire(settings.db)  # one serving process per database file
     except dblock.DatabaseInUse as e:
         sys.exit(f"ziti-lite: {e}")
+    except OSError as e:   # the lock file beside the database cannot be made
+        where = os.path.dirname(os.path.abspath(settings.db))
+        why = f"no directory {where}" if not os.path.isdir(where) else (e.strerror or str(e)).lower()
+        sys.exit(f"ziti-lite: cannot open {settings.db} ({why}): give --db a path in a directory ziti-lite may write")
     try:
-        server = build(settings, log_level)
+        try:
+            server = build(settings, log_level)
+        except (DatabaseRefused, startup.StartupError) as e:
+            sys.exit(f"ziti-lite: {e}")
         say = print if settings.log_format != "json" else logging.getLogger("ziti_lite").warning
         say(f"ziti-lite: serving the OpenZiti edge APIs on {settings.base_url} (db {settings.db})")
         if settings.edge_port:
