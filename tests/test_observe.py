@@ -20,8 +20,8 @@ from tests.conftest import CLIENT, MGMT, assert_error
 from tests.enroll.conftest import csr
 from ziti_lite import clock, testing
 from ziti_lite.lifecycle import renewal
-from ziti_lite.pki import ca
 from ziti_lite.observe import go_duration
+from ziti_lite.pki import ca
 
 SAMPLE = re.compile(
     r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?[0-9.e+]+|\+Inf)$'

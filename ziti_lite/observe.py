@@ -13,8 +13,9 @@ renewed, failing once it has ended) and, when the embedded router is configured,
 series do not need the ``prometheus_client`` dependency): requests by API, operation, method and
 status; request latency histograms by API and operation; logins by method and result; API
 sessions and sessions in the database; seconds until the controller's certificates and the
-soonest identity and router certificates end, and renewals of the controller's; the edge router's channels, connections, terminators,
-connected identities, circuits since start, bytes since start and bytes of its open channels.
+soonest identity and router certificates end, and renewals of the controller's; the edge
+router's channels, connections, terminators, connected identities, circuits since start, bytes
+since start and bytes of its open channels.
 
 Both are public, as upstream's health checks are; neither says anything about a particular
 identity.

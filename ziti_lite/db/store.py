@@ -75,7 +75,8 @@ def connect(path: str) -> apsw.Connection:
         _configure(conn)
     except apsw.NotADBError:
         conn.close()
-        raise DatabaseRefused(f"{path} is not an SQLite database: give --db a ziti-lite database or a new file") from None
+        raise DatabaseRefused(f"{path} is not an SQLite database: give --db a ziti-lite database or a new file"
+                              ) from None
     return conn
 
 

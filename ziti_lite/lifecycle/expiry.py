@@ -112,4 +112,5 @@ def server_state(state: dict[str, str], now: dt.datetime | None = None) -> tuple
     if now >= renewal.renew_at(pem):
         return "warning", (f"the TLS server certificate ends in {days:.1f} days ({clock.fmt(end)}) and was not"
                            " renewed: see the log for the renewal error")
-    return "ok", f"the TLS server certificate ends in {days:.1f} days ({clock.fmt(end)}), renewed from {clock.fmt(renewal.renew_at(pem))}"
+    return "ok", (f"the TLS server certificate ends in {days:.1f} days ({clock.fmt(end)}), renewed from"
+                  f" {clock.fmt(renewal.renew_at(pem))}")
