@@ -110,10 +110,10 @@ class Metrics:
         for e in expiry.controller(ctl.state):
             out.append(f'ziti_lite_certificate_expiry_seconds{{certificate="{e.kind}"}} {e.seconds_left(now):.0f}')
         for kind in expiry.KINDS:
-            e = expiry.soonest(store, kind)
-            if e is not None:
-                out.append(f'ziti_lite_certificate_expiry_seconds{{certificate="{kind}",id="{_esc(e.id or "")}"}}'
-                           f" {e.seconds_left(now):.0f}")
+            first = expiry.soonest(store, kind)
+            if first is not None:
+                out.append(f'ziti_lite_certificate_expiry_seconds{{certificate="{kind}",id="{_esc(first.id or "")}"}}'
+                           f" {first.seconds_left(now):.0f}")
         family("ziti_lite_certificate_renewals_total", "counter",
                "renewals of the controller's certificates by this process (at start and while serving)")
         for kind in expiry.CONTROLLER:
