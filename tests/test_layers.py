@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 LAZY: dict[tuple[str, str], str] = {
     ("ziti_lite.cli", "ziti_lite.server"): "CLI start-up: only `serve` loads uvicorn and the server",
     ("ziti_lite.cli", "ziti_lite.integrity"): "CLI start-up: only `check` runs the integrity checks",
+    ("ziti_lite.cli", "ziti_lite.lifecycle.expiry"): "CLI start-up: only `check` reads certificate ends",
     ("ziti_lite.cli", "ziti_lite.exchange"): "CLI start-up: only `import`/`export` load the in-process API",
     ("ziti_lite.cli", "ziti_lite.wiring"): "CLI start-up: `version` and `--help` load no controller",
     ("ziti_lite.cli", "ziti_lite.db.store"): "CLI start-up: only commands that open a database load apsw",

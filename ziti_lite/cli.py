@@ -170,9 +170,15 @@ def snapshot(db, out) -> None:
 @cli.command()
 @click.option("--db", "db", required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--fix", is_flag=True, help="repair what can be repaired")
-def check(db, fix) -> None:
-    """Run the data integrity check (the Database API's check) in-process."""
+@click.option("--cert-days", default=30, show_default=True, type=click.IntRange(0, 3650),
+              help="report certificates that end within this many days")
+def check(db, fix, cert_days) -> None:
+    """Run the data integrity check (the Database API's check) in-process, and report the
+    certificates (the controller's, identities', routers') that end within --cert-days."""
+    import datetime as dt
+
     from . import integrity
+    from .lifecycle import expiry
 
     store = _open(db)
     problems = integrity.run(store, fix=fix)
@@ -180,6 +186,10 @@ def check(db, fix) -> None:
         state = "fixed" if p.fixed else ("fixable" if p.fixable else "not fixable")
         click.echo(f"{state}: {p.description}")
     click.echo(f"{len(problems)} problem(s) found" + (f", {sum(p.fixed for p in problems)} fixed" if fix else ""))
+    ending = expiry.report(store, dt.timedelta(days=cert_days))
+    for line in ending:
+        click.echo(line)
+    click.echo(f"{len(ending)} certificate(s) end within {cert_days} days")
     store.close()
     sys.exit(1 if any(not p.fixed for p in problems) else 0)
 

@@ -23,9 +23,9 @@ KINDS = ("identity", "router")
 # identity certificates: cert authenticators; router certificates: enrolled (edge) routers
 _CLIENT_SQL = {
     "identity": "SELECT a.identity_id AS id, i.name AS name, a.fingerprint AS fp, a.cert_pem AS pem,"
-                " a.ca_id AS ca_id FROM authenticators a JOIN identities i ON i.id = a.identity_id"
+                " a.ca_id AS ca_id, a.id AS auth_id FROM authenticators a JOIN identities i ON i.id = a.identity_id"
                 " WHERE a.method = 'cert' AND a.cert_pem IS NOT NULL AND a.cert_pem != ''",
-    "router": "SELECT id, name, fingerprint AS fp, cert_pem AS pem, NULL AS ca_id FROM routers"
+    "router": "SELECT id, name, fingerprint AS fp, cert_pem AS pem, NULL AS ca_id, NULL AS auth_id FROM routers"
               " WHERE cert_pem IS NOT NULL AND cert_pem != ''",
 }
 _NOT_AFTER: dict[str, dt.datetime] = {}       # fingerprint -> not after
@@ -39,6 +39,7 @@ class Ending:
     id: str | None            # the identity's or router's id
     not_after: dt.datetime
     external: bool = False    # an identity certificate issued by a third-party CA (not extendable here)
+    authenticator: str | None = None   # an identity certificate's authenticator id
 
     def seconds_left(self, now: dt.datetime | None = None) -> float:
         return (self.not_after - (now or clock.now())).total_seconds()
@@ -70,7 +71,8 @@ def clients(store: Any, kind: str) -> list[Ending]:
     for row in store.all(_CLIENT_SQL[kind]):
         end = _not_after(row["fp"], row["pem"])
         if end is not None:
-            out.append(Ending(kind, row["name"], row["id"], end, external=row["ca_id"] is not None))
+            out.append(Ending(kind, row["name"], row["id"], end, external=row["ca_id"] is not None,
+                              authenticator=row["auth_id"]))
     return sorted(out, key=lambda e: (e.not_after, e.name))
 
 
@@ -114,3 +116,31 @@ def server_state(state: dict[str, str], now: dt.datetime | None = None) -> tuple
                            " renewed: see the log for the renewal error")
     return "ok", (f"the TLS server certificate ends in {days:.1f} days ({clock.fmt(end)}), renewed from"
                   f" {clock.fmt(renewal.renew_at(pem))}")
+
+
+def _when(e: Ending, now: dt.datetime) -> str:
+    left = e.seconds_left(now) / 86400
+    if left <= 0:
+        return f"ended {-left:.1f} days ago ({clock.fmt(e.not_after)})"
+    return f"ends in {left:.1f} days ({clock.fmt(e.not_after)})"
+
+
+def report(store: Any, within: dt.timedelta = WARN_WITHIN, now: dt.datetime | None = None) -> list[str]:
+    """``ziti-lite check``'s lines about certificates ending within ``within``, each with what to do."""
+    now = now or clock.now()
+    state = {k: v for k, v in store.conn.execute("SELECT key, value FROM controller")}
+    out = []
+    for e in expiring(store, state, within, now):
+        if e.kind in CONTROLLER:
+            out.append(f"certificate: the controller's {e.name} {_when(e, now)}: a running ziti-lite serve renews it"
+                       " in its renewal window, a starting one at once")
+        elif e.kind == "identity":
+            fix = ("issued by an external CA: renew it there" if e.external else
+                   "its SDK extends it while it can log in (POST /current-identity/authenticators/{id}/extend);"
+                   f" otherwise re-enroll it: ziti edge delete authenticator {e.authenticator}, then"
+                   f" ziti edge create enrollment ott {e.id}")
+            out.append(f"certificate: identity '{e.name}' ({e.id}) {_when(e, now)}: {fix}")
+        else:
+            out.append(f"certificate: router '{e.name}' ({e.id}) {_when(e, now)}: the router extends it"
+                       f" (POST /enroll/extend/router); otherwise ziti edge re-enroll edge-router {e.id}")
+    return out
