@@ -191,17 +191,18 @@ class Controller:
         await sessions.warm(self, headers)  # JWKS keys for a secondary ext-jwt factor
         session = sessions.lookup(self, token, headers)
         if session is None:
-            raise Unauthorized()
+            raise Unauthorized(challenge="no zt-session header" if not token else
+                               "the zt-session is not valid (unknown, expired or logged out): authenticate again")
         ctx.session = session
         if level == "partial":
             return
         if session.partial:
-            raise Unauthorized(None)
+            raise Unauthorized(None, challenge="the API session still owes a secondary factor (MFA or ext-jwt)")
         if level == "session":
             return
         if level == "admin":
             if not session.is_admin:
-                raise Unauthorized(None)
+                raise Unauthorized(None, challenge="this operation needs an admin identity")
             return
         assert_never(level)
 
