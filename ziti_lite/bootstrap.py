@@ -9,7 +9,8 @@ certificates that are due (``lifecycle/renewal.py``: in their renewal window, or
 when the advertised hosts changed) in the same transaction.
 
 ``UPGRADES`` are named upgrades of those seeded rows for files made by an older ziti-lite: each
-runs once, in the start-up transaction, and is recorded in the controller table as
+runs once, in the start-up transaction, after a snapshot of the file was written beside it (as
+before a schema migration), and is recorded in the controller table as
 ``upgrade:<name>`` (a new file records them all as done). Changes to the tables themselves are
 ``Store.migrate``'s, numbered by ``user_version``.
 """
@@ -54,6 +55,12 @@ def ensure(ctl) -> dict:
             " has a controller; change passwords through the API",
             settings.db,
         )
+    pending = [name for name, _ in UPGRADES if _get(store, f"upgrade:{name}") is None]
+    if pending and _get(store, "instance_id") is not None:   # an older file's rows are about to change
+        snapshot = store.snapshot_before_migration(store.value("PRAGMA user_version"))
+        if snapshot:
+            logging.getLogger("ziti_lite").warning("upgrading %s (%s); its previous state is in %s",
+                                                   settings.db, ", ".join(pending), snapshot)
     with store.write():
         if _get(store, "instance_id") is None:
             _put(store, "instance_id", "c" + new_id() + new_id()[:4])
