@@ -70,3 +70,14 @@ def test_check_lists_certificates_that_end_within_30_days(anon, admin, ctl, db_p
     clock.advance(30 * DAY)
     r = CliRunner().invoke(cli, ["check", "--db", str(db_path), "--cert-days", "0"])
     assert f"certificate: identity 'laptop-of-ana' ({iid}) ended 5.0 days ago" in r.output
+
+
+def test_a_costly_pass_is_made_again_at_most_once_a_refresh(anon, admin, ctl, monkeypatch):
+    first = enrolled(anon, admin, "first")
+    enrolled(anon, admin, "second")
+    monkeypatch.setattr(expiry, "CHEAP", -1.0)     # every pass counts as costly (a large network)
+    assert expiry.soonest(ctl.store, "identity").id == first
+    admin.delete(f"/identities/{first}")
+    assert expiry.soonest(ctl.store, "identity").id == first      # within the refresh period: the last answer
+    monkeypatch.setattr(expiry, "REFRESH", 0.0)
+    assert expiry.soonest(ctl.store, "identity").name == "second"
