@@ -81,3 +81,25 @@ def test_a_costly_pass_is_made_again_at_most_once_a_refresh(anon, admin, ctl, mo
     assert expiry.soonest(ctl.store, "identity").id == first      # within the refresh period: the last answer
     monkeypatch.setattr(expiry, "REFRESH", 0.0)
     assert expiry.soonest(ctl.store, "identity").name == "second"
+
+
+def _key() -> str:
+    return ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+
+
+def test_router_certificates_in_metrics_and_check(anon, admin, ctl, db_path):
+    rid = admin.create("edge-routers", {"name": "branch-7"})
+    token = admin.get(f"/edge-routers/{rid}").json()["data"]["enrollmentToken"]
+    r = anon.client.post(f"/enroll?method=erott&token={token}",
+                         json={"certCsr": csr(_key(), rid), "serverCertCsr": csr(_key(), rid)})
+    assert r.status_code == 200, r.text
+    end = ca.cert_info(r.json()["data"]["cert"])["not_after"]
+    soonest = expiry.soonest(ctl.store, "router")
+    assert soonest is not None and (soonest.id, soonest.not_after) == (rid, end)
+    text = anon.client.get("/metrics").text
+    assert f'ziti_lite_certificate_expiry_seconds{{certificate="router",id="{rid}"}}' in text
+    clock.advance(350 * DAY)
+    r = CliRunner().invoke(cli, ["check", "--db", str(db_path)])
+    line = next(x for x in r.output.splitlines() if "router 'branch-7'" in x)
+    assert f"({rid}) ends in 15." in line and f"ziti edge re-enroll edge-router {rid}" in line
