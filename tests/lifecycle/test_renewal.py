@@ -134,3 +134,18 @@ def test_a_database_made_a_year_ago_renews_its_expired_server_certificate_at_sta
         assert ca.cert_info(ctl.state["server_cert"])["not_after"] > clock.now() + 364 * DAY
     finally:
         ctl.store.close()
+
+
+def test_server_cert_days_sets_the_validity_and_the_window_follows(tmp_path):
+    from click.testing import CliRunner
+
+    from ziti_lite.cli import cli
+    assert "--server-cert-days" in CliRunner().invoke(cli, ["serve", "--help"]).output
+    app = create_app(Settings(db=str(tmp_path / "short.db"), server_cert_days=90))
+    ctl = app.state.controller
+    try:
+        info = ca.cert_info(ctl.state["server_cert"])
+        assert info["not_after"] - info["not_before"] == 90 * DAY + dt.timedelta(hours=1)
+        assert info["not_after"] - renewal.renew_at(ctl.state["server_cert"]) == 30 * DAY + dt.timedelta(hours=1) / 3
+    finally:
+        ctl.store.close()
