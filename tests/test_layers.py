@@ -27,6 +27,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "ziti_lite.connections")),
     ("db", ("ziti_lite.db", "ziti_lite.db.*", "ziti_lite.integrity")),
     ("pki", ("ziti_lite.pki", "ziti_lite.pki.*")),
+    # the controller's own certificates over time: renewal, live TLS contexts, expiry, start-up checks
+    ("lifecycle", ("ziti_lite.lifecycle", "ziti_lite.lifecycle.*")),
     # the request machinery: route table, context, envelope, generic CRUD, metrics
     ("http", ("ziti_lite.api", "ziti_lite.api.router", "ziti_lite.api.ops", "ziti_lite.api.context",
               "ziti_lite.api.envelope", "ziti_lite.api.resource", "ziti_lite.api.crud", "ziti_lite.api.routes",
@@ -54,6 +56,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 LAZY: dict[tuple[str, str], str] = {
     ("ziti_lite.cli", "ziti_lite.server"): "CLI start-up: only `serve` loads uvicorn and the server",
     ("ziti_lite.cli", "ziti_lite.integrity"): "CLI start-up: only `check` runs the integrity checks",
+    ("ziti_lite.cli", "ziti_lite.lifecycle.expiry"): "CLI start-up: only `check` reads certificate ends",
     ("ziti_lite.cli", "ziti_lite.exchange"): "CLI start-up: only `import`/`export` load the in-process API",
     ("ziti_lite.cli", "ziti_lite.netcode.remote"): "CLI start-up: only `apply`/`test`/`why` load netcode",
     ("ziti_lite.cli", "ziti_lite.netcode.document"): "CLI start-up: only `apply`/`test`/`why` load netcode",

@@ -22,6 +22,7 @@ CROSS_CUTTING = {
     "hot_path": "the read hot path's shortcuts (app, sessions, store, crud) against the plain code",
     "schema_matches_models": "schema.sql (not a module) against the resource table",
     "layers": "the import layers of the whole package",
+    "advisories": "upstream's security advisories after v1.3.3, checked against the whole API",
     "layout": "this file",
 }
 

@@ -13,10 +13,15 @@ import time
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from tests.conftest import CLIENT, MGMT, assert_error
-from ziti_lite import testing
+from tests.enroll.conftest import csr
+from ziti_lite import clock, testing
+from ziti_lite.lifecycle import renewal
 from ziti_lite.observe import go_duration
+from ziti_lite.pki import ca
 
 SAMPLE = re.compile(
     r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?[0-9.e+]+|\+Inf)$'
@@ -52,12 +57,14 @@ def test_health_checks_as_upstream(anon):
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
     body = r.json()
     assert body["meta"] == {} and body["data"]["healthy"] is True
-    (check,) = body["data"]["checks"]  # no edge router configured in-process
+    check, cert = body["data"]["checks"]  # no edge router configured in-process
     assert check["id"] == "sqlite.read" and check["healthy"] is True
+    assert cert["id"] == "tls.server-certificate" and cert["healthy"] is True and "warning" not in cert
     assert re.fullmatch(r"[0-9.]+(ns|µs|ms|s)", check["lastCheckDuration"])
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", check["lastCheckTime"])
     short = anon.client.get("/health-checks?type=short").json()["data"]
-    assert short == {"healthy": True, "checks": [{"id": "sqlite.read", "healthy": True}]}
+    assert short == {"healthy": True, "checks": [{"id": "sqlite.read", "healthy": True},
+                                                 {"id": "tls.server-certificate", "healthy": True}]}
     raft = anon.client.get("/health-checks/controller/raft")
     assert raft.status_code == 200 and raft.json()["raft"] == {"isLeader": False, "isRaftEnabled": False}
     assert_error(anon.client.post("/health-checks"), 405, "METHOD_NOT_ALLOWED")
@@ -72,6 +79,49 @@ def test_an_absent_edge_router_is_unhealthy(anon, ctl):
     assert router["healthy"] is False and "not listening" in router["err"] and router["consecutiveFailures"] == 1
     again = {c["id"]: c for c in anon.client.get("/health-checks").json()["data"]["checks"]}["edge-router"]
     assert again["consecutiveFailures"] == 2 and again["failingSince"] == router["failingSince"]
+
+
+def test_the_server_certificate_check_warns_in_its_window_and_fails_after_its_end(anon, ctl):
+    def cert_check():
+        body = anon.client.get("/health-checks").json()["data"]
+        return body["healthy"], {c["id"]: c for c in body["checks"]}["tls.server-certificate"]
+
+    healthy, check = cert_check()
+    assert healthy and check["healthy"] and check["details"].startswith("the TLS server certificate ends in 365.0")
+    # past the renewal point without a renewal (no server runs here, so no janitor renews it)
+    end = ca.cert_info(ctl.state["server_cert"])["not_after"]
+    clock.advance((renewal.renew_at(ctl.state["server_cert"]) - clock.now()).total_seconds() + 60)
+    healthy, check = cert_check()
+    assert healthy and check["healthy"] and check["warning"] is True
+    assert check["details"].startswith("warning: the TLS server certificate ends in 121.")
+    clock.advance((end - clock.now()).total_seconds() + 1)
+    healthy, check = cert_check()
+    assert not healthy and not check["healthy"] and "ended at" in check["err"] and check["consecutiveFailures"] == 1
+
+
+def test_metrics_carry_seconds_until_each_certificate_ends(anon, ctl, admin):
+    iid = admin.create("identities", {"name": "expiring-soon", "type": "Device", "isAdmin": False,
+                                      "enrollment": {"ott": True}})
+    token = admin.get(f"/identities/{iid}").json()["data"]["enrollment"]["ott"]["token"]
+    key = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    r = anon.client.post(f"/enroll?method=ott&token={token}", content=csr(key, iid),
+                         headers={"content-type": "application/x-pem-file"})
+    assert r.status_code == 200, r.text
+    m = parse_metrics(anon.client.get("/metrics").text)
+    now = clock.now()
+    for kind in ("server", "signer", "root"):
+        end = ca.cert_info(ctl.state[f"{kind}_cert"])["not_after"]
+        got = m[f'ziti_lite_certificate_expiry_seconds{{certificate="{kind}"}}']
+        assert abs(got - (end - now).total_seconds()) < 30
+        assert m[f'ziti_lite_certificate_renewals_total{{certificate="{kind}"}}'] == 0
+    leaf = ctl.store.value("SELECT cert_pem FROM authenticators WHERE identity_id = ?", (iid,))
+    got = m[f'ziti_lite_certificate_expiry_seconds{{certificate="identity",id="{iid}"}}']
+    assert abs(got - (ca.cert_info(leaf)["not_after"] - now).total_seconds()) < 30
+    clock.advance(86400)     # a day later, a day less
+    m2 = parse_metrics(anon.client.get("/metrics").text)
+    assert abs(m['ziti_lite_certificate_expiry_seconds{certificate="server"}']
+               - m2['ziti_lite_certificate_expiry_seconds{certificate="server"}'] - 86400) < 30
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ssl
 
 from ziti_lite import server, tls
+from ziti_lite.lifecycle import contexts
 
 
 def test_the_context_lets_every_chain_through_and_asks_for_one(ctl):
@@ -26,7 +27,7 @@ def test_without_the_callback_the_handshake_checks_controller_and_registered_cas
     assert context.verify_mode == ssl.CERT_OPTIONAL
     assert not tls._accepts_any(context)
     assert context.cert_store_stats()["x509_ca"] == 2  # root and signing CA (the extra is the root again)
-    ctl.ssl_context = context
+    contexts.register(ctl, context)
     from tests.pki.conftest import make_ca
     tls.trust(ctl, make_ca("Registered later").cert_pem)
     assert context.cert_store_stats()["x509_ca"] == 3

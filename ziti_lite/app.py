@@ -35,6 +35,7 @@ from .db.checkpoint import Checkpointer
 from .db.store import Store
 from .edge.router import EdgeRouter
 from .errors import ApiError, NotFound, Unauthorized
+from .lifecycle import renewal
 from .observe import PATHS, Observer
 from .zac import Console
 
@@ -61,7 +62,7 @@ class Controller:
                  "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "periodic",
                  "ctrl_ssl_context", "ctrl_sock", "ctrl_server",
                  "session_rows", "extjwt_keys", "posture_states", "service_change_memory", "service_override_sigs",
-                 "traces", "_headers")
+                 "traces", "tls_contexts", "cert_renewals", "_headers")
 
     settings: Settings
     store: Store
@@ -86,11 +87,15 @@ class Controller:
     service_change_memory: dict[str, str]   # identity id -> in-memory lastChangeAt (client.changes)
     service_override_sigs: dict[str, str]   # identity id -> its service-config overrides' digest (client.changes)
     traces: dict[str, dict]                 # identity id -> tracing spec (PUT /identities/{id}/trace)
+    tls_contexts: list[ssl.SSLContext]      # every live TLS server context: renewals reload them (lifecycle.contexts)
+    cert_renewals: dict[str, int]           # certificate -> renewals by this process, for /metrics (lifecycle.renewal)
 
     def __init__(self, settings: Settings, store: Store | None = None):
         self.settings = settings
         self.store = store or Store(settings.db)
         self.activity = {}
+        self.tls_contexts = []
+        self.cert_renewals = {}
         self.state = bootstrap.ensure(self)      # instance id, PKI, default rows
         self.instance_id = self.state["instance_id"]
         self.jobs = {}
@@ -194,17 +199,18 @@ class Controller:
         await sessions.warm(self, headers)  # JWKS keys for a secondary ext-jwt factor
         session = sessions.lookup(self, token, headers)
         if session is None:
-            raise Unauthorized()
+            raise Unauthorized(challenge="no zt-session header" if not token else
+                               "the zt-session is not valid (unknown, expired or logged out): authenticate again")
         ctx.session = session
         if level == "partial":
             return
         if session.partial:
-            raise Unauthorized(None)
+            raise Unauthorized(None, challenge="the API session still owes a secondary factor (MFA or ext-jwt)")
         if level == "session":
             return
         if level == "admin":
             if not session.is_admin:
-                raise Unauthorized(None)
+                raise Unauthorized(None, challenge="this operation needs an admin identity")
             return
         assert_never(level)
 
@@ -238,6 +244,8 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
                 ctl.checkpointer = Checkpointer(ctl.store)
             checkpointer = ctl.checkpointer
             checkpointer.start()
+        if renewal.tick not in ctl.periodic:   # certificates renewed while serving
+            ctl.periodic.append(renewal.tick)
         task = asyncio.create_task(_janitor(ctl))
         await edge.start(ctl)
         await ctrl.start(ctl)
@@ -292,7 +300,8 @@ class _App(Starlette):
 
 
 async def _janitor(ctl: Controller) -> None:
-    """Expire idle API sessions every few seconds, as upstream's enforcer does."""
+    """Expire idle API sessions every few seconds, as upstream's enforcer does, and run the
+    ``periodic`` hooks (MFA posture sweeps, certificate renewal)."""
     while True:
         await asyncio.sleep(5)
         try:

@@ -4,11 +4,13 @@
 intermediate signing CA, RSA TLS server certificate), the identity types, the ``default`` auth
 policy, the built-in config types and posture check types, the quickstart's two router
 policies (``edge/entity.py``), and the default admin with a password authenticator. On an
-existing file it only loads the stored state (and re-issues the server certificate when the
-advertised host changed).
+existing file it only loads the stored state; on either, it renews the controller's
+certificates that are due (``lifecycle/renewal.py``: in their renewal window, or the server's
+when the advertised hosts changed) in the same transaction.
 
 ``UPGRADES`` are named upgrades of those seeded rows for files made by an older ziti-lite: each
-runs once, in the start-up transaction, and is recorded in the controller table as
+runs once, in the start-up transaction, after a snapshot of the file was written beside it (as
+before a schema migration), and is recorded in the controller table as
 ``upgrade:<name>`` (a new file records them all as done). Changes to the tables themselves are
 ``Store.migrate``'s, numbered by ``user_version``.
 """
@@ -25,6 +27,8 @@ from .auth import passwords
 from .auth.defaults import default_policy
 from .edge.entity import seed_policies
 from .ids import new_id
+from .lifecycle import renewal
+from .lifecycle.renewal import hosts_for
 from .pki import ca
 from .resources.builtins import CONFIG_TYPES, POSTURE_CHECK_TYPES
 
@@ -42,14 +46,6 @@ def _put(store, key: str, value: str) -> None:
     )
 
 
-def hosts_for(settings) -> list[str]:
-    hosts = ["localhost", "127.0.0.1", "::1"]
-    for h in (settings.host, settings.advertise, *settings.extra_hosts):
-        if h and h not in hosts and h not in ("0.0.0.0", "::"):
-            hosts.append(h)
-    return hosts
-
-
 def ensure(ctl) -> dict:
     store, settings = ctl.store, ctl.settings
     hosts = hosts_for(settings)
@@ -59,10 +55,16 @@ def ensure(ctl) -> dict:
             " has a controller; change passwords through the API",
             settings.db,
         )
+    pending = [name for name, _ in UPGRADES if _get(store, f"upgrade:{name}") is None]
+    if pending and _get(store, "instance_id") is not None:   # an older file's rows are about to change
+        snapshot = store.snapshot_before_migration(store.value("PRAGMA user_version"))
+        if snapshot:
+            logging.getLogger("ziti_lite").warning("upgrading %s (%s); its previous state is in %s",
+                                                   settings.db, ", ".join(pending), snapshot)
     with store.write():
         if _get(store, "instance_id") is None:
             _put(store, "instance_id", "c" + new_id() + new_id()[:4])
-            pki = ca.create_controller_pki(hosts)
+            pki = ca.create_controller_pki(hosts, server_days=settings.server_cert_days)
             for part in ("root", "signer", "server"):
                 kp = getattr(pki, part)
                 _put(store, f"{part}_cert", kp.cert_pem)
@@ -75,15 +77,11 @@ def ensure(ctl) -> dict:
                 _put(store, f"upgrade:{name}", clock.stamp())
         else:
             _upgrade(store)
-        if json.loads(_get(store, "server_hosts") or "[]") != hosts:
-            signer = ca.KeyPair(_get(store, "signer_cert") or "", _get(store, "signer_key") or "")
-            server = ca.issue_server_cert(
-                signer, hosts, key_pem=_get(store, "server_key")
-            )  # same key: issued JWTs stay valid
-            _put(store, "server_cert", server.cert_pem)
-            _put(store, "server_key", server.key_pem)
-            _put(store, "server_hosts", json.dumps(hosts))
-    return {k: v for k, v in store.conn.execute("SELECT key, value FROM controller")}
+        # the controller's certificates: renewed when due, the server's when its hosts changed
+        renewed = renewal.renew(store, hosts, server_days=settings.server_cert_days)
+    ctl.state = {k: v for k, v in store.conn.execute("SELECT key, value FROM controller")}
+    renewal.apply(ctl, renewed)   # logged and counted
+    return ctl.state
 
 
 def upstream_config_type_schemas(store) -> None:

@@ -109,6 +109,14 @@ def cli() -> None:
     envvar="ZITI_LITE_MAX_CONNECTIONS",
     help="open connections at most [default: 3/4 of the file descriptor limit]",
 )
+@click.option(
+    "--server-cert-days",
+    default=365,
+    show_default=True,
+    type=click.IntRange(1, 3650),
+    envvar="ZITI_LITE_SERVER_CERT_DAYS",
+    help="validity of the TLS server certificate, renewed while serving when a third of it is left (at least 30 days)",
+)
 def serve(
     db,
     host,
@@ -126,6 +134,7 @@ def serve(
     idle_timeout,
     handshake_timeout,
     max_connections,
+    server_cert_days,
 ) -> None:
     """Create (if new) and serve a controller over HTTPS.
 
@@ -157,6 +166,7 @@ def serve(
             idle_timeout=idle_timeout,
             handshake_timeout=handshake_timeout,
             max_connections=max_connections,
+            server_cert_days=server_cert_days,
         ),
         log_level=log_level.lower(),
     )
@@ -180,9 +190,15 @@ def snapshot(db, out) -> None:
 @cli.command()
 @click.option("--db", "db", required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--fix", is_flag=True, help="repair what can be repaired")
-def check(db, fix) -> None:
-    """Run the data integrity check (the Database API's check) in-process."""
+@click.option("--cert-days", default=30, show_default=True, type=click.IntRange(0, 3650),
+              help="report certificates that end within this many days")
+def check(db, fix, cert_days) -> None:
+    """Run the data integrity check (the Database API's check) in-process, and report the
+    certificates (the controller's, identities', routers') that end within --cert-days."""
+    import datetime as dt
+
     from . import integrity
+    from .lifecycle import expiry
 
     store = _open(db)
     problems = integrity.run(store, fix=fix)
@@ -190,6 +206,10 @@ def check(db, fix) -> None:
         state = "fixed" if p.fixed else ("fixable" if p.fixable else "not fixable")
         click.echo(f"{state}: {p.description}")
     click.echo(f"{len(problems)} problem(s) found" + (f", {sum(p.fixed for p in problems)} fixed" if fix else ""))
+    ending = expiry.report(store, dt.timedelta(days=cert_days))
+    for line in ending:
+        click.echo(line)
+    click.echo(f"{len(ending)} certificate(s) end within {cert_days} days")
     store.close()
     sys.exit(1 if any(not p.fixed for p in problems) else 0)
 
@@ -201,7 +221,7 @@ def export_(db, file) -> None:
     """Write the network to FILE ('-': standard output) in the JSON format of 'ziti ops export'."""
     from . import exchange
 
-    api = exchange.LocalApi(db)
+    api = _local_api(db)
     try:
         doc = exchange.export(api)
     except exchange.ExchangeError as e:
@@ -228,7 +248,7 @@ def import_(db, file) -> None:
         doc = exchange.load(text)
     except exchange.ExchangeError as e:
         raise click.ClickException(str(e)) from None
-    api = exchange.LocalApi(db)
+    api = _local_api(db)
     try:
         counts = exchange.import_(api, doc, say=lambda line: click.echo(line, err=True))
     except exchange.ExchangeError as e:
@@ -253,13 +273,27 @@ def routes(api) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
 
 
+def _local_api(db: str):
+    """The in-process API of ``import``/``export`` on ``db``; a refused file is one line, exit 1."""
+    from . import exchange
+    from .db.store import DatabaseRefused
+
+    try:
+        return exchange.LocalApi(db)
+    except DatabaseRefused as e:
+        raise click.ClickException(str(e)) from None
+
+
 def _open(db: str):
     """The database of a command, with every registration loaded (``wiring.load``)."""
     from . import wiring
-    from .db.store import Store
+    from .db.store import DatabaseRefused, Store
 
     wiring.load()
-    return Store(db)
+    try:
+        return Store(db)
+    except DatabaseRefused as e:
+        raise click.ClickException(str(e)) from None
 
 
 @cli.command()

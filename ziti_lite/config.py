@@ -16,6 +16,7 @@ class Settings:
     session_timeout: int = 30 * 60          # API session inactivity timeout, seconds
     enrollment_minutes: int = 180           # default lifetime of enrollment tokens
     extra_hosts: list[str] = field(default_factory=list)
+    server_cert_days: int = 365             # validity of the TLS server certificate when (re-)issued
     edge_port: int = 0                      # embedded edge router's TLS port; 0 = no router
     router_name: str = "ziti-lite"          # the embedded router's name in the network
     ctrl_port: int = 0                      # real routers' control channel (TLS); 0 = none (ctrl/)

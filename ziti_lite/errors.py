@@ -111,6 +111,7 @@ class ApiError(Exception):
     status and message; ``message`` overrides the latter for one answer; ``cause`` is the envelope's cause."""
 
     code = "UNHANDLED"
+    challenge: str | None = None   # a 401's reason for its WWW-Authenticate header (api/envelope.py)
 
     def __init__(self, code: str | None = None, *, cause: dict[str, Any] | None = None, message: str | None = None):
         if code is not None:
@@ -175,8 +176,10 @@ class NotFound(ApiError):
 class Unauthorized(ApiError):
     code = "UNAUTHORIZED"
 
-    def __init__(self, reason: str | None = "unauthenticated for invalid credentials"):
+    def __init__(self, reason: str | None = "unauthenticated for invalid credentials", *,
+                 challenge: str | None = None):
         super().__init__(cause=generic_cause(reason) if reason else None)
+        self.challenge = challenge
 
 
 class InvalidAuth(ApiError):

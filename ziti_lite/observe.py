@@ -4,14 +4,18 @@
 ``{"data": {"healthy": ..., "checks": [{"id", "healthy", "lastCheckDuration", "lastCheckTime",
 "details"?, "err"?, "consecutiveFailures"?, "failingSince"?}]}, "meta": {}}`` (``?type=short``:
 ids and verdicts only; ``/health-checks/controller/raft`` adds ``raft``, never enabled here).
-The checks run when asked: ``sqlite.read`` (a read of the database) and, when the embedded
-router is configured, ``edge-router`` (it listens).
+The checks run when asked: ``sqlite.read`` (a read of the database), ``tls.server-certificate``
+(healthy with ``"warning": true`` once the certificate is in its renewal window and was not
+renewed, failing once it has ended) and, when the embedded router is configured,
+``edge-router`` (it listens).
 
 ``GET /metrics`` is the Prometheus text exposition format (0.0.4), rendered here (a handful of
 series do not need the ``prometheus_client`` dependency): requests by API, operation, method and
 status; request latency histograms by API and operation; logins by method and result; API
-sessions and sessions in the database; the edge router's channels, connections, terminators,
-connected identities, circuits since start, bytes since start and bytes of its open channels.
+sessions and sessions in the database; seconds until the controller's certificates and the
+soonest identity and router certificates end, and renewals of the controller's; the edge
+router's channels, connections, terminators, connected identities, circuits since start, bytes
+since start and bytes of its open channels.
 
 Both are public, as upstream's health checks are; neither says anything about a particular
 identity.
@@ -28,10 +32,11 @@ from collections import defaultdict
 
 from starlette.responses import Response
 
-from . import __version__
+from . import __version__, clock
 from .api import envelope as env
 from .errors import ApiError
 from .ids import new_id
+from .lifecycle import expiry
 from .logs import REQUEST_ID, access
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -97,6 +102,22 @@ class Metrics:
         family("ziti_lite_sessions", "gauge", "service (Dial/Bind) sessions in the database, by type")
         for kind, n in store.conn.execute("SELECT type, count(*) FROM sessions GROUP BY type ORDER BY type"):
             out.append(f'ziti_lite_sessions{{type="{_esc(kind)}"}} {n}')
+
+        family("ziti_lite_certificate_expiry_seconds", "gauge",
+               "seconds until the end of the controller's certificates (server, signer, root) and of the"
+               " soonest-ending identity and router certificates (negative: ended)")
+        now = clock.now()
+        for e in expiry.controller(ctl.state):
+            out.append(f'ziti_lite_certificate_expiry_seconds{{certificate="{e.kind}"}} {e.seconds_left(now):.0f}')
+        for kind in expiry.KINDS:
+            first = expiry.soonest(store, kind)
+            if first is not None:
+                out.append(f'ziti_lite_certificate_expiry_seconds{{certificate="{kind}",id="{_esc(first.id or "")}"}}'
+                           f" {first.seconds_left(now):.0f}")
+        family("ziti_lite_certificate_renewals_total", "counter",
+               "renewals of the controller's certificates by this process (at start and while serving)")
+        for kind in expiry.CONTROLLER:
+            out.append(f'ziti_lite_certificate_renewals_total{{certificate="{kind}"}} {ctl.cert_renewals.get(kind, 0)}')
 
         router = ctl.edge_router
         family("ziti_lite_edge_router_up", "gauge", "1 while the embedded edge router listens")
@@ -193,8 +214,14 @@ class Health:
         return f"listening on {ctrl.address}, {len(online)} router(s) online" + (f": {', '.join(online)}" if online
                                                                                    else "")
 
+    def _server_cert(self, ctl) -> str:
+        level, text = expiry.server_state(ctl.state)
+        if level == "failing":
+            raise RuntimeError(text)
+        return ("warning: " if level == "warning" else "") + text
+
     def run(self, ctl, short: bool) -> dict:
-        checks = [("sqlite.read", self._db)]
+        checks = [("sqlite.read", self._db), ("tls.server-certificate", self._server_cert)]
         if ctl.settings.edge_port or ctl.edge_sock is not None:
             checks.append(("edge-router", self._router))
         if ctl.settings.ctrl_port or ctl.ctrl_sock is not None:
@@ -223,6 +250,8 @@ class Health:
                     r["failingSince"] = _stamp(self.failures[id][1])
                 else:
                     r["details"] = details
+                    if details and details.startswith("warning: "):
+                        r["warning"] = True
             results.append(r)
         return {"healthy": all(r["healthy"] for r in results), "checks": results}
 

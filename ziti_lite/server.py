@@ -1,7 +1,8 @@
 """Running the controller under uvicorn with real TLS on the API port.
 
-The TLS context is built here from the PEMs stored in the database: TLS 1.2+, the RSA server
-certificate with its chain, and a client certificate requested but not required. Whatever chain
+The TLS contexts are built here from the PEMs stored in the database and registered on the
+controller, whose certificate renewals reload them while serving (``lifecycle/contexts.py``):
+TLS 1.2+, the RSA server certificate with its chain, and a client certificate requested but not required. Whatever chain
 a client presents passes the handshake (``tls.accept_any_client_chain``); the handlers read it
 through ``tls.py`` and verify it against the CAs valid at that moment. Only where that callback
 cannot be installed does OpenSSL check chains in the handshake, against the controller's CA
@@ -17,7 +18,6 @@ import logging
 import os
 import ssl
 import sys
-import tempfile
 from typing import Any
 
 import uvicorn
@@ -26,6 +26,8 @@ from . import connections, logs, tls
 from .app import create_app
 from .config import Settings
 from .db import lock as dblock
+from .db.store import DatabaseRefused
+from .lifecycle import contexts, startup
 
 GRACEFUL_SHUTDOWN = 10   # seconds in-flight requests get to finish at shutdown
 X509_V_FLAG_PARTIAL_CHAIN = 0x80000
@@ -36,16 +38,7 @@ def _server_side(state: dict) -> ssl.SSLContext:
     """A TLS 1.2+ server context presenting the controller's server certificate and its chain."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    with tempfile.TemporaryDirectory(prefix="ziti-lite-") as d:
-        os.chmod(d, 0o700)
-        cert = os.path.join(d, "server.pem")
-        key = os.path.join(d, "server.key")
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(state["server_key"])
-        with open(cert, "w") as f:
-            f.write(state["server_cert"] + state["signer_cert"])
-        ctx.load_cert_chain(cert, key)
+    contexts.load_server_chain(ctx, state)
     return ctx
 
 
@@ -86,12 +79,14 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
         logging_config["log_config"] = None
     app = app or create_app(settings)
     ctl = app.state.controller
-    ctl.ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
+    startup.check(ctl)   # before anything listens: one line and exit 1 (serve) for what cannot work
+    # every server context is registered: a certificate renewal reloads them all (lifecycle/contexts.py)
+    ctl.ssl_context = contexts.register(ctl, ssl_context(ctl.state, _registered_cas(ctl)))
     # the embedded edge router: the same certificate and client-chain rules, plus the ALPN name
     # upstream's edge listener offers (SDKs that send none are served as well)
-    ctl.edge_ssl_context = ssl_context(ctl.state, _registered_cas(ctl))
+    ctl.edge_ssl_context = contexts.register(ctl, ssl_context(ctl.state, _registered_cas(ctl)))
     ctl.edge_ssl_context.set_alpn_protocols(["ziti-edge"])
-    ctl.ctrl_ssl_context = ctrl_ssl_context(ctl.state)
+    ctl.ctrl_ssl_context = contexts.register(ctl, ctrl_ssl_context(ctl.state))
     limits = connections.Limits(settings.idle_timeout, settings.handshake_timeout, settings.max_connections)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, **logging_config,
                             lifespan="on", server_header=False, date_header=True, access_log=False,
@@ -112,8 +107,15 @@ def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None
         held = dblock.acquire(settings.db)  # one serving process per database file
     except dblock.DatabaseInUse as e:
         sys.exit(f"ziti-lite: {e}")
+    except OSError as e:   # the lock file beside the database cannot be made
+        where = os.path.dirname(os.path.abspath(settings.db))
+        why = f"no directory {where}" if not os.path.isdir(where) else (e.strerror or str(e)).lower()
+        sys.exit(f"ziti-lite: cannot open {settings.db} ({why}): give --db a path in a directory ziti-lite may write")
     try:
-        server = build(settings, log_level)
+        try:
+            server = build(settings, log_level)
+        except (DatabaseRefused, startup.StartupError) as e:
+            sys.exit(f"ziti-lite: {e}")
         say = print if settings.log_format != "json" else logging.getLogger("ziti_lite").warning
         say(f"ziti-lite: serving the OpenZiti edge APIs on {settings.base_url} (db {settings.db})")
         if settings.edge_port:

@@ -227,10 +227,16 @@ def cert_pem(cert: x509.Certificate) -> str:
 
 
 def trust(ctl, pem: str | None) -> None:
-    """Let handshakes accept chains ending at ``pem`` from now on (a running listener whose
-    context could not be made to accept every chain; otherwise there is nothing to do)."""
-    context = ctl.ssl_context
-    if context is None or _accepts_any(context) or not pem or "-----BEGIN CERTIFICATE-----" not in pem:
+    """Let handshakes accept chains ending at ``pem`` from now on, on every live server context
+    of the controller (``lifecycle/contexts.py``) that could not be made to accept every chain;
+    otherwise there is nothing to do."""
+    for context in ctl.tls_contexts:
+        trust_context(context, pem)
+
+
+def trust_context(context: ssl.SSLContext, pem: str | None) -> None:
+    """``trust`` for one context."""
+    if _accepts_any(context) or not pem or "-----BEGIN CERTIFICATE-----" not in pem:
         return
     try:
         context.load_verify_locations(cadata=pem)

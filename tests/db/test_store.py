@@ -7,7 +7,7 @@ import pytest
 
 from ziti_lite import clock
 from ziti_lite.db.search import SEARCH_INDEXES
-from ziti_lite.db.store import SCHEMA_VERSION, Store
+from ziti_lite.db.store import SCHEMA_VERSION, DatabaseRefused, Store
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_newer_schema_is_refused(tmp_path):
     conn = apsw.Connection(path)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(RuntimeError, match="newer"):
+    with pytest.raises(DatabaseRefused, match="newer"):
         Store(path)
 
 

@@ -4,6 +4,7 @@ and the named upgrade that gives older databases the new schemas."""
 
 from __future__ import annotations
 
+import glob
 import itertools
 import json
 import shutil
@@ -206,6 +207,11 @@ def test_named_upgrade_gives_older_databases_upstream_schemas(db_path, tmp_path)
         return create_app(Settings(db=str(old), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
 
     app = start()
+    # the file as it was before the upgrade is kept beside it
+    (snapshot,) = glob.glob(f"{old}.pre-*")
+    kept = Store(snapshot)
+    assert kept.value("SELECT count(*) FROM controller WHERE key LIKE 'upgrade:%'") == 0
+    kept.close()
     with TestClient(app) as c:
         admin = Api(c).login()
         assert schema(admin, "host.v1")["$id"].endswith("host.v1.schema.json")
@@ -222,3 +228,4 @@ def test_named_upgrade_gives_older_databases_upstream_schemas(db_path, tmp_path)
     with TestClient(app) as c:
         assert schema(Api(c).login(), "host.v1") == {"type": "object"}
     app.state.controller.store.close()
+    assert len(glob.glob(f"{old}.pre-*")) == 1     # nothing to upgrade: no second snapshot

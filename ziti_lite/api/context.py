@@ -72,6 +72,9 @@ class Ctx:
 
     async def body(self) -> bytes:
         if self._body is None:
+            declared = self.request.headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+                raise ApiError("REQUEST_TOO_LARGE")   # refused before a byte of it is read
             size = 0
             chunks = []
             # a client that stops sending its body mid-way holds the request only so long

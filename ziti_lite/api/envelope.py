@@ -51,7 +51,21 @@ def error_body(err: ApiError) -> dict:
 
 
 def error_response(err: ApiError) -> JSON:
-    return JSON(error_body(err), status_code=err.status)
+    response = JSON(error_body(err), status_code=err.status)
+    if err.status == 401:
+        response.raw_headers.append((b"www-authenticate", www_authenticate(err)))
+    return response
+
+
+def www_authenticate(err: ApiError) -> bytes:
+    """Every 401 says why in a ``WWW-Authenticate`` challenge, as upstream v2.0 does (RFC 6750's
+    form; clients of v1.3.3 ignore it): the scheme is the ``zt-session`` header the API takes,
+    ``error`` the envelope's code, ``error_description`` the reason."""
+    reason = err.challenge or ((err.cause or {}).get("message") if isinstance(err.cause, dict) else None) \
+        or err.message
+    text = " ".join(str(reason).split()).replace("\\", "\\\\").replace('"', '\\"')
+    value = f'zt-session realm="openziti", error="{err.code.lower()}", error_description="{text}"'
+    return value.encode("latin-1", "replace")
 
 
 def link(href: str) -> dict:

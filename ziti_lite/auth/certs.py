@@ -38,7 +38,10 @@ def signer_keypair(ctl) -> pki.KeyPair:
 
 
 def controller_cas(ctl) -> list[str]:
-    return [ctl.state["root_cert"], ctl.state["signer_cert"]]
+    """The root and signing CA, and a signing CA replaced by a renewal until its own end
+    (``lifecycle/renewal.py``: the same key, so what it signed verifies either way)."""
+    previous = ctl.state.get("signer_cert_previous")
+    return [ctl.state["root_cert"], ctl.state["signer_cert"], *(json.loads(previous) if previous else ())]
 
 
 def ca_bundle_pem(ctl) -> str:

@@ -15,7 +15,9 @@ JWKS keys are cached per controller and signer: fetched on first use and again w
 names an unknown ``kid`` (at most once a second per signer); keys accumulate, none are evicted;
 a change to the signer starts afresh. The fetch trusts the system CA store plus the PEM bundle
 named by the setting ``jwks_ca_file`` or the environment variable ``ZITI_LITE_JWKS_CA_FILE``
-(e.g. for a JWKS server with a private or self-signed certificate).
+(e.g. for a JWKS server with a private or self-signed certificate). Only the configured URL is
+fetched: no redirect is followed, and nothing in a token (``jku``, ``x5u``, ``iss``) names a URL
+to fetch, so an unauthenticated login cannot make the controller reach another address.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import logging
 import os
 import ssl
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,9 +122,19 @@ def ssl_context(ctl) -> ssl.SSLContext:
     return _ssl_context(cafile if mtime else None, mtime)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A JWKS endpoint's redirect is an error, not a second fetch: the controller only ever asks
+    the URL an admin configured, never one a server (or a token) names."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        fp.close()
+        raise urllib.error.HTTPError(req.full_url, code, f"redirect to another URL refused ({msg})", headers, None)
+
+
 def _download(url: str, context: ssl.SSLContext) -> bytes:
     req = urllib.request.Request(url, headers={"Accept": "application/json"})
-    with urllib.request.urlopen(req, timeout=FETCH_TIMEOUT, context=context) as r:  # noqa: S310 (admin-set URL)
+    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context), _NoRedirects())
+    with opener.open(req, timeout=FETCH_TIMEOUT) as r:  # admin-set URL, no redirects
         return r.read(MAX_JWKS_BYTES + 1)
 
 

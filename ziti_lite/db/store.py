@@ -11,6 +11,9 @@ second connection in a worker thread, never in a request's COMMIT (``checkpoint.
 from __future__ import annotations
 
 import contextlib
+import glob
+import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +28,13 @@ from .. import clock
 from . import search
 
 SCHEMA_VERSION = 2
+KEEP_SNAPSHOTS = 3      # snapshots taken before migrations, kept beside the file
+log = logging.getLogger("ziti_lite")
+
+
+class DatabaseRefused(Exception):
+    """A file ziti-lite will not open: not SQLite, not ziti-lite's, or from a newer ziti-lite.
+    The message is one line naming the problem and the fix."""
 
 
 def schema_section(name: str) -> str:
@@ -54,7 +64,23 @@ def schema_sql() -> str:
 
 
 def connect(path: str) -> apsw.Connection:
-    conn = apsw.Connection(path)
+    try:
+        conn = apsw.Connection(path)
+    except apsw.CantOpenError:
+        where = os.path.dirname(os.path.abspath(path))
+        why = f"no directory {where}" if not os.path.isdir(where) else "no permission"
+        raise DatabaseRefused(f"cannot open {path} ({why}): give --db a path in a directory ziti-lite may write"
+                              ) from None
+    try:
+        _configure(conn)
+    except apsw.NotADBError:
+        conn.close()
+        raise DatabaseRefused(f"{path} is not an SQLite database: give --db a ziti-lite database or a new file"
+                              ) from None
+    return conn
+
+
+def _configure(conn: apsw.Connection) -> None:
     conn.setbusytimeout(5000)  # first: the fixes below may need a lock other connections hold
     # apsw's recommended per-connection settings: WAL, foreign keys, busy timeout,
     # no double-quoted string literals, recursive triggers, optimize on close.
@@ -76,12 +102,51 @@ def connect(path: str) -> apsw.Connection:
     # the controller's clock in SQL (tests move it with clock.advance), in the stored format
     # (apsw's stub types every scalar function as taking *args; SQLite passes numargs of them)
     conn.create_scalar_function("zl_now", clock.stamp, 0, deterministic=False)  # type: ignore[arg-type]
-    return conn
+
+
+def refusal(path: str, conn: apsw.Connection | None = None) -> None:
+    """Raise ``DatabaseRefused`` for a file ziti-lite must not open: checked on a plain
+    connection before any setting is applied, so a foreign file is left exactly as it was (no
+    WAL mode, no statistics tables)."""
+    own = conn is None
+    if own:
+        if path in ("", ":memory:") or path.startswith("file:") or not os.path.exists(path):
+            return
+        try:
+            conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+        except apsw.CantOpenError:
+            return      # connect() says why
+    assert conn is not None
+    try:
+        try:
+            version = int(conn.pragma("user_version"))
+            names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")]
+        except apsw.NotADBError:
+            raise DatabaseRefused(f"{path} is not an SQLite database: give --db a ziti-lite database or a new file"
+                                  ) from None
+        if version == 0 and names:
+            raise DatabaseRefused(
+                f"{path} is an SQLite file but not a ziti-lite database (it has tables such as"
+                f" {', '.join(names[:3])} and no ziti-lite schema version): give --db a new file or a ziti-lite"
+                " database")
+        if version > SCHEMA_VERSION:
+            raise DatabaseRefused(
+                f"{path} was written by a newer ziti-lite (schema version {version}; this one opens versions up to"
+                f" {SCHEMA_VERSION}): upgrade ziti-lite, or start this one from a snapshot the upgrade left beside"
+                f" it ({path}.pre-*)")
+        if version and "controller" not in names:
+            raise DatabaseRefused(
+                f"{path} has schema version {version} but no controller table: it is not a ziti-lite database;"
+                " give --db a ziti-lite database or a new file")
+    finally:
+        if own:
+            conn.close()
 
 
 class Store:
     def __init__(self, path: str):
         self.path = path
+        refusal(path)
         self.conn = connect(path)
         self._depth = 0
         self._lock = threading.RLock()
@@ -90,7 +155,11 @@ class Store:
         # ids of routers online in this process (the embedded edge router), for filters
         self.online_routers: set[str] = set()
         self.conn.create_scalar_function("zl_router_online", self._router_online, 1)  # type: ignore[arg-type]
-        self.migrate()
+        try:
+            self.migrate()
+        except BaseException:
+            self.conn.close()
+            raise
 
     def _router_online(self, rid: str) -> int:
         """SQL ``zl_router_online(id)``: 1 when the router is online in this process."""
@@ -98,25 +167,55 @@ class Store:
 
     # -- schema ---------------------------------------------------------------------------
     def migrate(self) -> bool:
-        """Create the schema on a new file, or bring an older file up to SCHEMA_VERSION one
-        ``MIGRATIONS`` step at a time. Returns True when the file was new."""
-        version = self.conn.pragma("user_version")
+        """Create the schema on a new file, or bring an older file up to SCHEMA_VERSION. Returns
+        True when the file was new.
+
+        Before an older file changes, a snapshot of it is written beside it
+        (``PATH.pre-<version>-<UTC time>``, the last ``KEEP_SNAPSHOTS`` kept) and named in the
+        log; every step then runs in one transaction, so a failing step leaves the file as it
+        was. Tables, indexes and triggers ziti-lite does not know (a backup or replication
+        tool's) are left alone. A file that is not a ziti-lite database, or one written by a
+        newer ziti-lite, is refused (``DatabaseRefused``) before anything is written."""
+        version = self._version()
         if version == 0:
             with self.write():
                 self.conn.execute(schema_sql())
                 self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             return True
-        if version > SCHEMA_VERSION:
-            raise RuntimeError(f"database schema version {version} is newer than this ziti-lite ({SCHEMA_VERSION})")
-        while version < SCHEMA_VERSION:
-            with self.write():
-                # read again inside the write lock: another process may have migrated meanwhile
-                version = self.conn.pragma("user_version")
-                if version < SCHEMA_VERSION:
-                    MIGRATIONS[version](self.conn)
-                    version += 1
-                    self.conn.execute(f"PRAGMA user_version = {version}")
+        refusal(self.path, self.conn)
+        if version == SCHEMA_VERSION:
+            return False
+        snapshot = self.snapshot_before_migration(version)
+        if snapshot:
+            log.warning("migrating %s from schema version %d to %d; its previous state is in %s",
+                        self.path, version, SCHEMA_VERSION, snapshot)
+        with self.write():
+            # read again inside the write lock: another process may have migrated meanwhile
+            version = self.conn.pragma("user_version")
+            while version < SCHEMA_VERSION:
+                MIGRATIONS[version](self.conn)
+                version += 1
+            self.conn.execute(f"PRAGMA user_version = {version}")
         return False
+
+    def _version(self) -> int:
+        """The file's schema version (``PRAGMA user_version``; 0: a new file)."""
+        return int(self.conn.pragma("user_version"))
+
+    def snapshot_before_migration(self, version: int) -> str | None:
+        """Write ``PATH.pre-<version>-<time>`` (a consistent copy, ``snapshot``) and remove all
+        but the newest ``KEEP_SNAPSHOTS`` of them; returns its path (None for an in-memory
+        database)."""
+        if self.path in ("", ":memory:") or self.path.startswith("file:"):
+            return None
+        stamp = clock.now().strftime("%Y%m%dT%H%M%S%fZ")
+        out = f"{self.path}.pre-{version}-{stamp}"
+        self.snapshot(out)
+        older = sorted(glob.glob(glob.escape(self.path) + ".pre-*-*"), key=os.path.getmtime)
+        for stale in older[:-KEEP_SNAPSHOTS]:
+            with contextlib.suppress(OSError):
+                os.remove(stale)
+        return out
 
     # -- reads ----------------------------------------------------------------------------
     def _names(self, sql: str, cur) -> tuple | None:

@@ -43,6 +43,7 @@ __all__ = [
     "ChainError",
     "create_controller_pki",
     "issue_server_cert",
+    "reissue_ca",
     "sign_csr",
     "chain_pem",
     "fingerprint",
@@ -364,15 +365,28 @@ def issue_server_cert(
     return KeyPair(_cert_to_pem(cert), _key_to_pem(key))
 
 
-def create_controller_pki(hosts: Sequence[str], name: str = "ziti-lite") -> Pki:
+def create_controller_pki(hosts: Sequence[str], name: str = "ziti-lite", *, server_days: int = SERVER_DAYS) -> Pki:
     """Root CA → signing CA → RSA TLS server cert for ``hosts`` (see module docstring)."""
     now = clock.now()
     root_key = ec.generate_private_key(ec.SECP256R1())
     root = _make_ca(_name(f"{name} Root CA", name), root_key, None, path_length=None, now=now, days=CA_DAYS)
     signer_key = ec.generate_private_key(ec.SECP256R1())
     signer = _make_ca(_name(f"{name} Signing CA", name), signer_key, root, path_length=0, now=now, days=CA_DAYS)
-    server = issue_server_cert(signer, hosts, name=name, now=now)
+    server = issue_server_cert(signer, hosts, name=name, now=now, days=server_days)
     return Pki(root=root, signer=signer, server=server)
+
+
+def reissue_ca(ca: KeyPair, issuer: KeyPair | None, *, days: int = CA_DAYS, now: dt.datetime | None = None) -> KeyPair:
+    """``ca`` certified again for ``days`` from ``now``: same subject, same key, same path length,
+    by ``issuer`` (None: self-signed again, for the root). Everything ``ca`` signed before still
+    verifies under the new certificate (the issuer name and key it names are unchanged), so
+    renewing a CA never strands the certificates it issued."""
+    cert = ca.cert
+    try:
+        path_length = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.path_length
+    except x509.ExtensionNotFound:
+        path_length = None
+    return _make_ca(cert.subject, ca.key, issuer, path_length=path_length, now=_aware(now), days=days)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,52 @@
+"""Every live TLS server context of a controller, and loading the server certificate into them.
+
+The API listener, the embedded edge router and any other listener the controller runs present
+the same server certificate (with the signing CA behind it). Each context is made once and
+``register``-ed on the controller; after a renewal ``reload`` loads the new pair into every
+registered context. ``SSLContext.load_cert_chain`` on a live context changes what *new*
+handshakes present: a connection made earlier keeps the certificate it was made with, so nothing
+open is cut. Reloads run on the event loop's thread, where the listeners create their SSL
+objects, so no handshake starts half-way through a reload.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+from typing import Any
+
+from .. import tls
+
+
+def load_server_chain(context: ssl.SSLContext, state: dict[str, str]) -> None:
+    """Load the server certificate, the signing CA behind it and the server key into ``context``
+    (the ``ssl`` module loads them only from files: a private directory, removed at once)."""
+    with tempfile.TemporaryDirectory(prefix="ziti-lite-") as d:
+        os.chmod(d, 0o700)
+        cert = os.path.join(d, "server.pem")
+        key = os.path.join(d, "server.key")
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(state["server_key"])
+        with open(cert, "w") as f:
+            f.write(state["server_cert"].strip() + "\n" + state["signer_cert"].strip() + "\n")
+        context.load_cert_chain(cert, key)
+
+
+def register(ctl: Any, context: ssl.SSLContext) -> ssl.SSLContext:
+    """Make ``context`` one of the controller's live server contexts (renewals reload it);
+    returns it, so a listener writes ``ctl.x_context = contexts.register(ctl, make())``."""
+    if not any(c is context for c in ctl.tls_contexts):
+        ctl.tls_contexts.append(context)
+    return context
+
+
+def reload(ctl: Any) -> int:
+    """Load ``ctl.state``'s server pair into every registered context; returns how many. Where a
+    context checks client chains itself (no accept-any callback), the signing CA is added to its
+    trust too, so certificates issued by a renewed signing CA keep passing the handshake."""
+    for context in ctl.tls_contexts:
+        load_server_chain(context, ctl.state)
+        tls.trust_context(context, ctl.state["signer_cert"])
+    return len(ctl.tls_contexts)
