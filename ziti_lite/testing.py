@@ -284,12 +284,15 @@ def start(
     extra: tuple[str, ...] = (),
     ctrl: bool = False,
     env: dict[str, str] | None = None,
+    port: int | None = None,
+    ctrl_port: int | None = None,
 ) -> Controller:
     """Start ``ziti-lite serve`` on ``db`` (an existing controller database, e.g. a copy of a
     template) on free loopback ports and wait until it answers. ``admin_user``/``admin_password``
     are the credentials the database's admin already has (for ``Controller.client``); ``extra``
     are more ``serve`` options, ``env`` more environment (inherited ZITI_LITE_* are dropped);
-    ``ctrl`` opens the control channel for real routers on a free port too."""
+    ``ctrl`` opens the control channel for real routers on a free port too. ``port`` and
+    ``ctrl_port`` fix those ports instead (to start a controller again where it was)."""
     db = str(db)
     ca = ca_bundle(db)
     tmp = tempfile.mkdtemp(prefix="ziti-lite-")
@@ -301,7 +304,9 @@ def start(
         **(env or {}),
     }
     for attempt in range(3):  # a free port may be taken before the server binds it: try others
-        port, edge_port, ctrl_port = free_port(), (free_port() if edge else 0), (free_port() if ctrl else 0)
+        api_port = port or free_port()
+        edge_port = free_port() if edge else 0
+        router_port = ctrl_port or (free_port() if ctrl else 0)
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -313,11 +318,11 @@ def start(
                 "--host",
                 "127.0.0.1",
                 "--port",
-                str(port),
+                str(api_port),
                 "--edge-port",
                 str(edge_port),  # no admin options: they only apply to a new file
                 "--ctrl-port",
-                str(ctrl_port),
+                str(router_port),
                 "--log-level",
                 "warning",
                 *extra,
@@ -328,8 +333,8 @@ def start(
             text=True,
         )
         ctl = Controller(
-            f"https://127.0.0.1:{port}", port, edge_port, db, admin_user, admin_password, ca, ca_file, proc, tmp,
-            ctrl_port,
+            f"https://127.0.0.1:{api_port}", api_port, edge_port, db, admin_user, admin_password, ca, ca_file, proc,
+            tmp, router_port,
         )
         threading.Thread(target=_collect_output, args=(ctl,), daemon=True).start()
         if _wait_ready(ctl):

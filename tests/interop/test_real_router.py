@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ADMIN_PASSWORD
 from tests.edge.conftest import dialer, enroll, host, wait_for
 from tests.edge.test_go_sdk import go_identity
 from tests.enroll.conftest import running
@@ -247,3 +248,104 @@ def test_a_killed_or_silent_router_goes_offline_and_its_terminators_stay_as_upst
         assert mine()
     finally:
         r.stop()
+
+
+def test_a_restarted_controller_gets_its_router_back(ziti_bin, template_db, tmp_path, peers):
+    """``ziti-lite serve`` stopped and started again on the same ports: the router dials again by
+    itself and comes online (its retry interval is 5 s)."""
+    import shutil
+
+    from ziti_lite import testing
+    db = tmp_path / "restart.db"
+    shutil.copy(template_db, db)
+    port, ctrl_port = testing.free_port(), testing.free_port()
+
+    def serve() -> testing.Controller:
+        return testing.start(db, ADMIN_PASSWORD, edge=False, port=port, ctrl_port=ctrl_port)
+    ctl = serve()
+    try:
+        admin = Admin(ctl)
+        r = RealRouter(ziti_bin, tmp_path, "site-r", ctrl_port, admin)
+        r.enroll()
+        r.start()
+        try:
+            wait_online(admin, r.id, timeout=10)
+            assert ctl.stop() == 0
+            t0 = time.monotonic()
+            ctl = serve()
+            admin = Admin(ctl)
+            took = wait_online(admin, r.id, timeout=20)
+            print(f"\nrouter back online {time.monotonic() - t0:.1f} s after the controller was restarted"
+                  f" (API answering after {time.monotonic() - t0 - took:.1f} s)")
+        finally:
+            r.stop()
+    finally:
+        ctl.stop()
+
+
+class Admin:
+    """The management API of a ``testing.Controller`` with the calls ``RealRouter`` makes."""
+
+    def __init__(self, ctl):
+        self.client = ctl.client
+
+    def create(self, collection: str, body: dict) -> str:
+        return self.client.create(collection, body)
+
+    def get(self, path: str):
+        return _Reply(self.client.get(path))
+
+
+class _Reply:
+    def __init__(self, reply):
+        self.reply = reply
+
+    def json(self) -> dict:
+        return self.reply.body
+
+
+def test_the_embedded_router_and_a_real_router_together(template_db, tmp_path_factory, ziti_bin, peers):
+    """The embedded router and a real one in one network: a host bound through each (edge router
+    policies give each host one router), a dialer that reaches both; every dial succeeds
+    whichever router the dialer's SDK picks. (A dial entering one router reaches the terminators
+    of that router: circuits across routers need router-to-router links.)"""
+    with running(template_db, tmp_path_factory.mktemp("mixed"), edge=True, ctrl=True) as mixed:
+        admin = mixed.admin()
+        r = RealRouter(ziti_bin, Path(mixed.tmp), "site-m", mixed.ctl.ctrl_server.port, admin, attrs=["site-m"])
+        r.enroll()
+        r.start()
+        try:
+            wait_online(admin, r.id, timeout=10)
+            embedded = mixed.ctl.edge_router.router_id
+            for p in admin.get("/edge-router-policies").json()["data"]:       # this lab's own routing
+                assert admin.delete(f"/edge-router-policies/{p['id']}").status_code == 200
+            for name, identities, routers in (("mx-real", "#mx-real", f"@{r.id}"),
+                                              ("mx-emb", "#mx-emb", f"@{embedded}"),
+                                              ("mx-both", "#mx-client", "#all")):
+                admin.create("edge-router-policies", {"name": name, "semantic": "AnyOf", "identityRoles": [identities],
+                                                      "edgeRouterRoles": [routers]})
+            svc = admin.create("services", {"name": "mx", "encryptionRequired": True, "roleAttributes": ["mx"]})
+            for kind, role in (("Bind", "#mx-host"), ("Dial", "#mx-client")):
+                admin.create("service-policies", {"name": f"mx-{kind}", "type": kind, "semantic": "AnyOf",
+                                                  "identityRoles": [role], "serviceRoles": ["#mx"]})
+            _, real_host = enroll(mixed, admin, "mx-host-real", ["mx-host", "mx-real"])
+            _, emb_host = enroll(mixed, admin, "mx-host-emb", ["mx-host", "mx-emb"])
+            _, cfile = enroll(mixed, admin, "mx-client", ["mx-client"])
+            host(peers, real_host, "mx", "real")
+            host(peers, emb_host, "mx", "embedded")
+
+            def routers_with_terminators() -> bool:
+                terms = admin.get("/terminators?limit=500").json()["data"]
+                return {t["routerId"] for t in terms if t["serviceId"] == svc} == {embedded, r.id}
+            wait_for(routers_with_terminators, timeout=30)
+            c = dialer(peers, cfile)
+            for i in range(4):
+                c.send(op="echo", service="mx", line=f"mixed {i}")
+                ev = c.next(kind="echo")
+                assert ev["event"] == "echo" and ev["reply"].endswith(f":mixed {i}\n"), ev
+                assert c.next(kind="closed")["event"] == "closed"
+            c.send(op="bulk", service="mx", size=4 * MiB)
+            ev = c.next(timeout=120, kind="bulk")
+            assert ev["event"] == "bulk" and ev["got"] == ev["sent"], ev
+        finally:
+            r.stop()
