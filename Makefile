@@ -37,6 +37,7 @@ bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP,
 	$(PY) benchmarks/policy_bench.py
 	$(PY) benchmarks/client_bench.py
 	$(PY) benchmarks/edge_bench.py
+	$(PY) benchmarks/router_bench.py
 	$(PY) benchmarks/login_bench.py
 	$(PY) benchmarks/scale_bench.py
 	$(PY) benchmarks/vs_openziti.py

@@ -17,14 +17,15 @@ def dial(ztx, service: str) -> socket.socket:
     return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fd)
 
 
-ztx = zitilib.load(sys.argv[1])
-message = (sys.argv[2] if len(sys.argv) > 2 else "hello, overlay").encode()
-with dial(ztx, "echo") as sock:
-    sock.sendall(message)
-    reply = b""
-    while len(reply) < len(message):
-        chunk = sock.recv(4096)
-        if not chunk:
-            break
-        reply += chunk
-print(reply.decode())
+if __name__ == "__main__":
+    ztx = zitilib.load(sys.argv[1])
+    message = (sys.argv[2] if len(sys.argv) > 2 else "hello, overlay").encode()
+    with dial(ztx, "echo") as sock:
+        sock.sendall(message)
+        reply = b""
+        while len(reply) < len(message):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    print(reply.decode())

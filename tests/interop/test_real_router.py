@@ -349,3 +349,13 @@ def test_the_embedded_router_and_a_real_router_together(template_db, tmp_path_fa
             assert ev["event"] == "bulk" and ev["got"] == ev["sent"], ev
         finally:
             r.stop()
+
+
+def test_the_real_router_lab_example_runs(ziti_bin):
+    """``examples/real_router_lab.py`` as a user runs it: ziti-lite, a real router, a hosted service."""
+    import subprocess
+    import sys
+    example = Path(__file__).resolve().parents[2] / "examples" / "real_router_lab.py"
+    r = subprocess.run([sys.executable, str(example), "--ziti", ziti_bin], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "lab-client got: echo from beside site-a: hello through a real router" in r.stdout
