@@ -136,8 +136,8 @@ def main() -> None:
             sys.exit(f"real_router_lab: site-a did not come online (see {lab}/site-a.log)")
         print("site-a: online")
 
-        import openziti   # the Python SDK: enroll, then dial through site-a
-        from echo_client import dial   # (beside this file) the C SDK's connect, as openziti 0.6.0 needs
+        import openziti  # the Python SDK: enroll, then dial through site-a
+        from echo_client import dial  # (beside this file) the C SDK's connect, as openziti 0.6.0 needs
         identity = openziti.enroll(jwt)
         with open(f"{lab}/lab-client.json", "w") as f:
             f.write(identity)
