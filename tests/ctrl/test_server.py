@@ -178,3 +178,15 @@ def test_disable_delete_and_re_enroll_disconnect_a_router(live, admin):
             detail = admin.get(f"/edge-routers/{router.id}").json()["data"]
             assert detail["name"] == router.name and detail["roleAttributes"] == ["public"]
             assert detail["isOnline"] is False and detail["enrollmentJwt"]
+
+
+def test_router_enrollment_jwts_name_the_control_channel(live, admin):
+    import jwt as pyjwt
+    rid = admin.create("edge-routers", {"name": "ctrl-jwt"})
+    claims = pyjwt.decode(admin.get(f"/edge-routers/{rid}").json()["data"]["enrollmentJwt"],
+                          options={"verify_signature": False})
+    assert claims["em"] == "erott" and claims["ctrls"] == [f"tls:127.0.0.1:{live.ctl.ctrl_server.port}"]
+    iid = admin.create("identities", {"name": "ctrl-jwt-id", "type": "Device", "isAdmin": False,
+                                      "enrollment": {"ott": True}})
+    jwt = admin.get(f"/identities/{iid}").json()["data"]["enrollment"]["ott"]["jwt"]
+    assert pyjwt.decode(jwt, options={"verify_signature": False})["ctrls"] is None

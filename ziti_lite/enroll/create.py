@@ -12,7 +12,6 @@ from .. import clock
 from ..api.context import Ctx
 from ..auth import certs as certauth
 from ..auth.certs import server_keypair
-from ..config import url_host
 from ..errors import ApiError, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca, tokens
@@ -36,11 +35,10 @@ def new_enrollment(ctx: Ctx, method: str, *, identity_id: str | None = None, edg
     subject = identity_id or edge_router_id or transit_router_id
     if subject is None:
         raise ValueError("an enrollment is for an identity or a router")
-    # routers are told where the control channel is (as upstream tells them its cluster's peers)
-    settings = ctl.settings
-    ctrls = [f"tls:{url_host(settings.public_host)}:{settings.ctrl_port}"] \
-        if settings.ctrl_port and (edge_router_id or transit_router_id) else None
-    jwt = tokens.enrollment_jwt(server=server_keypair(ctl), issuer=settings.base_url, subject=subject,
+    # routers are told where the control channel listens (as upstream tells them its cluster's peers)
+    ctrl = ctl.ctrl_server
+    ctrls = [ctrl.address] if ctrl is not None and (edge_router_id or transit_router_id) else None
+    jwt = tokens.enrollment_jwt(server=server_keypair(ctl), issuer=ctl.settings.base_url, subject=subject,
                                 token=token, method=method, expires_at=expires, ctrls=ctrls)
     id = new_id()
     now = clock.stamp()

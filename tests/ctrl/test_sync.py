@@ -1,0 +1,93 @@
+"""What a router is told of API sessions and sessions, against a pure-Python router: the full
+state when it comes online, logins and logouts as they happen, its heartbeat keeping API
+sessions alive, its session validation after a reconnect; and what the API says of it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.ctrl.conftest import enroll_router
+from tests.ctrl.fake_router import f_str, read_pb
+from tests.ctrl.test_terminators import Identity
+
+pytestmark = pytest.mark.slow   # a live server with its control channel over TLS
+
+
+def api_sessions(m) -> list[dict]:
+    out = []
+    for raw in read_pb(m.body).get(2, []):
+        f = read_pb(raw)
+        out.append({"token": f[1][0].decode(), "fingerprints": [x.decode() for x in f.get(2, [])],
+                    "id": f[3][0].decode(), "identity": f[4][0].decode()})
+    return out
+
+
+def test_full_state_then_logins_and_logouts_as_they_happen(live):
+    admin = live.admin()
+    who = Identity(live, admin, "sync-who", [])
+    router = enroll_router(live, admin, "sync-router")
+    r = router.online()
+    full = r.expect(20200)
+    assert read_pb(full.body).get(1, [0])[0] == 1                        # isFullState
+    assert full.headers[1013] == b"instant" and b'"isLast": true' in full.headers[1014]
+    mine = [s for s in api_sessions(full) if s["token"] == who.token]
+    assert mine and who.fingerprint in mine[0]["fingerprints"] and mine[0]["identity"] == who.id
+    # a new login reaches the router within a tick
+    t0 = time.monotonic()
+    http, reply = live.cert_login(who.cert, who.key)
+    token = reply.json()["data"]["token"]
+    added = r.expect(20200, where=lambda m: any(s["token"] == token for s in api_sessions(m)))
+    assert read_pb(added.body).get(1, [0])[0] == 0 and time.monotonic() - t0 < 1.0
+    # logout: removed
+    assert http.delete("/edge/client/v1/current-api-session", headers={"zt-session": token}).status_code == 200
+    removed = r.expect(20202, where=lambda m: token in [v.decode() for v in read_pb(m.body).get(1, [])])
+    assert removed
+    r.close()
+
+
+def test_the_routers_heartbeat_keeps_api_sessions_alive_and_sessions_are_validated(live):
+    admin = live.admin()
+    who = Identity(live, admin, "sync-alive", [])
+    r = enroll_router(live, admin, "sync-alive-router").online()
+    r.expect(20200)
+    before = live.ctl.activity.get(who.token, "")
+    time.sleep(0.01)
+    r.send(20203, {}, f_str(1, who.token) + f_str(1, "not-a-known-token"))
+    deadline = time.monotonic() + 3
+    while live.ctl.activity.get(who.token, "") <= before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live.ctl.activity.get(who.token, "") > before
+    assert "not-a-known-token" not in live.ctl.activity
+    svc = admin.create("services", {"name": "sync-svc", "encryptionRequired": False})
+    admin.create("service-policies", {"name": "sync-dial", "type": "Dial", "semantic": "AnyOf",
+                                      "identityRoles": [f"@{who.id}"], "serviceRoles": [f"@{svc}"]})
+    kept = who.session(svc, "Dial")["token"]
+    r.send(20213, {}, f_str(1, kept) + f_str(1, "gone-session-token"))
+    removed = r.expect(20102)
+    assert [v.decode() for v in read_pb(removed.body).get(1, [])] == ["gone-session-token"]
+    r.close()
+
+
+def test_policy_advice_and_session_routers_see_a_real_router(live):
+    admin = live.admin()
+    who = Identity(live, admin, "advice-who", ["advice"])
+    svc = admin.create("services", {"name": "advice-svc", "encryptionRequired": False})
+    admin.create("service-policies", {"name": "advice-dial", "type": "Dial", "semantic": "AnyOf",
+                                      "identityRoles": ["#advice"], "serviceRoles": [f"@{svc}"]})
+    router = enroll_router(live, admin, "advice-router")
+
+    def advice_online() -> dict:
+        data = admin.get(f"/identities/{who.id}/policy-advice/{svc}").json()["data"]
+        return {r["name"]: r["isOnline"] for r in data["commonRouters"]}
+    assert advice_online()["advice-router"] is False
+    r = router.online(edge_port=4999)
+    deadline = time.monotonic() + 3
+    while not advice_online()["advice-router"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert advice_online()["advice-router"] is True
+    session = who.session(svc, "Dial")
+    listed = {e["name"]: e for e in session["edgeRouters"]}
+    assert listed["advice-router"]["supportedProtocols"] == {"tls": "tls://127.0.0.1:4999"}
+    r.close()
