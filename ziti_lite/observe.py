@@ -161,6 +161,7 @@ class Metrics:
                 ("routers", "gauge", "real routers online (connected and past their hello)"),
                 ("channels", "gauge", "open control-channel connections, accepted or not yet"),
                 ("circuits", "gauge", "live circuits through real routers"),
+                ("links", "gauge", "router-to-router links the routers reported"),
                 ("circuits_total", "counter", "circuits through real routers since start"),
                 ("refused", "counter", "control-channel connections refused since start"),
             ):

@@ -3,23 +3,26 @@
 When an SDK dials a service through a real router, the router asks for a circuit
 (``CreateCircuitV2``, or V1 in protobuf). The controller makes the checks the embedded router
 makes before a dial (the Dial session, a certificate of its API session, the policies for this
-router, the public key an encrypted service needs), picks among the service's terminators on
-that router (instance id, precedence, then the service's strategy over cost and recent
-failures: ``edge/strategy.py``) and sends ``Route`` (a one-hop path: ingress to egress and back,
-the egress dialing the terminator's address with the dialer's peer data). A failed
-``RouteResult`` penalises the terminator (an invalid one is deleted, as upstream does) and the
-next is tried, up to three attempts in the route timeout; the answer to the router carries the
-ingress address and the peer data (the host's public key) or upstream's error text and code.
+router, the public key an encrypted service needs) and picks among the service's terminators on
+online routers that a path reaches (``links.py``: that router itself, or others over
+router-to-router links): instance id, precedence, then the service's strategy over path cost +
+terminator cost + recent failures (``edge/strategy.py``). Every router of the path gets its
+``Route`` (one router: ingress to egress and back; over links: ingress, transit, egress with
+upstream's forwarding entries; the egress dials the terminator's address with the dialer's peer
+data) and all must answer success. A failed ``RouteResult`` penalises the terminator (an invalid
+one is deleted, as upstream does) and the next is tried, up to three attempts in the route
+timeout; the answer to the router carries the ingress address and the peer data (the host's
+public key) or upstream's error text and code.
 
-A circuit ends when either end faults: it is forgotten and ``Unroute`` goes to the router, else
-the router's forwarder keeps it. Circuit ids a router confirms that the controller does not know
-are unrouted at once. Terminators on other routers need router-to-router links to be reached,
-which ziti-lite does not make yet: such a dial fails as a dial with no terminator does.
+A circuit ends when either end faults, when a link or a router of its path goes: it is forgotten
+and ``Unroute`` goes to every router of its path, else their forwarders keep it. Circuit ids a
+router confirms that the controller does not know are unrouted at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -47,12 +50,43 @@ INTERNAL = 1                  # edge error code for errors that are not the call
 @dataclass(slots=True)
 class Circuit:
     id: str
-    router_id: str
+    path: list[str]            # router ids, ingress first, egress (the terminator's router) last
+    links: list[str]           # link ids between them
     session_id: str
     service_id: str
     terminator_id: str
     ingress_id: str
-    created: float
+    egress_id: str
+    client_id: str             # the dialing identity
+    tags: dict[str, str]
+    created: float             # time.time()
+
+    @property
+    def router_id(self) -> str:
+        return self.path[0]
+
+
+def route_messages(cid: str, attempt: int, timeout_ns: int, path: list[str], links: list[str], ingress: str,
+                   egress: str, term: dict, peer_data: dict[int, bytes], tags: dict[str, str]) -> dict[str, dict]:
+    """The Route of every router of a path (upstream's forwarding entries): one router joins
+    ingress and egress; over links the ingress forwards to the first link, each transit router
+    from one link to the next, and the egress from the last link to the terminator."""
+    def route(forwards: list[tuple[str, str, int]], egress_part: bool) -> dict:
+        out: dict = {"circuitId": cid, "attempt": attempt, "timeout": timeout_ns, "context": {}, "tags": tags,
+                     "forwards": [{"srcAddress": a, "dstAddress": b, "dstType": t} for a, b, t in forwards]}
+        if egress_part:
+            out["egress"] = {"binding": term["binding"], "address": egress, "destination": term["address"],
+                             "peerData": peer_data}
+        return out
+    if not links:
+        return {path[0]: route([(ingress, egress, messages.DEST_END), (egress, ingress, messages.DEST_START)], True)}
+    routes = {path[0]: route([(ingress, links[0], messages.DEST_LINK), (links[0], ingress, messages.DEST_START)],
+                             False)}
+    for i in range(1, len(links)):
+        routes[path[i]] = route([(links[i - 1], links[i], messages.DEST_LINK),
+                                 (links[i], links[i - 1], messages.DEST_LINK)], False)
+    routes[path[-1]] = route([(egress, links[-1], messages.DEST_LINK), (links[-1], egress, messages.DEST_END)], True)
+    return routes
 
 
 class Failed(Exception):
@@ -76,12 +110,15 @@ class Circuits:
         pass
 
     def router_lost(self, router_id: str) -> None:
-        for cid in [c.id for c in self.live.values() if c.router_id == router_id]:
-            del self.live[cid]
+        for cid in [c.id for c in self.live.values() if router_id in c.path]:
+            self.end(cid)
 
     def carrying(self, session_id: str) -> list[str]:
         """Routers of the live circuits of a session (``/sessions/{id}/route-path``)."""
-        return sorted({c.router_id for c in self.live.values() if c.session_id == session_id})
+        for c in self.live.values():
+            if c.session_id == session_id:
+                return list(c.path)
+        return []
 
     # ------------------------------------------------------------------ requests
     def _create_v2(self, ch: RouterChannel, m: Message) -> None:
@@ -148,81 +185,135 @@ class Circuits:
         deadline = loop.time() + ROUTE_TIMEOUT
         failures = srv.terminators.failures
         reason = f"service {sess.service_id} has no terminators that accepted the dial"
-        for attempt, term in enumerate(terms[:ATTEMPTS]):
+        for attempt, (term, path, links) in enumerate(terms[:ATTEMPTS]):
             left = deadline - loop.time()
             if left <= 0.05 or ch.closed:
                 break
             ingress, egress = uuid.uuid4().hex[:12], uuid.uuid4().hex[:12]
-            route = {
-                "circuitId": cid, "attempt": attempt, "timeout": int(left * 1e9),
-                "egress": {"binding": term["binding"], "address": egress, "destination": term["address"],
-                           "peerData": peer_in},
-                "forwards": [{"srcAddress": ingress, "dstAddress": egress, "dstType": messages.DEST_END},
-                             {"srcAddress": egress, "dstAddress": ingress, "dstType": messages.DEST_START}],
-                "context": {}, "tags": {"serviceId": sess.service_id, "clientId": sess.identity_id,
-                                        "hostId": term["host_id"]}}
+            tags = {"serviceId": sess.service_id, "clientId": sess.identity_id, "hostId": term["host_id"]}
+            routes = route_messages(cid, attempt, int(left * 1e9), path, links, ingress, egress, term, peer_in, tags)
             try:
-                result = await ch.request(C.ROUTE, {}, pb.encode(messages.ROUTE, route), left)
-            except TimeoutError:
-                failures[term["id"]] = failures.get(term["id"], 0) + 50
-                reason = f"timeout creating routes for [s/{cid}]"
-                continue
+                results = await self._route(routes, left)
             except ConnectionError:
-                raise Failed("router disconnected while routing the circuit") from None
-            if messages.H.ROUTE_SUCCESS in result.headers:
+                self._unroute_path(path, cid, now=True)
+                reason = "a router of the path disconnected while routing the circuit"
+                continue
+            failed = next(((rid, r) for rid, r in results.items() if r is None
+                           or messages.H.ROUTE_SUCCESS not in r.headers), None)
+            if failed is None:
                 failures[term["id"]] = max(0, failures.get(term["id"], 0) - 10)
                 peer_out = dict(srv.terminators.peer_data.get(term["id"], {}))
-                peer_out.update({k: v for k, v in result.headers.items()
+                peer_out.update({k: v for k, v in results[path[-1]].headers.items()   # type: ignore[union-attr]
                                  if k >= 1000 and not 1101 <= k <= 1104})
                 if sess.encryption_required and not peer_out.get(PUBLIC_KEY):
-                    self._unroute(ch, cid, now=True)
+                    self._unroute_path(path, cid, now=True)
                     raise Failed("encryption required on service, terminator did not send public header",
                                  checks.ERROR_CODES[checks.ENCRYPTION_MISSING])
-                circuit = Circuit(cid, rid, sess.id, sess.service_id, term["id"], ingress, time.monotonic())
+                circuit = Circuit(cid, path, links, sess.id, sess.service_id, term["id"], ingress, egress,
+                                  sess.identity_id, tags, time.time())
                 self.live[cid] = circuit
                 self.created += 1
                 req["_host"] = term["host_id"]
                 return circuit, peer_out
+            where, result = failed
+            self._unroute_path(path, cid, now=True)
+            if result is None:
+                failures[term["id"]] = failures.get(term["id"], 0) + 50
+                reason = f"timeout creating routes for [s/{cid}] on [r/{where}]"
+                continue
             code = result.headers.get(H.ROUTE_ERROR_CODE, b"\x00")[:1]
             text = result.text(H.ROUTE_ERROR) or "route failed"
-            reason = f"error creating route for [s/{cid}] on [r/{rid}] ({text})"
-            if code == bytes([messages.ROUTE_ERR_INVALID_TERMINATOR]) and term["binding"] in ("edge", "tunnel"):
-                srv.terminators.remove(rid, [term["id"]])
+            reason = f"error creating route for [s/{cid}] on [r/{where}] ({text})"
+            if (where == path[-1] and code == bytes([messages.ROUTE_ERR_INVALID_TERMINATOR])
+                    and term["binding"] in ("edge", "tunnel")):
+                srv.terminators.remove(path[-1], [term["id"]])
             else:
                 failures[term["id"]] = failures.get(term["id"], 0) + 20
-        self._unroute(ch, cid, now=True)
         raise Failed(f"exceeded maximum [{ATTEMPTS}] retries creating circuit [c/{cid}]: {reason}")
 
-    def _candidates(self, router_id: str, sess: checks.Session, instance: str) -> list[dict]:
-        rows = self.server.ctl.store.all(
-            "SELECT id, binding, address, instance_id, cost, precedence, host_id FROM terminators"
-            " WHERE service_id = ? AND router_id = ?", (sess.service_id, router_id))
+    async def _route(self, routes: dict[str, dict], timeout: float) -> dict[str, Message | None]:
+        """Send each router of the path its Route at once; each one's RouteResult (None: none in
+        time). ConnectionError when a router of the path is not connected."""
+        futures = {}
+        for rid, route in routes.items():
+            ch = self.server.routers.get(rid)
+            if ch is None or ch.closed:
+                raise ConnectionError(rid)
+            futures[rid] = ch.request(C.ROUTE, {}, pb.encode(messages.ROUTE, route), timeout)
+        out: dict[str, Message | None] = {}
+        for rid, fut in futures.items():
+            try:
+                out[rid] = await fut
+            except TimeoutError:
+                out[rid] = None
+            except ConnectionError:
+                raise
+        return out
+
+    def _candidates(self, router_id: str, sess: checks.Session, instance: str) -> list[tuple[dict, list, list]]:
+        """The service's terminators on online routers a path reaches from ``router_id``, best
+        first: precedence, then the strategy over path cost + terminator cost + failures."""
+        srv = self.server
+        online = [rid for rid, c in srv.routers.items() if c.ready]
+        rows = srv.ctl.store.all(
+            "SELECT id, router_id, binding, address, instance_id, cost, precedence, host_id FROM terminators"
+            " WHERE service_id = ? AND router_id IN (SELECT value FROM json_each(?))",
+            (sess.service_id, json.dumps(online)))
         if instance:
             rows = [r for r in rows if r["instance_id"] == instance]
-        failures = self.server.terminators.failures
-        return strategy.order(rows, sess.terminator_strategy, lambda r: r["precedence"],
-                              lambda r: r["cost"] + failures.get(r["id"], 0))
+        paths: dict[str, tuple[int, list[str], list[str]] | None] = {}
+        reachable = []
+        for r in rows:
+            if r["router_id"] not in paths:
+                paths[r["router_id"]] = srv.links.path(router_id, r["router_id"])
+            found = paths[r["router_id"]]
+            if found is not None:
+                reachable.append((r, found))
+        failures = srv.terminators.failures
+        ordered = strategy.order(reachable, sess.terminator_strategy, lambda x: x[0]["precedence"],
+                                 lambda x: x[1][0] + x[0]["cost"] + failures.get(x[0]["id"], 0))
+        return [(r, path, links) for r, (_, path, links) in ordered]
 
     # ------------------------------------------------------------------ ends
     def _unroute(self, ch: RouterChannel, cid: str, now: bool) -> None:
         ch.send(C.UNROUTE, {}, pb.encode(messages.UNROUTE, {"circuitId": cid, "now": now}))
 
+    def _unroute_path(self, path: list[str], cid: str, now: bool) -> None:
+        for rid in path:
+            ch = self.server.routers.get(rid)
+            if ch is not None:
+                self._unroute(ch, cid, now)
+
+    def end(self, cid: str) -> None:
+        """Forget a circuit and unroute it on every router of its path."""
+        circuit = self.live.pop(cid, None)
+        if circuit is not None:
+            self._unroute_path(circuit.path, cid, now=False)
+
     def _fault(self, ch: RouterChannel, m: Message) -> None:
         fault = pb.decode(messages.FAULT, m.body)
         subject = fault["subject"]
+        if subject == messages.FAULT_LINK:
+            self.server.links.fault(ch, fault["id"])
+            return
         if subject in (messages.FAULT_INGRESS, messages.FAULT_EGRESS):
             ids = [fault["id"]]
         elif subject in (messages.FAULT_FORWARD, messages.FAULT_UNKNOWN_OWNER_FORWARD):
             ids = fault["id"].split()
-        else:   # link faults: there are no links
+        else:
             return
         for cid in ids:
-            circuit = self.live.pop(cid, None)
-            if circuit is not None:
+            if cid in self.live:
                 log.debug("router %s: circuit %s ended", ch.label, cid)
-                self._unroute(ch, cid, now=False)
+                self.end(cid)
             elif cid:
                 self._unroute(ch, cid, now=True)
+
+    def link_lost(self, link) -> None:
+        """Circuits over a link that went: ended on every router of their path (their SDKs
+        see the connection close and dial again, over another path if there is one)."""
+        for cid in [c.id for c in self.live.values() if link.id in c.links]:
+            self.end(cid)
 
     def _confirmation(self, ch: RouterChannel, m: Message) -> None:
         for cid in pb.decode(messages.CIRCUIT_CONFIRMATION, m.body)["circuitIds"]:

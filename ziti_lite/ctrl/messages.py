@@ -23,7 +23,9 @@ class C:
     ROUTE_RESULT = 1022
     CIRCUIT_CONFIRMATION = 1034
     ROUTER_LINKS = 1035
+    VERIFY_ROUTER = 1036
     REMOVE_TERMINATORS = 1038
+    PEER_STATE_CHANGES = 1050
     SERVER_HELLO = 20000
     CLIENT_HELLO = 20001
     ERROR = 20002
@@ -98,9 +100,13 @@ ROUTE_ERR_CONNECTION_REFUSED = 4
 CAP_CREATE_TERMINATOR_V2 = 1
 CAP_CREATE_CIRCUIT_V2 = 3
 
+# RouterMetadata capabilities; peer states
+CAP_LINK_MANAGEMENT = 1
+PEER_HEALTHY, PEER_UNHEALTHY, PEER_REMOVED = 0, 1, 2
+
 # enums
 FAULT_INGRESS, FAULT_EGRESS, FAULT_LINK, FAULT_FORWARD, FAULT_UNKNOWN_OWNER_FORWARD = 0, 1, 2, 3, 4
-DEST_START, DEST_END = 0, 1
+DEST_START, DEST_END, DEST_LINK = 0, 1, 2
 PRECEDENCE = {0: "default", 1: "required", 2: "failed"}
 PRECEDENCE_CODE = {v: k for k, v in PRECEDENCE.items()}
 TERMINATOR_OK, TERMINATOR_ID_CONFLICT, TERMINATOR_OTHER, TERMINATOR_BUSY, TERMINATOR_INVALID_SESSION = 0, 1, 2, 3, 4
@@ -126,6 +132,17 @@ UNROUTE = Msg("Unroute", (Field(1, "circuitId", "string"), Field(2, "now", "bool
 CIRCUIT_CONFIRMATION = Msg("CircuitConfirmation", (Field(1, "circuitIds", "string", True),
                                                    Field(2, "idleTimes", "map", key="string", value="int64")))
 REMOVE_TERMINATORS = Msg("RemoveTerminatorsRequest", (Field(1, "terminatorIds", "string", True),))
+PEER_STATE_CHANGE = Msg("PeerStateChange", (Field(1, "id", "string"), Field(2, "version", "string"),
+                                            Field(3, "state", "enum"), Field(4, "listeners", LISTENER, True)))
+PEER_STATE_CHANGES = Msg("PeerStateChanges", (Field(1, "changes", PEER_STATE_CHANGE, True),))
+ROUTER_LINK = Msg("RouterLink", (Field(1, "id", "string"), Field(2, "destRouterId", "string"),
+                                 Field(3, "linkProtocol", "string"), Field(4, "linkCostTags", "string", True),
+                                 Field(5, "dialAddress", "string"), Field(6, "iteration", "uint32")))
+ROUTER_LINKS = Msg("RouterLinks", (Field(1, "links", ROUTER_LINK, True),))
+LINK_CONN = Msg("LinkConn", (Field(1, "id", "string"), Field(2, "localAddr", "string"),
+                             Field(3, "remoteAddr", "string")))
+LINK_CONNECTED = Msg("LinkConnected", (Field(1, "id", "string"), Field(2, "conns", LINK_CONN, True)))
+VERIFY_ROUTER = Msg("VerifyRouter", (Field(1, "routerId", "string"), Field(2, "fingerprints", "string", True)))
 
 # ---------------------------------------------------------------- edge (edge_ctrl_pb)
 SERVER_HELLO = Msg("ServerHello", (Field(1, "version", "string"),

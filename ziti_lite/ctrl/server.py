@@ -11,7 +11,8 @@ router's ClientHello (its edge listeners and version) makes it online in the API
 * ``sync.py`` streams API sessions (all at once, then each change) and session removals;
 * ``terminators.py`` answers terminator creation, removal and updates;
 * ``circuits.py`` answers circuit requests (checks, terminator choice, Route, RouteResult),
-  faults and circuit confirmations.
+  faults and circuit confirmations;
+* ``links.py`` tells routers of their peers, keeps the link table and computes paths.
 
 A router that closes, stops answering heartbeats, is disabled, deleted or re-enrolled goes
 offline at once. Facts about the protocol: ``shared/reference/behaviour/ctrl-channel.md``.
@@ -33,7 +34,7 @@ from ..edge import router as edge_router
 from ..edge import wire
 from ..edge.wire import Content, Message
 from ..pki import ca as pki
-from . import circuits, messages, pb, sync, terminators, tunnel
+from . import circuits, links, messages, pb, sync, terminators, tunnel
 from .channel import RouterChannel
 from .messages import C
 
@@ -62,12 +63,13 @@ class CtrlServer:
         self.circuits = circuits.Circuits(self)
         self.terminators = terminators.Terminators(self)
         self.tunnel = tunnel.Tunnel(self)
+        self.links = links.Links(self)
         self._task: asyncio.Task | None = None
         self.refused = 0                                 # connections refused since start
         self.handlers: dict[int, Handler] = {
             C.CLIENT_HELLO: self._client_hello,
             **self.terminators.handlers(), **self.circuits.handlers(), **self.sync.handlers(),
-            **self.tunnel.handlers(),
+            **self.tunnel.handlers(), **self.links.handlers(),
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -138,6 +140,7 @@ class CtrlServer:
         self.ctl.router_states.pop(rid, None)
         self.ctl.store.online_routers.discard(rid)
         self.circuits.router_lost(rid)
+        self.links.router_lost(rid, removed=ch.close_reason == "router deleted")
         self.tunnel.router_lost(rid)
         log.info("router %s offline (%s)", ch.label, reason)
 
@@ -206,6 +209,7 @@ class CtrlServer:
         ch.version = m.text(wire.H.HELLO_VERSION)
         ch.listeners = _listeners(m)
         self.routers[rid] = ch
+        self.links.hello(ch, m)
         caps = (1 << messages.CAP_CREATE_TERMINATOR_V2) | (1 << messages.CAP_CREATE_CIRCUIT_V2)
         ch.send(Content.RESULT, {
             wire.H.REPLY_FOR: wire.i32(m.seq), wire.H.RESULT_SUCCESS: b"\x01",
@@ -239,11 +243,13 @@ class CtrlServer:
             "syncStatus": "SYNC_DONE", "versionInfo": _version_info(ch.version)}
         self.ctl.store.online_routers.add(rid)
         self.sync.router_ready(ch)
+        self.links.router_ready(ch)
         log.info("router %s online: %s", ch.label, ", ".join(protocols.values()) or "no edge listeners")
 
     # ------------------------------------------------------------------ figures
     def stats(self) -> dict:
         return {"routers": len([c for c in self.routers.values() if c.ready]), "channels": len(self.channels),
+                "links": len(self.links.table),
                 "circuits": len(self.circuits.live), "circuits_total": self.circuits.created, "refused": self.refused}
 
 
