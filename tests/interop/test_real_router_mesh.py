@@ -1,0 +1,75 @@
+"""Router-to-router links between real routers (``ziti router`` v1.3.3) under ziti-lite: routers
+learn of their peers, build links, and circuits cross them. A host reaches only router B, a
+dialer only router A (edge router policies), and their bytes cross the A-B link; three routers in
+a line carry a dial through the middle one. Marked ``interop``; skipped without the ``ziti`` binary."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.edge.conftest import dialer, enroll, host, wait_for
+from tests.enroll.conftest import running
+from tests.interop.real_router import RealRouter, wait_online
+
+pytestmark = pytest.mark.interop
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def mesh(template_db, tmp_path_factory):
+    with running(template_db, tmp_path_factory.mktemp("mesh"), edge=False, ctrl=True) as handle:
+        admin = handle.admin()
+        for p in admin.get("/edge-router-policies").json()["data"]:     # each identity its own routers
+            assert admin.delete(f"/edge-router-policies/{p['id']}").status_code == 200
+        yield handle
+
+
+def links(ctl) -> list:
+    return list(ctl.ctrl_server.links.table.values())
+
+
+def test_a_link_between_two_routers_carries_a_circuit(mesh, ziti_bin, peers):
+    admin = mesh.admin()
+    tmp = Path(mesh.tmp)
+    a = RealRouter(ziti_bin, tmp, "mesh-a", mesh.ctl.ctrl_server.port, admin, attrs=["mesh-a"], private=False)
+    b = RealRouter(ziti_bin, tmp, "mesh-b", mesh.ctl.ctrl_server.port, admin, attrs=["mesh-b"])
+    try:
+        for r in (a, b):
+            r.enroll()
+            r.start()
+            wait_online(admin, r.id, timeout=10)
+        wait_for(lambda: any({x.src, x.dst} == {a.id, b.id} for x in links(mesh.ctl)), timeout=30)
+        svc = admin.create("services", {"name": "mesh-svc", "encryptionRequired": True, "roleAttributes": ["mesh"]})
+        for kind, role in (("Bind", "#mesh-host"), ("Dial", "#mesh-client")):
+            admin.create("service-policies", {"name": f"mesh-{kind}", "type": kind, "semantic": "AnyOf",
+                                              "identityRoles": [role], "serviceRoles": ["#mesh"]})
+        for name, ident, router in (("mesh-host-b", "#mesh-host", "#mesh-b"), ("mesh-client-a", "#mesh-client",
+                                                                              "#mesh-a")):
+            admin.create("edge-router-policies", {"name": name, "semantic": "AnyOf", "identityRoles": [ident],
+                                                  "edgeRouterRoles": [router]})
+        _, hfile = enroll(mesh, admin, "mesh-host", ["mesh-host"])
+        _, cfile = enroll(mesh, admin, "mesh-client", ["mesh-client"])
+        host(peers, hfile, "mesh-svc", "far")
+        wait_for(lambda: [t for t in admin.get("/terminators?limit=500").json()["data"]
+                          if t["serviceId"] == svc and t["routerId"] == b.id], timeout=20)
+        c = dialer(peers, cfile)
+        c.send(op="echo", service="mesh-svc", line="across the link")
+        ev = c.next(kind="echo")
+        assert ev["event"] == "echo" and ev["reply"] == "far:across the link\n", (ev, a.tail(), b.tail())
+        assert c.next(kind="closed")["event"] == "closed"
+        c.send(op="hold", service="mesh-svc", line="held")
+        assert c.next(kind="echo")["event"] == "echo"
+        sessions = [s for s in admin.get('/sessions?filter=type="Dial"&limit=500').json()["data"]]
+        paths = [admin.get(f"/sessions/{s['id']}/route-path").json()["data"]["routePath"] for s in sessions]
+        assert [a.id, b.id] in paths
+        c2 = dialer(peers, cfile)
+        c2.send(op="bulk", service="mesh-svc", size=10 * MiB)
+        ev = c2.next(timeout=180, kind="bulk")
+        assert ev["event"] == "bulk" and ev["n"] == 10 * MiB and ev["got"] == ev["sent"], ev
+        print(f"\n10 MiB each way across the A-B link in {ev['after']:.2f} s")
+    finally:
+        for r in (a, b):
+            r.stop()
