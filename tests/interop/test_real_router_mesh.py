@@ -1,7 +1,8 @@
 """Router-to-router links between real routers (``ziti router`` v1.3.3) under ziti-lite: routers
-learn of their peers, build links, and circuits cross them. A host reaches only router B, a
-dialer only router A (edge router policies), and their bytes cross the A-B link; three routers in
-a line carry a dial through the middle one. Marked ``interop``; skipped without the ``ziti`` binary."""
+learn of their peers, build links, and circuits cross them. A host reaches only router B (with a
+link listener), a dialer only router A (private: it dials B), and their bytes cross the A-B link;
+when B goes, so do the link and the circuit, and new dials fail cleanly; three routers in a line
+carry a dial through the middle one. Marked ``interop``; skipped without the ``ziti`` binary."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ def links(ctl) -> list:
 def test_a_link_between_two_routers_carries_a_circuit(mesh, ziti_bin, peers):
     admin = mesh.admin()
     tmp = Path(mesh.tmp)
-    a = RealRouter(ziti_bin, tmp, "mesh-a", mesh.ctl.ctrl_server.port, admin, attrs=["mesh-a"], private=False)
-    b = RealRouter(ziti_bin, tmp, "mesh-b", mesh.ctl.ctrl_server.port, admin, attrs=["mesh-b"])
+    a = RealRouter(ziti_bin, tmp, "mesh-a", mesh.ctl.ctrl_server.port, admin, attrs=["mesh-a"])
+    b = RealRouter(ziti_bin, tmp, "mesh-b", mesh.ctl.ctrl_server.port, admin, attrs=["mesh-b"], private=False)
     try:
         for r in (a, b):
             r.enroll()
@@ -70,6 +71,61 @@ def test_a_link_between_two_routers_carries_a_circuit(mesh, ziti_bin, peers):
         ev = c2.next(timeout=180, kind="bulk")
         assert ev["event"] == "bulk" and ev["n"] == 10 * MiB and ev["got"] == ev["sent"], ev
         print(f"\n10 MiB each way across the A-B link in {ev['after']:.2f} s")
+        # the link's listening side (B, the host's router) goes: the link with it, the held connection
+        # ends (A's router closes an unrouted connection after its close wait, 30 s, as upstream's),
+        # new dials through A fail cleanly
+        b.stop()
+        wait_for(lambda: not links(mesh.ctl), timeout=5)
+        assert not mesh.ctl.ctrl_server.circuits.live
+        assert c.next(timeout=45, kind="ended")["event"] == "ended"
+        c.send(op="echo", service="mesh-svc", line="no way through")
+        assert c.next(timeout=30, kind="echo")["event"] == "error"
     finally:
         for r in (a, b):
+            r.stop()
+
+
+def test_three_routers_in_a_line_carry_a_dial_through_the_middle(mesh, ziti_bin, peers):
+    """A and C are private (no link listener), B listens: links A-B and C-B only; a dial from A
+    reaches a host on C through B."""
+    admin = mesh.admin()
+    tmp = Path(mesh.tmp)
+    port = mesh.ctl.ctrl_server.port
+    line = [RealRouter(ziti_bin, tmp, "line-a", port, admin, attrs=["line-a"]),
+            RealRouter(ziti_bin, tmp, "line-b", port, admin, attrs=["line-b"], private=False),
+            RealRouter(ziti_bin, tmp, "line-c", port, admin, attrs=["line-c"])]
+    a, b, c = line
+    try:
+        for r in line:
+            r.enroll()
+            r.start()
+            wait_online(admin, r.id, timeout=10)
+
+        def linked() -> bool:
+            pairs = {frozenset((x.src, x.dst)) for x in links(mesh.ctl)}
+            return {frozenset((a.id, b.id)), frozenset((b.id, c.id))} <= pairs
+        wait_for(linked, timeout=30)
+        assert frozenset((a.id, c.id)) not in {frozenset((x.src, x.dst)) for x in links(mesh.ctl)}
+        svc = admin.create("services", {"name": "line-svc", "encryptionRequired": True, "roleAttributes": ["line"]})
+        for kind, role in (("Bind", "#line-host"), ("Dial", "#line-client")):
+            admin.create("service-policies", {"name": f"line-{kind}", "type": kind, "semantic": "AnyOf",
+                                              "identityRoles": [role], "serviceRoles": ["#line"]})
+        for name, ident, router in (("line-host-c", "#line-host", "#line-c"), ("line-client-a", "#line-client",
+                                                                              "#line-a")):
+            admin.create("edge-router-policies", {"name": name, "semantic": "AnyOf", "identityRoles": [ident],
+                                                  "edgeRouterRoles": [router]})
+        _, hfile = enroll(mesh, admin, "line-host", ["line-host"])
+        _, cfile = enroll(mesh, admin, "line-client", ["line-client"])
+        host(peers, hfile, "line-svc", "end-of-line")
+        wait_for(lambda: [t for t in admin.get("/terminators?limit=500").json()["data"]
+                          if t["serviceId"] == svc and t["routerId"] == c.id], timeout=20)
+        d = dialer(peers, cfile)
+        d.send(op="hold", service="line-svc", line="via b")
+        ev = d.next(kind="echo")
+        assert ev["event"] == "echo" and ev["reply"] == "end-of-line:via b\n", ev
+        paths = [admin.get(f"/sessions/{s['id']}/route-path").json()["data"]["routePath"]
+                 for s in admin.get('/sessions?filter=type="Dial"&limit=500').json()["data"]]
+        assert [a.id, b.id, c.id] in paths
+    finally:
+        for r in line:
             r.stop()

@@ -111,7 +111,7 @@ class Circuits:
 
     def router_lost(self, router_id: str) -> None:
         for cid in [c.id for c in self.live.values() if router_id in c.path]:
-            self.end(cid)
+            self.end(cid, now=True)
 
     def carrying(self, session_id: str) -> list[str]:
         """Routers of the live circuits of a session (``/sessions/{id}/route-path``)."""
@@ -284,11 +284,12 @@ class Circuits:
             if ch is not None:
                 self._unroute(ch, cid, now)
 
-    def end(self, cid: str) -> None:
-        """Forget a circuit and unroute it on every router of its path."""
+    def end(self, cid: str, now: bool = False) -> None:
+        """Forget a circuit and unroute it on every router of its path (``now``: without waiting
+        for what is in flight, for a circuit whose path broke)."""
         circuit = self.live.pop(cid, None)
         if circuit is not None:
-            self._unroute_path(circuit.path, cid, now=False)
+            self._unroute_path(circuit.path, cid, now=now)
 
     def _fault(self, ch: RouterChannel, m: Message) -> None:
         fault = pb.decode(messages.FAULT, m.body)
@@ -313,7 +314,7 @@ class Circuits:
         """Circuits over a link that went: ended on every router of their path (their SDKs
         see the connection close and dial again, over another path if there is one)."""
         for cid in [c.id for c in self.live.values() if link.id in c.links]:
-            self.end(cid)
+            self.end(cid, now=True)
 
     def _confirmation(self, ch: RouterChannel, m: Message) -> None:
         for cid in pb.decode(messages.CIRCUIT_CONFIRMATION, m.body)["circuitIds"]:
