@@ -6,7 +6,6 @@ carry a dial through the middle one. Marked ``interop``; skipped without the ``z
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
