@@ -44,10 +44,10 @@ class Router:
     def connect(self, cert_pem: str | None = None, key_pem: str | None = None) -> FakeRouter:
         return FakeRouter.connect(self.port, cert_pem or self.cert_pem, key_pem or self.key_pem, self.ca_pem)
 
-    def online(self, edge_port: int = 4444) -> FakeRouter:
+    def online(self, edge_port: int = 4444, link_listener: str | None = None) -> FakeRouter:
         """Connected, hello accepted, ClientHello sent: online in the API."""
         r = self.connect()
-        result = r.hello(self.id)
+        result = r.hello(self.id, link_listener=link_listener)
         assert result.headers.get(2) == b"\x01", result.body
         r.client_hello("127.0.0.1", edge_port)
         return r

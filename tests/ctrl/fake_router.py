@@ -125,6 +125,7 @@ class FakeRouter:
         self.answer_heartbeats = True     # as a real router does; False: a router that went silent
         self.seq = 0
         self.inbox: queue.Queue[Msg | None] = queue.Queue()
+        self.kept: list[Msg] = []       # read while waiting for something else
         self.closed = threading.Event()
         self.lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
@@ -194,21 +195,35 @@ class FakeRouter:
         with self.lock:
             self.sock.sendall(data)
 
-    def expect(self, content: int, timeout: float = 5.0, where=None) -> Msg:
-        """The next message of ``content`` (others are skipped), or AssertionError."""
+    def _next(self, match, timeout: float) -> Msg | None:
+        """The first message (kept ones first) that ``match`` accepts; others are kept for later
+        expectations, in order. None when none came in time or the channel closed."""
+        for i, m in enumerate(self.kept):
+            if match(m):
+                del self.kept[i]
+                return m
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
+            if left <= 0:
+                return None
             try:
-                m = self.inbox.get(timeout=max(0.01, left))
+                m = self.inbox.get(timeout=left)
             except queue.Empty:
-                m = None
-                if left > 0:
-                    continue
+                return None
             if m is None:
-                raise AssertionError(f"no message {content} (closed: {self.closed.is_set()})")
-            if m.content == content and (where is None or where(m)):
+                self.inbox.put(None)     # closed: every later wait ends at once too
+                return None
+            if match(m):
                 return m
+            self.kept.append(m)
+
+    def expect(self, content: int, timeout: float = 5.0, where=None) -> Msg:
+        """The next message of ``content`` (and ``where``), or AssertionError."""
+        m = self._next(lambda m: m.content == content and (where is None or where(m)), timeout)
+        if m is None:
+            raise AssertionError(f"no message {content} (closed: {self.closed.is_set()})")
+        return m
 
     def request(self, content: int, headers: dict[int, bytes] | None = None, body: bytes = b"",
                 timeout: float = 5.0) -> Msg:
@@ -216,20 +231,23 @@ class FakeRouter:
         return self.expect_reply(seq, timeout)
 
     def expect_reply(self, seq: int, timeout: float = 5.0) -> Msg:
-        deadline = time.monotonic() + timeout
-        while True:
-            m = self.inbox.get(timeout=max(0.01, deadline - time.monotonic()))
-            if m is None:
-                raise AssertionError("closed before the reply")
-            if m.reply_for == seq:
-                return m
+        m = self._next(lambda m: m.reply_for == seq, timeout)
+        if m is None:
+            raise AssertionError("closed before the reply" if self.closed.is_set() else "no reply in time")
+        return m
 
     def wait_closed(self, timeout: float = 5.0) -> bool:
         return self.closed.wait(timeout)
 
     # ---------------------------------------------------------- the router's side of the hello
-    def hello(self, router_id: str, version: str = "v1.3.3|fake|2026-01-01|linux|amd64") -> Msg:
-        seq = self.send(0, {4: version.encode()}, router_id.encode(), seq=-1)
+    def hello(self, router_id: str, version: str = "v1.3.3|fake|2026-01-01|linux|amd64",
+              link_listener: str | None = None) -> Msg:
+        """``link_listener`` (``tls:host:port``): declare it and the LinkManagement capability."""
+        headers = {4: version.encode()}
+        if link_listener is not None:
+            headers[10] = f_str(1, f_str(1, link_listener) + f_str(2, "tls"))
+            headers[11] = f_str(1, varint(1))      # capabilities, packed: [LinkManagement]
+        seq = self.send(0, headers, router_id.encode(), seq=-1)
         return self.expect_reply(seq)
 
     def client_hello(self, host: str, port: int, server_hello: Msg | None = None) -> None:

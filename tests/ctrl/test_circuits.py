@@ -38,7 +38,7 @@ def dial(r, token: str, fps: list[str], pk: bytes | None = b"dialer-pk", instanc
 
 def route_of(m) -> dict:
     f = read_pb(m.body)
-    egress = read_pb(f[3][0])
+    egress = read_pb(f[3][0]) if 3 in f else {}
     forwards = [read_pb(x) for x in f.get(4, [])]
     return {"circuit": f[1][0].decode(), "attempt": f.get(2, [0])[0], "egress": egress, "forwards": forwards,
             "timeout": f.get(6, [0])[0]}
