@@ -540,3 +540,28 @@ CREATE TABLE service_change_stamps (
 ) STRICT, WITHOUT ROWID;
 
 -- @@ further tables are appended below by resource family @@
+
+-- the audit trail (ziti_lite/events/audit.py): one row per successful management-API change and per
+-- login outcome; secrets redacted before they get here. Schema version 3 added this section: the
+-- migration from version 2 runs it as written here.
+-- @section audit
+CREATE TABLE audit_log (
+    id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    identity_id TEXT,                  -- the caller (no reference: the row outlives the identity)
+    identity_name TEXT,
+    api_session_id TEXT,
+    remote_address TEXT NOT NULL DEFAULT '',
+    operation TEXT NOT NULL,           -- the route's operation id (createService, authenticate, ...)
+    method TEXT NOT NULL,
+    path TEXT NOT NULL,
+    entity_type TEXT,
+    entity_id TEXT,
+    entity_name TEXT,
+    outcome TEXT NOT NULL DEFAULT 'success' CHECK (outcome IN ('success', 'failure')),
+    reason TEXT,                       -- why a login failed
+    changes TEXT NOT NULL DEFAULT '{}' -- JSON: field -> {"old": ..., "new": ...}
+) STRICT;
+CREATE INDEX audit_log_created ON audit_log(created_at, id);
+CREATE INDEX audit_log_identity ON audit_log(identity_id, created_at);
+-- @end audit

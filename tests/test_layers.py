@@ -26,6 +26,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "ziti_lite.logs", "ziti_lite.zitiql", "ziti_lite.semver", "ziti_lite.tls",
                     "ziti_lite.connections")),
     ("db", ("ziti_lite.db", "ziti_lite.db.*", "ziti_lite.integrity")),
+    # the event stream's core: the bus, upstream's event shapes, the file sink, row events, the
+    # router-facing calls (the edge router and any router channel emit through ``fabric``)
+    ("events", ("ziti_lite.events", "ziti_lite.events.bus", "ziti_lite.events.shapes", "ziti_lite.events.sinks",
+                "ziti_lite.events.tables", "ziti_lite.events.fabric")),
     ("pki", ("ziti_lite.pki", "ziti_lite.pki.*")),
     # the request machinery: route table, context, envelope, generic CRUD, metrics
     ("http", ("ziti_lite.api", "ziti_lite.api.router", "ziti_lite.api.ops", "ziti_lite.api.context",
@@ -39,7 +43,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("enrollment creation", ("ziti_lite.enroll", "ziti_lite.enroll.create")),
     ("resources", ("ziti_lite.resources", "ziti_lite.resources.*")),
     # hand-written operations and hooks over the resources
-    ("operations", ("ziti_lite.api.*", "ziti_lite.enroll.complete", "ziti_lite.policy.*", "ziti_lite.client.*")),
+    ("operations", ("ziti_lite.api.*", "ziti_lite.enroll.complete", "ziti_lite.policy.*", "ziti_lite.client.*",
+                    "ziti_lite.events.*")),
     ("wiring", ("ziti_lite.wiring",)),
     ("edge router", ("ziti_lite.edge", "ziti_lite.edge.*")),
     ("controller", ("ziti_lite.bootstrap", "ziti_lite.app")),

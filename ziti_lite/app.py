@@ -32,8 +32,12 @@ from .client.posture_checks import PostureState
 from .config import Settings
 from .db.checkpoint import Checkpointer
 from .db.store import Store
+from .api.ops import AFTER_CHANGE
 from .edge.router import EdgeRouter
 from .errors import ApiError, NotFound, Unauthorized
+from .events import runtime as events_runtime
+from .events import tables as event_tables
+from .events.bus import Bus
 from .observe import PATHS, Observer
 from .zac import Console
 
@@ -49,6 +53,7 @@ CORS = [
 ]
 
 
+_CHANGES = frozenset(("POST", "PUT", "PATCH", "DELETE"))
 _EXPIRY_HEADS: dict[tuple[str, int], tuple[str, bytes]] = {}
 
 
@@ -59,7 +64,7 @@ class Controller:
     __slots__ = ("settings", "store", "activity", "state", "instance_id", "router", "jobs", "checkpointer",
                  "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "periodic",
                  "session_rows", "extjwt_keys", "posture_states", "service_change_memory", "service_override_sigs",
-                 "traces", "_headers")
+                 "traces", "events", "_headers")
 
     settings: Settings
     store: Store
@@ -81,6 +86,7 @@ class Controller:
     service_change_memory: dict[str, str]   # identity id -> in-memory lastChangeAt (client.changes)
     service_override_sigs: dict[str, str]   # identity id -> its service-config overrides' digest (client.changes)
     traces: dict[str, dict]                 # identity id -> tracing spec (PUT /identities/{id}/trace)
+    events: Bus                             # the event stream: sinks and SSE streams subscribe (events/)
 
     def __init__(self, settings: Settings, store: Store | None = None):
         self.settings = settings
@@ -102,6 +108,8 @@ class Controller:
         self.service_change_memory = {}
         self.service_override_sigs = {}
         self.traces = {}
+        self.events = Bus(self.instance_id)
+        event_tables.watch(self.store, self.events)  # API session, session, terminator rows
         self.router = wiring.router()
         self._headers = [(b"server", f"ziti-controller/v{UPSTREAM_VERSION}".encode()),
                          (b"ziti-instance-id", self.instance_id.encode())]
@@ -133,6 +141,9 @@ class Controller:
             ctx = Ctx(self, request, api, params, route)
             await self.authorize(ctx, route.auth)
             response = await route.handler(ctx)
+            if method in _CHANGES and AFTER_CHANGE and response.status_code < 300:
+                for hook in AFTER_CHANGE:
+                    hook(ctx, response)
         except ApiError as e:
             response = env.error_response(e)
         except UnicodeDecodeError as e:  # a body that is not UTF-8, decoded by a handler's own code
@@ -231,11 +242,13 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
             checkpointer = ctl.checkpointer
             checkpointer.start()
         task = asyncio.create_task(_janitor(ctl))
+        events_runtime.start(ctl)   # the events file, entity counts, audit retention
         await edge.start(ctl)
         try:
             yield
         finally:
             await edge.stop(ctl)
+            await events_runtime.stop(ctl)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

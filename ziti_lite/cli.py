@@ -15,6 +15,7 @@ import click
 
 from . import __version__
 from .config import Settings
+from .events.bus import parse_types
 
 
 @click.group()
@@ -93,6 +94,20 @@ def cli() -> None:
     envvar="ZITI_LITE_MAX_CONNECTIONS",
     help="open connections at most [default: 3/4 of the file descriptor limit]",
 )
+@click.option("--events", default=None, envvar="ZITI_LITE_EVENTS", type=click.Path(dir_okay=False, allow_dash=True),
+              help="write events (upstream's JSON shapes) to this file, one a line ('-': standard output)")
+@click.option("--events-types", default=None, envvar="ZITI_LITE_EVENTS_TYPES",
+              help="comma-separated event types for --events (entityChange,edge.apiSessions,...) [default: all]")
+@click.option("--events-max-mb", default=10.0, show_default=True, type=click.FloatRange(min=0.001),
+              envvar="ZITI_LITE_EVENTS_MAX_MB", help="rotate the events file past this size")
+@click.option("--events-keep", default=5, show_default=True, type=click.IntRange(min=0),
+              envvar="ZITI_LITE_EVENTS_KEEP", help="rotated events files kept")
+@click.option("--events-counts-interval", default=300.0, show_default=True, type=click.FloatRange(min=1),
+              envvar="ZITI_LITE_EVENTS_COUNTS_INTERVAL", help="seconds between edge.entityCounts events")
+@click.option("--audit-days", default=90.0, show_default=True, type=click.FloatRange(min=0),
+              envvar="ZITI_LITE_AUDIT_DAYS", help="keep audit rows this long (0: no audit trail)")
+@click.option("--audit-max-rows", default=1_000_000, show_default=True, type=click.IntRange(min=1),
+              envvar="ZITI_LITE_AUDIT_MAX_ROWS", help="keep at most this many audit rows")
 def serve(
     db,
     host,
@@ -108,6 +123,13 @@ def serve(
     idle_timeout,
     handshake_timeout,
     max_connections,
+    events,
+    events_types,
+    events_max_mb,
+    events_keep,
+    events_counts_interval,
+    audit_days,
+    audit_max_rows,
 ) -> None:
     """Create (if new) and serve a controller over HTTPS.
 
@@ -116,6 +138,10 @@ def serve(
     """
     from .server import serve as run
 
+    try:
+        types = parse_types(events_types)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--events-types") from None
     if zac and not os.path.isfile(os.path.join(zac, "index.html")):
         raise click.BadParameter(f"{zac} has no index.html (a built console has one)", param_hint="--zac")
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the handler
@@ -137,6 +163,13 @@ def serve(
             idle_timeout=idle_timeout,
             handshake_timeout=handshake_timeout,
             max_connections=max_connections,
+            events=events,
+            events_types=sorted(types) if types is not None else None,
+            events_max_mb=events_max_mb,
+            events_keep=events_keep,
+            events_counts_interval=events_counts_interval,
+            audit_days=audit_days,
+            audit_max_rows=audit_max_rows,
         ),
         log_level=log_level.lower(),
     )

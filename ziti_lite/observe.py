@@ -98,6 +98,17 @@ class Metrics:
         for kind, n in store.conn.execute("SELECT type, count(*) FROM sessions GROUP BY type ORDER BY type"):
             out.append(f'ziti_lite_sessions{{type="{_esc(kind)}"}} {n}')
 
+        bus = ctl.events
+        family("ziti_lite_events_total", "counter", "events published, by type")
+        for namespace, n in sorted(bus.emitted.items()):
+            out.append(f'ziti_lite_events_total{{type="{_esc(namespace)}"}} {n}')
+        family("ziti_lite_events_dropped_total", "counter",
+               "events dropped because a sink's queue was full, by sink (file, sse)")
+        for kind in sorted({"file", "sse", *bus.dropped}):
+            out.append(f'ziti_lite_events_dropped_total{{sink="{_esc(kind)}"}} {bus.dropped.get(kind, 0)}')
+        family("ziti_lite_events_queued", "gauge", "events waiting for the events file's writer")
+        out.append(f"ziti_lite_events_queued {len(bus.sink.queue) if bus.sink is not None else 0}")
+
         router = ctl.edge_router
         family("ziti_lite_edge_router_up", "gauge", "1 while the embedded edge router listens")
         out.append(f"ziti_lite_edge_router_up {int(router is not None)}")

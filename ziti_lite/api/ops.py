@@ -24,3 +24,13 @@ def op(method: str, path: str, *, apis: tuple[str, ...] = ("management",), auth:
 
 
 BOTH = ("management", "client")
+
+
+# functions called as fn(ctx, response) after every POST, PUT, PATCH and DELETE that answered with
+# a 2xx, once its handler has returned (its writes committed): the audit trail's seam
+AFTER_CHANGE: list[Callable[[Any, Any], None]] = []
+
+
+def after_change(fn: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    AFTER_CHANGE.append(fn)
+    return fn
