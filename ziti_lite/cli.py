@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from . import __version__
+from . import __version__, clock
 from .config import Settings
 from .events.bus import parse_types
 
@@ -252,6 +252,53 @@ def import_(db, file) -> None:
         if c["created"] or c["skipped"]:
             click.echo(f"{kind}: {c['created']} created, {c['skipped']} already there", err=True)
     click.echo(f"ziti-lite: {exchange.CANNOT_MOVE}", err=True)
+
+
+@cli.command()
+@click.option("--db", "db", required=True, type=click.Path(exists=True, dir_okay=False), envvar="ZITI_LITE_DB")
+@click.option("--since", default=None, help="only rows of the last 30m, 1h, 7d, ... or since an RFC 3339 time")
+@click.option("--identity", default=None, help="only rows of this caller (identity name or id)")
+@click.option("--entity", default=None, help="only rows of this entity type (services, identities, ...)")
+@click.option("--limit", default=1000, show_default=True, type=click.IntRange(min=1), help="the newest rows at most")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object a line (the fields of GET /ziti-lite/v1/audit)")
+def audit(db, since, identity, entity, limit, as_json) -> None:
+    """Print the audit trail: who changed what, and logins, oldest first."""
+    import datetime as dt
+    import json
+    import re
+
+    stamp = None
+    if since:
+        m = re.fullmatch(r"(\d+)([smhd])", since.strip())
+        if m:
+            seconds = int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+            stamp = clock.fmt(clock.now() - dt.timedelta(seconds=seconds))
+        else:
+            try:
+                stamp = clock.fmt(clock.parse(since))
+            except ValueError:
+                raise click.BadParameter(f"{since!r} is neither a duration (30m, 1h, 7d) nor an RFC 3339 time",
+                                         param_hint="--since") from None
+    store = _open(db)
+    try:
+        from .events.audit import query, render
+
+        rows = query(store, since=stamp, identity=identity, entity=entity, limit=limit)
+    finally:
+        store.close()
+    for row in rows:
+        if as_json:
+            out = render(None, row)  # type: ignore[arg-type]
+            out["changes"] = json.loads(row["changes"])
+            click.echo(json.dumps(out))
+        else:
+            who = row["identity_name"] or row["identity_id"] or "-"
+            what = f"{row['entity_type'] or '-'}/{row['entity_id'] or '-'}"
+            name = f" ({row['entity_name']})" if row["entity_name"] else ""
+            fields = ",".join(json.loads(row["changes"])) or "-"
+            outcome = "" if row["outcome"] == "success" else f" FAILED {row['reason'] or ''}"
+            click.echo(f"{row['created_at']}  {who}  {row['remote_address'] or '-'}  {row['operation']}  "
+                       f"{what}{name}  {fields}{outcome}")
 
 
 @cli.command()
