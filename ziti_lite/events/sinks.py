@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import stat
 import sys
 import threading
 from typing import IO
@@ -38,6 +39,7 @@ class FileSink(Subscriber):
         self._stop = False
         self._out: IO[bytes] | None = None
         self._size = 0
+        self._regular = False
         self._thread = threading.Thread(target=self._run, name="ziti-lite-events", daemon=True)
 
     def start(self) -> None:
@@ -62,7 +64,9 @@ class FileSink(Subscriber):
         if self.path == "-":
             return sys.stdout.buffer
         out = open(self.path, "ab")   # noqa: SIM115 - kept open across writes, closed on rotation
-        self._size = out.tell()
+        st = os.fstat(out.fileno())
+        self._regular = stat.S_ISREG(st.st_mode)   # a FIFO or a device is never rotated
+        self._size = st.st_size if self._regular else 0
         return out
 
     def _rotate(self) -> None:
@@ -103,7 +107,7 @@ class FileSink(Subscriber):
         assert self._out is not None
         try:
             for line in batch:
-                if self.path != "-" and self._size and self._size + len(line) + 1 > self.max_bytes:
+                if self._regular and self._size and self._size + len(line) + 1 > self.max_bytes:
                     self._out.flush()
                     self._rotate()
                 self._out.write(line + b"\n")
