@@ -545,7 +545,7 @@ CREATE TABLE service_change_stamps (
 -- login outcome; secrets redacted before they get here. Schema version 3 added this section: the
 -- migration from version 2 runs it as written here.
 -- @section audit
-CREATE TABLE audit_log (
+CREATE TABLE IF NOT EXISTS audit_log (
     id TEXT PRIMARY KEY,
     created_at TEXT NOT NULL,
     identity_id TEXT,                  -- the caller (no reference: the row outlives the identity)
@@ -562,6 +562,6 @@ CREATE TABLE audit_log (
     reason TEXT,                       -- why a login failed
     changes TEXT NOT NULL DEFAULT '{}' -- JSON: field -> {"old": ..., "new": ...}
 ) STRICT;
-CREATE INDEX audit_log_created ON audit_log(created_at, id);
-CREATE INDEX audit_log_identity ON audit_log(identity_id, created_at);
+CREATE INDEX IF NOT EXISTS audit_log_created ON audit_log(created_at, id);
+CREATE INDEX IF NOT EXISTS audit_log_identity ON audit_log(identity_id, created_at);
 -- @end audit
