@@ -1,10 +1,11 @@
 """One visible wiring (``ziti_lite/wiring.py``), typed auth levels and declared state.
 
 Every registration (operation, listener, prefetcher, list condition, integrity check, login
-method, auth query, after-change hook, login outcome) comes from a module listed in ``wiring.MODULES``, and every listed module
-registers something; an auth level is one of ``AuthLevel`` or the route is refused when it is
-declared; ``ziti-lite routes`` names the handler of every operation; the controller, the
-request context and the settings hold only attributes they declare.
+method, auth query, after-change hook, login outcome) comes from a module listed in
+``wiring.MODULES``, and every listed module registers something; an auth level is one of
+``AuthLevel`` or the route is refused when it is declared; ``ziti-lite routes`` names the
+handler of every operation; the controller, the request context and the settings hold only
+attributes they declare.
 """
 
 from __future__ import annotations

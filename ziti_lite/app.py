@@ -26,13 +26,13 @@ from starlette.types import Receive, Scope, Send
 from . import UPSTREAM_VERSION, bootstrap, clock, edge, wiring
 from .api import envelope as env
 from .api.context import Ctx, not_parsable
+from .api.ops import AFTER_CHANGE
 from .api.router import AuthLevel, Router
 from .auth import sessions
 from .client.posture_checks import PostureState
 from .config import Settings
 from .db.checkpoint import Checkpointer
 from .db.store import Store
-from .api.ops import AFTER_CHANGE
 from .edge.router import EdgeRouter
 from .errors import ApiError, NotFound, Unauthorized
 from .events import runtime as events_runtime

@@ -30,8 +30,8 @@ import uuid
 from dataclasses import dataclass
 
 from .. import __version__, clock
-from ..events import fabric
 from ..config import url_host
+from ..events import fabric
 from . import checks, wire
 from .channel import STALL_SECONDS, Channel, Conn
 from .wire import Content, H, Message

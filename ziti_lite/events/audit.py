@@ -65,9 +65,9 @@ def new_row_id() -> str:
 
 
 def write(store: Any, **values: Any) -> str:
-    row = dict.fromkeys(COLUMNS)
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(values)
-    row["id"] = new_row_id()
+    row["id"] = id = new_row_id()
     row["created_at"] = clock.stamp()
     row["changes"] = _enc.encode(shapes.redact(row["changes"] or {})).decode()
     row["remote_address"] = row["remote_address"] or ""
@@ -75,7 +75,7 @@ def write(store: Any, **values: Any) -> str:
     with store.write():
         store.execute(f"INSERT INTO audit_log ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
                       [row[c] for c in COLUMNS])
-    return row["id"]
+    return id
 
 
 def diff(before: dict | None, after: dict | None) -> dict[str, dict[str, Any]]:
@@ -249,5 +249,6 @@ def query(store: Any, since: str | None = None, identity: str | None = None, ent
 def audit_rows(store: Any) -> Iterator[integrity.Problem]:
     """Every audit row has a time, an operation and changes that are a JSON object."""
     for row in store.all("SELECT id, created_at, changes FROM audit_log WHERE CASE WHEN json_valid(changes)"
-                         " THEN json_type(changes) != 'object' ELSE 1 END OR created_at NOT GLOB '[0-9][0-9][0-9][0-9]-*'"):
+                         " THEN json_type(changes) != 'object' ELSE 1 END"
+                         " OR created_at NOT GLOB '[0-9][0-9][0-9][0-9]-*'"):
         yield integrity.Problem(f"audit row {row['id']} has an invalid time or changes")

@@ -58,9 +58,9 @@ class Bus:
         self._reported = 0                 # drops already logged
         self._reported_at = 0.0
         self.tickets: dict[str, tuple[str, float]] = {}  # SSE ticket -> (API session id, monotonic expiry)
-        self.on_active: list[Callable[[], None]] = []
+        self.on_active: list[Callable[[], None]] = []  # called when the first subscriber comes, the last goes
         self.sink: Any = None               # the --events file while serving (runtime.py)
-        self.tasks: list[Any] = []          # entity counts and housekeeping while serving (runtime.py)   # called when the first subscriber comes, the last goes
+        self.tasks: list[Any] = []          # entity counts and housekeeping while serving (runtime.py)
 
     @property
     def active(self) -> bool:
