@@ -16,11 +16,13 @@ import os
 import stat
 import sys
 import threading
+import time
 from typing import IO
 
 from .bus import Subscriber
 
 log = logging.getLogger("ziti_lite.events")
+BATCH_SECONDS = 0.05
 
 
 class FileSink(Subscriber):
@@ -92,6 +94,10 @@ class FileSink(Subscriber):
             return
         while True:
             self._wake.wait(1.0)
+            if not self._stop:
+                # gather for a moment: one write and flush per batch, not per event (each wake-up
+                # takes the GIL from the event loop)
+                time.sleep(BATCH_SECONDS)
             self._wake.clear()
             batch = []
             while self.queue:
