@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from ziti_lite import integrity, wiring
 from ziti_lite.api import crud
 from ziti_lite.api.context import Ctx
-from ziti_lite.api.ops import AFTER_CHANGE, OPS, op
+from ziti_lite.api.ops import AFTER_CHANGE, OPS, WEBSOCKETS, op
 from ziti_lite.api.router import AUTH_LEVELS, Route
 from ziti_lite.auth.methods import AUTH_QUERY_PROVIDERS, LOGIN_OUTCOMES, METHODS
 from ziti_lite.cli import cli
@@ -52,6 +52,7 @@ def _registrations() -> list[tuple[str, str]]:
     out += [("listener of every resource", _module(fn)) for fn in crud.ANY_LISTENERS]
     out += [("after-change hook", _module(fn)) for fn in AFTER_CHANGE]
     out += [("login outcome", _module(fn)) for fn in LOGIN_OUTCOMES]
+    out += [("websocket", _module(fn)) for fn in WEBSOCKETS.values()]
     return out
 
 

@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 from . import UPSTREAM_VERSION, bootstrap, clock, edge, wiring
 from .api import envelope as env
 from .api.context import Ctx, not_parsable
-from .api.ops import AFTER_CHANGE
+from .api.ops import AFTER_CHANGE, WEBSOCKETS
 from .api.router import AuthLevel, Router
 from .auth import sessions
 from .client.posture_checks import PostureState
@@ -290,6 +290,13 @@ class _App(Starlette):
                 await self.observer(scope, receive, send, self.controller)
                 return
             await self.controller(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            handler = WEBSOCKETS.get(scope["path"])
+            if handler is None:
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            await handler(self.controller, scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 

@@ -134,6 +134,14 @@ class GuardMixin:
                                   limits.max_connections)
             victim.transport.abort()
 
+    def handle_websocket_upgrade(self) -> None:
+        # the connection becomes a WebSocket (``/fabric/v1/ws-api``), owned by another protocol
+        # object from now on: no request deadline applies to it any more
+        if self._zl_timer is not None:
+            self._zl_timer.cancel()
+            self._zl_timer = None
+        super().handle_websocket_upgrade()  # type: ignore[misc]
+
     def on_response_complete(self) -> None:
         super().on_response_complete()  # type: ignore[misc]
         if not self.transport.is_closing():

@@ -68,6 +68,7 @@ MODULES: tuple[tuple[str, str], ...] = (
     ("ziti_lite.events.audit", "after-change hook and login outcomes: audit rows, authentication events;"
                                " op: /ziti-lite/v1/audit; integrity check of audit rows"),
     ("ziti_lite.events.stream", "ops: /ziti-lite/v1/events (server-sent events), /ziti-lite/v1/events/tickets"),
+    ("ziti_lite.events.wsapi", "websocket: /fabric/v1/ws-api (the stream `ziti fabric stream events` reads)"),
 )
 
 
