@@ -30,7 +30,7 @@ class Ctx:
     and what hooks of one request leave for later hooks of the same request (declared below)."""
 
     __slots__ = ("ctl", "request", "api", "params", "route", "session", "_body",
-                 "pending_enrollment", "identity_extras", "service_view", "changes")
+                 "pending_enrollment", "identity_extras", "service_view", "audited")
 
     ctl: Controller
     request: Request
@@ -45,9 +45,9 @@ class Ctx:
     identity_extras: dict[str, Any] | None
     # the caller-dependent values of the services of this request (resources/service_view.py)
     service_view: View | None
-    # (collection, id, detail before, detail after) of each entity this request wrote through
-    # the generic handlers, secrets redacted (events/changes.py; read by events/audit.py)
-    changes: list[tuple[str, str, dict | None, dict | None]] | None
+    # the request's audit row is written (inside the write's transaction, events/changes.py):
+    # the after-change hook adds none (events/audit.py)
+    audited: bool
 
     def __init__(self, ctl: Controller, request: Request, api: str, params: dict[str, str], route: Route):
         self.ctl = ctl
@@ -60,7 +60,7 @@ class Ctx:
         self.pending_enrollment = None
         self.identity_extras = None
         self.service_view = None
-        self.changes = None
+        self.audited = False
 
     @property
     def store(self) -> Store:

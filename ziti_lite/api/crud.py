@@ -162,12 +162,19 @@ def _renderer(res: Resource):
     return fn
 
 
-def render(ctx: Ctx, res: Resource, row: dict) -> dict:
+def render_declared(ctx: Ctx, res: Resource, row: dict) -> dict:
+    """The detail of a row from its declarations (fields, references, constants), without the
+    resource's render hook (what it computes for the caller)."""
     out = _renderer(res)(row)
     for ref in res.refs:
         out[ref.name] = ref.render(ctx.store, row)
     if res.constants:
         out.update(res.constants)
+    return out
+
+
+def render(ctx: Ctx, res: Resource, row: dict) -> dict:
+    out = render_declared(ctx, res, row)
     if res.render is not None:
         res.render(ctx, row, out)
     return out

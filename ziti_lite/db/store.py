@@ -211,6 +211,11 @@ class Store:
                 for fn in done:
                     fn()
 
+    @property
+    def writing(self) -> bool:
+        """Inside a ``write()`` (statements run in its transaction)."""
+        return self._depth > 0
+
     def after_commit(self, fn) -> None:
         """Run ``fn()`` once the write under way commits, never if it rolls back (what it
         announces did not happen); at once outside a write. Events use it: a change is published

@@ -1,15 +1,17 @@
 """The audit trail: who changed what, and every login's outcome, in the ``audit_log`` table.
 
-A row is written after each POST, PUT, PATCH or DELETE of the management API that succeeded
-(``ops.after_change``: one row per request, naming the caller, its API session and address,
-the operation, the entity and the changed fields with old and new values, secrets redacted) and
-after each login attempt on either API (``methods.on_login``, which also emits the
-``authentication`` event). Admins list it at ``GET /ziti-lite/v1/audit`` (filter, sort, paging);
-``ziti-lite audit`` reads it from the file. Retention (``prune``) runs once a minute while
-serving: rows older than ``--audit-days`` and the oldest beyond ``--audit-max-rows`` go.
+A row is written for each POST, PUT, PATCH or DELETE of the management API that succeeded
+(one per request, naming the caller, its API session and address, the operation, the entity and
+the changed fields with old and new values, secrets redacted): for the generic handlers inside
+the write's transaction (``write_change``, from ``changes.py``), for hand-written operations
+after it (``ops.after_change``). And one after each login attempt on either API
+(``methods.on_login``, which also emits the ``authentication`` event). Admins list it at
+``GET /ziti-lite/v1/audit`` (filter, sort, paging); ``ziti-lite audit`` reads it from the file.
+Retention (``prune``) runs once a minute while serving: rows older than ``--audit-days`` and
+the oldest beyond ``--audit-max-rows`` go.
 
-The row is written in its own transaction right after the request's: a crash between the two
-loses the row, never the change.
+A hand-written operation's row is written in its own transaction right after the request's: a
+crash between the two loses that row, never the change.
 """
 
 from __future__ import annotations
@@ -59,22 +61,29 @@ _SELF = {"current-api-session": "api-sessions", "current-identity": "identities"
 _METHODS = {"password": "updb", "cert": "cert", "ext-jwt": "ext-jwt"}
 
 
+_INSERT = f"INSERT INTO audit_log ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+
+
 def new_row_id() -> str:
     """Ids that sort in time (the list's default order is by id): nanoseconds, then randomness."""
     return f"{time.time_ns():016x}{os.urandom(4).hex()}"
 
 
-def write(store: Any, **values: Any) -> str:
+def write(store: Any, redacted: bool = False, **values: Any) -> str:
+    """Insert one row (``changes`` redacted here unless it comes ``redacted`` already)."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(values)
     row["id"] = id = new_row_id()
     row["created_at"] = clock.stamp()
-    row["changes"] = _enc.encode(shapes.redact(row["changes"] or {})).decode()
+    changes = row["changes"] or {}
+    row["changes"] = _enc.encode(changes if redacted else shapes.redact(changes)).decode()
     row["remote_address"] = row["remote_address"] or ""
     row["outcome"] = row["outcome"] or "success"
-    with store.write():
-        store.execute(f"INSERT INTO audit_log ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                      [row[c] for c in COLUMNS])
+    if store.writing:   # the change's own transaction (a savepoint would only add cost)
+        store.execute(_INSERT, [row[c] for c in COLUMNS])
+    else:
+        with store.write():
+            store.execute(_INSERT, [row[c] for c in COLUMNS])
     return id
 
 
@@ -106,7 +115,7 @@ def _caller(ctx: Ctx) -> dict[str, Any]:
 def request_changed(ctx: Ctx, response: Any) -> None:
     """One row for a successful write of the management API (logins have their own, below)."""
     route = ctx.route
-    if ctx.api != "management" or route.op_id == "authenticate" or ctx.ctl.settings.audit_days <= 0:
+    if ctx.audited or ctx.api != "management" or route.op_id == "authenticate" or ctx.ctl.settings.audit_days <= 0:
         return
     try:
         _record(ctx, response)
@@ -114,7 +123,19 @@ def request_changed(ctx: Ctx, response: Any) -> None:
         log.exception("audit row of %s %s", route.method, route.path)
 
 
+def write_change(ctx: Ctx, collection: str, id: str, before: dict | None, after: dict | None) -> None:
+    """The audit row of a request that wrote ``collection``/``id`` through the generic handlers,
+    in the write's own transaction (``changes.py`` calls it)."""
+    route = ctx.route
+    name = (after or before or {}).get("name")
+    write(ctx.store, redacted=True, **_caller(ctx), operation=route.op_id, method=route.method,
+          path=ctx.request.scope["path"], entity_type=collection, entity_id=id, entity_name=name,
+          changes=diff(before, after))
+
+
 def _record(ctx: Ctx, response: Any) -> None:
+    """The row of a hand-written operation: the entity from its path (or the created id), the
+    fields the request set."""
     route = ctx.route
     segments = [s for s in route.path.split("/") if s]
     collection = segments[0] if segments else None
@@ -124,36 +145,22 @@ def _record(ctx: Ctx, response: Any) -> None:
             (ctx.session.identity_id if ctx.session else None)
         collection = _SELF[collection]
     changes: dict[str, Any] = {}
-    name = None
-    primary = None
-    for change in ctx.changes or ():
-        if route.resource is not None and change[0] == route.resource.name and (entity_id in (None, change[1])):
-            primary = change
-            break
-    if primary is None and ctx.changes:
-        primary = ctx.changes[0] if route.resource is not None else None
-    if primary is not None:
-        collection, entity_id, before, after = primary
-        changes = diff(before, after)
-        name = (after or before or {}).get("name")
-    else:
-        if entity_id is None and response.status_code == 201:
-            try:
-                entity_id = _dec.decode(response.body)["data"]["id"]
-            except (msgspec.DecodeError, KeyError, TypeError):
-                entity_id = None
-        body = ctx._body
-        if body:
-            try:
-                sent = _dec.decode(body)
-            except msgspec.DecodeError:
-                sent = None
-            if isinstance(sent, dict):   # a hand-written operation: what the request set
-                changes = {k: {"old": None, "new": v} for k, v in shapes.redact(sent).items()}
-    if name is None:
-        name = _name(ctx.store, collection, entity_id)
-    write(ctx.store, **_caller(ctx), operation=route.op_id, method=route.method, path=ctx.request.url.path,
-          entity_type=collection, entity_id=entity_id, entity_name=name, changes=changes)
+    if entity_id is None and response.status_code == 201:
+        try:
+            entity_id = _dec.decode(response.body)["data"]["id"]
+        except (msgspec.DecodeError, KeyError, TypeError):
+            entity_id = None
+    body = ctx._body
+    if body:
+        try:
+            sent = _dec.decode(body)
+        except msgspec.DecodeError:
+            sent = None
+        if isinstance(sent, dict):
+            changes = {k: {"old": None, "new": v} for k, v in shapes.redact(sent).items()}
+    write(ctx.store, **_caller(ctx), operation=route.op_id, method=route.method, path=ctx.request.scope["path"],
+          entity_type=collection, entity_id=entity_id, entity_name=_name(ctx.store, collection, entity_id),
+          changes=changes)
 
 
 @on_login
@@ -191,7 +198,7 @@ def _login(ctx: Ctx, method: str, done: Login | None, api_session_id: str | None
     if ctx.ctl.settings.audit_days > 0:
         write(store, identity_id=identity_id, identity_name=_name(store, "identities", identity_id),
               api_session_id=api_session_id, remote_address=ctx.client_ip, operation="authenticate",
-              method=ctx.route.method, path=ctx.request.url.path, entity_type="api-sessions",
+              method=ctx.route.method, path=ctx.request.scope["path"], entity_type="api-sessions",
               entity_id=api_session_id, outcome="success" if error is None else "failure", reason=reason or None,
               changes={"method": {"old": None, "new": method}})
 

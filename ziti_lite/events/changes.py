@@ -2,8 +2,9 @@
 handlers (and of the hand-written code that reports its writes through ``crud.changed``).
 
 One listener for all resources (``crud.listen_all``), inside the write's transaction: it renders
-the entity's API detail before and after (secrets redacted), keeps the pair on the request
-(``Ctx.changes``, read by ``audit.py``) and emits ``created``/``updated``/``deleted`` with a
+the entity's API detail before and after (secrets redacted), writes the request's audit row in
+that same transaction when the entity is the one the route serves (``audit.write_change``; a
+write that rolls back leaves no row) and emits ``created``/``updated``/``deleted`` with a
 ``committed`` after it, published when the transaction commits. Nothing is rendered when no one
 reads it (no subscriber of entityChange, no audit trail).
 """
@@ -19,7 +20,7 @@ from ..api.context import Ctx
 from ..api.resource import Resource
 from ..errors import NotFound
 from ..ids import new_id
-from . import shapes
+from . import audit, shapes
 
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder()
@@ -32,12 +33,16 @@ def entity_type(collection: str) -> str:
 
 
 def detail(ctx: Ctx, res: Resource, row: dict | None) -> dict | None:
-    """The row's API detail as plain JSON values, without links, secrets redacted."""
+    """The row's API detail as plain JSON values, without links, secrets redacted: the declared
+    fields, references and constants, not what the resource's render hook computes for the
+    caller (a service's permissions, an identity's enrollment tokens)."""
     if row is None:
         return None
-    out = _dec.decode(_enc.encode(crud.render(ctx, res, row)))
+    out = crud.render_declared(ctx, res, row)
+    encoded = _enc.encode(out)
+    out = _dec.decode(encoded)
     out.pop("_links", None)
-    return shapes.redact(out)
+    return shapes.redact(out) if shapes.may_hold_secrets(encoded) else out
 
 
 def author(ctx: Ctx) -> dict[str, Any]:
@@ -62,8 +67,10 @@ def author(ctx: Ctx) -> dict[str, Any]:
 def entity_changed(ctx: Ctx, res: Resource, id: str, before: dict | None, values: dict | None) -> None:
     bus = ctx.ctl.events
     emit = bus.wants("entityChange")
-    audit = ctx.ctl.settings.audit_days > 0
-    if not (emit or audit):
+    route = ctx.route
+    audited = (ctx.ctl.settings.audit_days > 0 and not ctx.audited and ctx.api == "management"
+               and route.resource is not None and route.resource.name == res.name)
+    if not (emit or audited):
         return
     initial = detail(ctx, res, before)
     final = None
@@ -72,10 +79,9 @@ def entity_changed(ctx: Ctx, res: Resource, id: str, before: dict | None, values
             final = detail(ctx, res, crud.get_row(ctx.store, res, id))
         except NotFound:   # written outside the resource's scope: nothing to show
             final = None
-    if audit:
-        if ctx.changes is None:
-            ctx.changes = []
-        ctx.changes.append((res.name, id, initial, final))
+    if audited:
+        audit.write_change(ctx, res.name, id, initial, final)
+        ctx.audited = True
     if emit:
         kind = "created" if before is None else "deleted" if values is None else "updated"
         event_id = new_id()

@@ -51,7 +51,8 @@ class FileSink(Subscriber):
         if len(self.queue) >= self.limit:
             return False
         self.queue.append(line)
-        self._wake.set()
+        if not self._wake.is_set():   # one wake-up per batch: set() takes a lock and notifies
+            self._wake.set()
         return True
 
     def close(self, timeout: float = 2.0) -> None:
