@@ -104,11 +104,17 @@ def _name(store: Any, collection: str | None, id: str | None) -> str | None:
         return None
 
 
-def _caller(ctx: Ctx) -> dict[str, Any]:
+def caller_name(ctx: Ctx) -> str | None:
+    """The name of the caller's identity (None without a session)."""
+    session = ctx.session
+    return _name(ctx.store, "identities", session.identity_id) if session is not None else None
+
+
+def _caller(ctx: Ctx, name: str | None = None) -> dict[str, Any]:
     session = ctx.session
     identity_id = session.identity_id if session is not None else None
     return {"identity_id": identity_id, "api_session_id": session.id if session is not None else None,
-            "identity_name": _name(ctx.store, "identities", identity_id), "remote_address": ctx.client_ip}
+            "identity_name": name if name is not None else caller_name(ctx), "remote_address": ctx.client_ip}
 
 
 @after_change
@@ -123,12 +129,13 @@ def request_changed(ctx: Ctx, response: Any) -> None:
         log.exception("audit row of %s %s", route.method, route.path)
 
 
-def write_change(ctx: Ctx, collection: str, id: str, before: dict | None, after: dict | None) -> None:
+def write_change(ctx: Ctx, collection: str, id: str, before: dict | None, after: dict | None,
+                 caller: str | None = None) -> None:
     """The audit row of a request that wrote ``collection``/``id`` through the generic handlers,
     in the write's own transaction (``changes.py`` calls it)."""
     route = ctx.route
     name = (after or before or {}).get("name")
-    write(ctx.store, redacted=True, **_caller(ctx), operation=route.op_id, method=route.method,
+    write(ctx.store, redacted=True, **_caller(ctx, caller), operation=route.op_id, method=route.method,
           path=ctx.request.scope["path"], entity_type=collection, entity_id=id, entity_name=name,
           changes=diff(before, after))
 

@@ -45,8 +45,9 @@ def detail(ctx: Ctx, res: Resource, row: dict | None) -> dict | None:
     return shapes.redact(out) if shapes.may_hold_secrets(encoded) else out
 
 
-def author(ctx: Ctx) -> dict[str, Any]:
-    """Upstream's change-context metadata for a REST change, and the API session behind it."""
+def author(ctx: Ctx, name: str | None) -> dict[str, Any]:
+    """Upstream's change-context metadata for a REST change (``name``: the caller's identity's),
+    and the API session behind it."""
     meta: dict[str, Any] = {"src.type": "rest", "src.auth": "edge", "src.method": ctx.request.method,
                             "src.remote": ctx.client_ip}
     server = ctx.request.scope.get("server")
@@ -56,7 +57,7 @@ def author(ctx: Ctx) -> dict[str, Any]:
     if session is not None:
         meta["authorType"] = "identity"
         meta["authorId"] = session.identity_id
-        meta["authorName"] = ctx.store.value("SELECT name FROM identities WHERE id = ?", (session.identity_id,)) or ""
+        meta["authorName"] = name or ""
         meta["apiSessionId"] = session.id
     else:
         meta["authorType"] = "unattributed"
@@ -79,12 +80,14 @@ def entity_changed(ctx: Ctx, res: Resource, id: str, before: dict | None, values
             final = detail(ctx, res, crud.get_row(ctx.store, res, id))
         except NotFound:   # written outside the resource's scope: nothing to show
             final = None
+    caller = audit.caller_name(ctx)
     if audited:
-        audit.write_change(ctx, res.name, id, initial, final)
+        audit.write_change(ctx, res.name, id, initial, final, caller)
         ctx.audited = True
     if emit:
         kind = "created" if before is None else "deleted" if values is None else "updated"
         event_id = new_id()
         etype = entity_type(res.name)
-        bus.emit(shapes.entity_change(bus.source_id, kind, event_id, etype, initial, final, author(ctx)), ctx.store)
+        bus.emit(shapes.entity_change(bus.source_id, kind, event_id, etype, initial, final, author(ctx, caller)),
+                 ctx.store)
         bus.emit(shapes.entity_committed(bus.source_id, event_id, etype), ctx.store)
