@@ -167,9 +167,20 @@ def protocol_class(base: type, limits: Limits) -> type:
 
 class GuardedServer(uvicorn.Server):
     """uvicorn's server with the TLS handshake and shutdown deadlines asyncio offers but uvicorn
-    does not pass, and accept() failures logged as one line a minute."""
+    does not pass, and accept() failures logged as one line a minute. ``before_shutdown``
+    functions run as shutdown starts: responses that never end by themselves (event streams)
+    end then instead of holding the graceful shutdown to its deadline."""
 
     limits: Limits
+    before_shutdown: list[Callable[[], None]]
+
+    async def shutdown(self, sockets=None) -> None:
+        for fn in getattr(self, "before_shutdown", ()):
+            try:
+                fn()
+            except Exception:
+                log.exception("before shutdown")
+        await super().shutdown(sockets)
 
     async def startup(self, sockets=None) -> None:
         loop = asyncio.get_running_loop()

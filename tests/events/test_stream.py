@@ -102,6 +102,8 @@ def test_router_sdk_terminator_and_circuit_events(live):
                                           "identityRoles": [role], "serviceRoles": ["#ev"]})
     host_id, host_path = enroll(handle, admin, "ev-host", ["ev-host"])
     client_id, client_path = enroll(handle, admin, "ev-client", ["ev-client"])
+    sse = Sse(handle.client(), EVENTS, {"zt-session": admin.token})   # every type
+    assert sse.code == 200
 
     async def scenario():
         host, dialer = Who(handle, identity(host_path)), Who(handle, identity(client_path))
@@ -115,6 +117,21 @@ def test_router_sdk_terminator_and_circuit_events(live):
         await h.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+    # the same events on the SSE stream as in the file
+    seen: dict[str, list[dict]] = {}
+    while not [e for e in seen.get("fabric.circuits", []) if e["event_type"] == "deleted"]:
+        e = sse.lines.get(timeout=10)
+        assert e is not None
+        seen.setdefault(e["namespace"], []).append(e)
+    while not [e for e in seen.get("sdk", []) if e["event_type"] == "sdk-offline"]:
+        e = sse.lines.get(timeout=10)
+        assert e is not None
+        seen.setdefault(e["namespace"], []).append(e)
+    assert {"sdk", "fabric.terminators", "fabric.circuits", "edge.sessions", "edge.apiSessions",
+            "authentication"} <= set(seen)
+    assert [e["event_type"] for e in seen["fabric.circuits"]] == ["created", "deleted"]
+    assert {e["session_type"] for e in seen["edge.sessions"]} == {"Bind", "Dial"}
+    assert {e["type"] for e in seen["authentication"]} == {"cert"}
     router_id = handle.ctl.edge_router.router_id
     wait_for(lambda: len([e for e in file_events(path, "sdk") if e["identity_id"] == host_id]) == 2)
     sdk = [e for e in file_events(path, "sdk") if e["identity_id"] in (host_id, client_id)]

@@ -81,6 +81,13 @@ class Bus:
             if not self.subscribers:
                 self._toggled()
 
+    def end_streams(self) -> None:
+        """End every live stream (SSE, ws-api): the server is shutting down."""
+        for sub in list(self.subscribers):
+            end = getattr(sub, "end", None)
+            if end is not None:
+                end()
+
     def _toggled(self) -> None:
         for fn in self.on_active:
             fn()
