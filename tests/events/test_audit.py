@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from tests.conftest import ADMIN_USER, MGMT
 from ziti_lite import clock, integrity
 from ziti_lite.cli import cli
+from ziti_lite.db.store import Store
 from ziti_lite.events import audit
 
 AUDIT = "/ziti-lite/v1/audit"
@@ -111,3 +112,14 @@ def test_cli_reads_and_check_verifies(admin, ctl, db_path):
     with ctl.store.write():
         ctl.store.execute("UPDATE audit_log SET changes = 'nope'")
     assert [p for p in integrity.run(ctl.store) if "audit" in p.description]
+
+
+def test_a_snapshot_keeps_the_trail(admin, ctl, tmp_path):
+    admin.create("services", {"name": "snap-svc", "encryptionRequired": True})
+    out = tmp_path / "snap.db"
+    ctl.store.snapshot(str(out))
+    copy = Store(str(out))
+    try:
+        assert audit.query(copy, entity="services")[-1]["entity_name"] == "snap-svc"
+    finally:
+        copy.close()
