@@ -17,6 +17,7 @@ crash between the two loses that row, never the change.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
 import os
 import time
@@ -64,9 +65,13 @@ _METHODS = {"password": "updb", "cert": "cert", "ext-jwt": "ext-jwt"}
 _INSERT = f"INSERT INTO audit_log ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 
 
+_SEQ = itertools.count()
+
+
 def new_row_id() -> str:
-    """Ids that sort in time (the list's default order is by id): nanoseconds, then randomness."""
-    return f"{time.time_ns():016x}{os.urandom(4).hex()}"
+    """Ids that sort in time (the list's default order is by id): nanoseconds, then this
+    process (another one may write beside a server: ``ziti-lite import``) and a counter."""
+    return f"{time.time_ns():016x}{os.getpid() & 0xFFFF:04x}{next(_SEQ) & 0xFFFF:04x}"
 
 
 def write(store: Any, redacted: bool = False, **values: Any) -> str:
