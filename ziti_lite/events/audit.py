@@ -17,9 +17,7 @@ crash between the two loses that row, never the change.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import logging
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -65,31 +63,43 @@ _METHODS = {"password": "updb", "cert": "cert", "ext-jwt": "ext-jwt"}
 _INSERT = f"INSERT INTO audit_log ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 
 
-_SEQ = itertools.count()
+_last_id = [0]
 
 
-def new_row_id() -> str:
-    """Ids that sort in time (the list's default order is by id): nanoseconds, then this
-    process (another one may write beside a server: ``ziti-lite import``) and a counter."""
-    return f"{time.time_ns():016x}{os.getpid() & 0xFFFF:04x}{next(_SEQ) & 0xFFFF:04x}"
+def new_row_id() -> int:
+    """Row ids that grow with time (the table's rowid: each insert appends, and the list's
+    default order by id is time order): microseconds times 256, past the last one given."""
+    id = max(time.time_ns() // 1000 * 256, _last_id[0] + 1)
+    _last_id[0] = id
+    return id
 
 
 def write(store: Any, redacted: bool = False, **values: Any) -> str:
     """Insert one row (``changes`` redacted here unless it comes ``redacted`` already)."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(values)
-    row["id"] = id = new_row_id()
+    row["id"] = new_row_id()
     row["created_at"] = clock.stamp()
     changes = row["changes"] or {}
     row["changes"] = _enc.encode(changes if redacted else shapes.redact(changes)).decode()
     row["remote_address"] = row["remote_address"] or ""
     row["outcome"] = row["outcome"] or "success"
     if store.writing:   # the change's own transaction (a savepoint would only add cost)
-        store.execute(_INSERT, [row[c] for c in COLUMNS])
+        _insert(store, row)
     else:
         with store.write():
+            _insert(store, row)
+    return str(row["id"])
+
+
+def _insert(store: Any, row: dict[str, Any]) -> None:
+    for _ in range(100):
+        try:
             store.execute(_INSERT, [row[c] for c in COLUMNS])
-    return id
+            return
+        except apsw.ConstraintError:   # the same microsecond in another process: the next id
+            row["id"] = _last_id[0] = max(row["id"], _last_id[0]) + 1
+    raise RuntimeError("no free audit row id")
 
 
 def diff(before: dict | None, after: dict | None) -> dict[str, dict[str, Any]]:
@@ -217,7 +227,7 @@ def _login(ctx: Ctx, method: str, done: Login | None, api_session_id: str | None
 
 def render(ctx: Ctx, row: dict) -> dict:
     return {
-        "id": row["id"], "createdAt": row["created_at"], "identityId": row["identity_id"],
+        "id": str(row["id"]), "createdAt": row["created_at"], "identityId": row["identity_id"],
         "identityName": row["identity_name"], "apiSessionId": row["api_session_id"],
         "remoteAddress": row["remote_address"], "operation": row["operation"], "method": row["method"],
         "path": row["path"], "entityType": row["entity_type"], "entityId": row["entity_id"],
@@ -237,12 +247,13 @@ def prune(store: Any, days: float, max_rows: int) -> int:
     """Delete rows older than ``days`` and the oldest beyond ``max_rows``; the number deleted."""
     cutoff = clock.fmt(clock.now() - dt.timedelta(days=days))
     with store.write():
-        before = store.value("SELECT count(*) FROM audit_log")
-        store.execute("DELETE FROM audit_log WHERE created_at < ?", (cutoff,))
-        store.execute("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log ORDER BY created_at DESC, id DESC"
-                      " LIMIT -1 OFFSET ?)", (max_rows,))
-        after = store.value("SELECT count(*) FROM audit_log")
-    return before - after
+        store.execute("DELETE FROM audit_log WHERE created_at < ?", (cutoff,))   # the time index's prefix
+        gone = store.value("SELECT changes()")
+        # ids grow with time: the newest max_rows are those from the max_rows-th largest id on
+        store.execute("DELETE FROM audit_log WHERE id < (SELECT id FROM audit_log ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                      (max_rows - 1,))
+        gone += store.value("SELECT changes()")
+    return gone
 
 
 def query(store: Any, since: str | None = None, identity: str | None = None, entity: str | None = None,
@@ -259,7 +270,7 @@ def query(store: Any, since: str | None = None, identity: str | None = None, ent
     if entity:
         where.append("entity_type = ?")
         params.append(entity)
-    rows = store.all(f"SELECT * FROM audit_log WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC"
+    rows = store.all(f"SELECT * FROM audit_log WHERE {' AND '.join(where)} ORDER BY id DESC"
                      " LIMIT ?", [*params, limit])
     return rows[::-1]
 
