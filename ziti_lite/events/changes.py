@@ -33,16 +33,16 @@ def entity_type(collection: str) -> str:
 
 
 def detail(ctx: Ctx, res: Resource, row: dict | None) -> dict | None:
-    """The row's API detail as plain JSON values, without links, secrets redacted: the declared
-    fields, references and constants, not what the resource's render hook computes for the
-    caller (a service's permissions, an identity's enrollment tokens)."""
+    """The row's API detail without links, secrets redacted: the declared fields, references and
+    constants, not what the resource's render hook computes for the caller (a service's
+    permissions, an identity's enrollment tokens). JSON-valued fields stay ``msgspec.Raw``
+    unless the detail has a secret key to redact (then it is plain JSON values)."""
     if row is None:
         return None
     out = crud.render_declared(ctx, res, row)
-    encoded = _enc.encode(out)
-    out = _dec.decode(encoded)
     out.pop("_links", None)
-    return shapes.redact(out) if shapes.may_hold_secrets(encoded) else out
+    encoded = _enc.encode(out)
+    return shapes.redact(_dec.decode(encoded)) if shapes.may_hold_secrets(encoded) else out
 
 
 def author(ctx: Ctx, name: str | None) -> dict[str, Any]:
