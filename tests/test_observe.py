@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import CLIENT, MGMT, assert_error
 from ziti_lite import testing
+from ziti_lite.events.bus import Subscriber
 from ziti_lite.observe import go_duration
 
 SAMPLE = re.compile(
@@ -216,3 +217,21 @@ def spa_dir(tmp_path):
     d.mkdir()
     (d / "index.html").write_text("<html>spa</html>")
     return d
+
+
+def test_metrics_count_events_and_drops(anon, ctl):
+    class Full(Subscriber):   # a sink whose queue is always full
+        kind = "file"
+
+        def offer(self, namespace, line, event):
+            return False
+
+    ctl.events.subscribe(Full())
+    admin = anon.login()
+    admin.create("services", {"name": "metered", "encryptionRequired": True})
+    m = parse_metrics(anon.client.get("/metrics").text)
+    assert m['ziti_lite_events_total{type="entityChange"}'] == 2          # created, committed
+    assert m['ziti_lite_events_total{type="edge.apiSessions"}'] == 1      # the login
+    assert m['ziti_lite_events_dropped_total{sink="file"}'] >= 4
+    assert m['ziti_lite_events_dropped_total{sink="sse"}'] == 0
+    assert m["ziti_lite_events_queued"] == 0

@@ -68,3 +68,14 @@ def test_a_blocked_file_drops_and_counts_without_blocking(tmp_path):
     finally:
         os.close(reader)
     assert len(data.splitlines()) == 50
+
+
+def test_dash_is_standard_output(capfd):
+    bus = Bus("ctrl")
+    sink = FileSink("-")
+    sink.start()
+    bus.subscribe(sink)
+    bus.emit({"namespace": "fabric.routers", "event_type": "router-online", "router_id": "r1"})
+    sink.close()
+    out = capfd.readouterr().out
+    assert json.loads(out.strip()) == {"namespace": "fabric.routers", "event_type": "router-online", "router_id": "r1"}

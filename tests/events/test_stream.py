@@ -24,7 +24,7 @@ EVENTS = "/ziti-lite/v1/events"
 @pytest.fixture(scope="module")
 def live(template_db, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("events-live")
-    with running(template_db, tmp, edge=True, events=str(tmp / "events.jsonl")) as handle:
+    with running(template_db, tmp, edge=True, events=str(tmp / "events.jsonl"), events_counts_interval=2) as handle:
         yield handle, tmp / "events.jsonl"
 
 
@@ -127,8 +127,13 @@ def test_router_sdk_terminator_and_circuit_events(live):
         e = sse.lines.get(timeout=10)
         assert e is not None
         seen.setdefault(e["namespace"], []).append(e)
+    while "edge.entityCounts" not in seen:   # every 2 s here
+        e = sse.lines.get(timeout=10)
+        assert e is not None
+        seen.setdefault(e["namespace"], []).append(e)
     assert {"sdk", "fabric.terminators", "fabric.circuits", "edge.sessions", "edge.apiSessions",
             "authentication"} <= set(seen)
+    assert seen["edge.entityCounts"][0]["counts"]["services"] >= 1
     assert [e["event_type"] for e in seen["fabric.circuits"]] == ["created", "deleted"]
     assert {e["session_type"] for e in seen["edge.sessions"]} == {"Bind", "Dial"}
     assert {e["type"] for e in seen["authentication"]} == {"cert"}
