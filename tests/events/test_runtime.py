@@ -21,7 +21,7 @@ def _app(db_path, **kw):
 
 def test_entity_counts_on_an_interval(db_path, tmp_path):
     path = tmp_path / "ev.jsonl"
-    app = _app(db_path, events=str(path), events_types=["edge.entityCounts"], events_counts_interval=1)
+    app = _app(db_path, events=str(path), events_types=["edge.entityCounts"], events_counts_interval=0.2)
     try:
         with TestClient(app):
             deadline = time.monotonic() + 15
