@@ -104,8 +104,10 @@ class Metrics:
             out.append(f'ziti_lite_events_total{{type="{_esc(namespace)}"}} {n}')
         family("ziti_lite_events_dropped_total", "counter",
                "events dropped because a sink's queue was full, by sink (file, sse)")
+        lost = bus.sink.lost if bus.sink is not None else 0   # lines a failed write lost
         for kind in sorted({"file", "sse", *bus.dropped}):
-            out.append(f'ziti_lite_events_dropped_total{{sink="{_esc(kind)}"}} {bus.dropped.get(kind, 0)}')
+            n = bus.dropped.get(kind, 0) + (lost if kind == "file" else 0)
+            out.append(f'ziti_lite_events_dropped_total{{sink="{_esc(kind)}"}} {n}')
         family("ziti_lite_events_queued", "gauge", "events waiting for the events file's writer")
         out.append(f"ziti_lite_events_queued {len(bus.sink.queue) if bus.sink is not None else 0}")
 

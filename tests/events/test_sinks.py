@@ -79,3 +79,15 @@ def test_dash_is_standard_output(capfd):
     sink.close()
     out = capfd.readouterr().out
     assert json.loads(out.strip()) == {"namespace": "fabric.routers", "event_type": "router-online", "router_id": "r1"}
+
+
+def test_a_failing_disk_loses_lines_counted_not_raised(tmp_path):
+    if not os.path.exists("/dev/full"):
+        return   # no device that fails every write here
+    bus = Bus("ctrl")
+    sink = FileSink("/dev/full")   # every write: ENOSPC
+    sink.start()
+    bus.subscribe(sink)
+    _emit(bus, 5)
+    sink.close()
+    assert sink.lost == 5 and sink.written == 0

@@ -11,6 +11,7 @@ the queue holds ``limit`` lines, new events are dropped and counted (``Bus.dropp
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import stat
@@ -37,6 +38,8 @@ class FileSink(Subscriber):
         self.limit = limit
         self.queue: collections.deque[bytes] = collections.deque()
         self.written = 0
+        self.lost = 0                       # lines a failed write lost (a full disk); counted as drops
+        self._error_logged = 0.0
         self._wake = threading.Event()
         self._stop = False
         self._out: IO[bytes] | None = None
@@ -66,7 +69,9 @@ class FileSink(Subscriber):
     def _open(self) -> IO[bytes]:
         if self.path == "-":
             return sys.stdout.buffer
-        out = open(self.path, "ab")   # noqa: SIM115 - kept open across writes, closed on rotation
+        # unbuffered: a batch is one write() of its own, so a failed one (a full disk) leaves
+        # nothing behind in a buffer to fail again at the next write or at close
+        out = open(self.path, "ab", buffering=0)   # noqa: SIM115 - kept open across writes, closed on rotation
         st = os.fstat(out.fileno())
         self._regular = stat.S_ISREG(st.st_mode)   # a FIFO or a device is never rotated
         self._size = st.st_size if self._regular else 0
@@ -108,18 +113,34 @@ class FileSink(Subscriber):
             if self._stop and not self.queue:
                 break
         if self._out is not None and self.path != "-":
-            self._out.close()
+            with contextlib.suppress(OSError):
+                self._out.close()
+
+    def _put(self, chunk: list[bytes]) -> None:
+        assert self._out is not None
+        data = memoryview(b"".join(chunk))
+        while data:
+            n = self._out.write(data)
+            data = data[n or 0:]
+        self._out.flush()
 
     def _write(self, batch: list[bytes]) -> None:
-        assert self._out is not None
+        chunk: list[bytes] = []
+        before = self.written
         try:
             for line in batch:
                 if self._regular and self._size and self._size + len(line) + 1 > self.max_bytes:
-                    self._out.flush()
+                    self._put(chunk)
+                    self.written += len(chunk) // 2
+                    chunk = []
                     self._rotate()
-                self._out.write(line + b"\n")
+                chunk += (line, b"\n")
                 self._size += len(line) + 1
-            self._out.flush()
-            self.written += len(batch)
+            self._put(chunk)
+            self.written += len(chunk) // 2
         except OSError as e:  # a full disk: these lines are lost, the next batch tries again
-            log.error("events: writing %s failed: %s", self.path, e)
+            self.lost += len(batch) - (self.written - before)
+            now = time.monotonic()
+            if now - self._error_logged >= 60:
+                self._error_logged = now
+                log.error("events: writing %s failed: %s (%d lines lost so far)", self.path, e, self.lost)
