@@ -41,6 +41,7 @@ bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP,
 	$(PY) benchmarks/login_bench.py
 	$(PY) benchmarks/scale_bench.py
 	$(PY) benchmarks/vs_openziti.py
+	$(PY) benchmarks/events_bench.py
 
 fuzz: install  ## schemathesis against the served spec
 	$(VENV)/bin/pip install -q schemathesis

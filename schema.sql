@@ -540,3 +540,29 @@ CREATE TABLE service_change_stamps (
 ) STRICT, WITHOUT ROWID;
 
 -- @@ further tables are appended below by resource family @@
+
+-- the audit trail (ziti_lite/events/audit.py): one row per successful management-API change and per
+-- login outcome; secrets redacted before they get here. Schema version 3 added this section: the
+-- migration from version 2 runs it as written here.
+-- @section audit
+CREATE TABLE IF NOT EXISTS audit_log (
+    id INTEGER PRIMARY KEY,            -- the rowid: microseconds of the write and a counter, so rows append in time order
+    created_at TEXT NOT NULL,
+    identity_id TEXT,                  -- the caller (no reference: the row outlives the identity)
+    identity_name TEXT,
+    api_session_id TEXT,
+    remote_address TEXT NOT NULL DEFAULT '',
+    operation TEXT NOT NULL,           -- the route's operation id (createService, authenticate, ...)
+    method TEXT NOT NULL,
+    path TEXT NOT NULL,
+    entity_type TEXT,
+    entity_id TEXT,
+    entity_name TEXT,
+    outcome TEXT NOT NULL DEFAULT 'success' CHECK (outcome IN ('success', 'failure')),
+    reason TEXT,                       -- why a login failed
+    changes TEXT NOT NULL DEFAULT '{}' -- JSON: field -> {"old": ..., "new": ...}
+) STRICT;
+-- one index beside the table: every row is two appends (each b-tree a change touches is pages
+-- written at its COMMIT); filters on anything but time scan, as audit queries are rare
+CREATE INDEX IF NOT EXISTS audit_log_created ON audit_log(created_at);
+-- @end audit

@@ -111,3 +111,10 @@ def test_fix_leaves_an_identity_with_a_missing_auth_policy_alive(runner, admin, 
     assert r.exit_code == 0, r.output
     d = admin.get(f"/identities/{iid}").json()["data"]
     assert d["authPolicyId"] == "default"
+
+
+def test_serve_refuses_an_unknown_event_type_in_one_line(runner, tmp_path):
+    r = runner.invoke(cli, ["serve", "--db", str(tmp_path / "x.db"), "--events", "-", "--events-types",
+                            "entityChange,bogus"])
+    assert r.exit_code != 0 and "unknown event type 'bogus'" in r.output
+    assert "Traceback" not in r.output and not (tmp_path / "x.db").exists()

@@ -26,6 +26,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "ziti_lite.logs", "ziti_lite.zitiql", "ziti_lite.semver", "ziti_lite.tls",
                     "ziti_lite.connections")),
     ("db", ("ziti_lite.db", "ziti_lite.db.*", "ziti_lite.integrity")),
+    # the event stream's core: the bus, upstream's event shapes, the file sink, row events, the
+    # router-facing calls (the edge router and any router channel emit through ``fabric``)
+    ("events", ("ziti_lite.events", "ziti_lite.events.bus", "ziti_lite.events.shapes", "ziti_lite.events.sinks",
+                "ziti_lite.events.tables", "ziti_lite.events.fabric")),
     ("pki", ("ziti_lite.pki", "ziti_lite.pki.*")),
     # the controller's own certificates over time: renewal, live TLS contexts, expiry, start-up checks
     ("lifecycle", ("ziti_lite.lifecycle", "ziti_lite.lifecycle.*")),
@@ -41,7 +45,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("enrollment creation", ("ziti_lite.enroll", "ziti_lite.enroll.create")),
     ("resources", ("ziti_lite.resources", "ziti_lite.resources.*")),
     # hand-written operations and hooks over the resources
-    ("operations", ("ziti_lite.api.*", "ziti_lite.enroll.complete", "ziti_lite.policy.*", "ziti_lite.client.*")),
+    ("operations", ("ziti_lite.api.*", "ziti_lite.enroll.complete", "ziti_lite.policy.*", "ziti_lite.client.*",
+                    "ziti_lite.events.*")),
     ("wiring", ("ziti_lite.wiring",)),
     # the routers: the embedded edge router, and the control channel of real routers (which
     # shares its checks, wire format and terminator strategy)
@@ -65,6 +70,7 @@ LAZY: dict[tuple[str, str], str] = {
     ("ziti_lite.cli", "ziti_lite.netcode.why"): "CLI start-up: only `apply`/`test`/`why` load netcode",
     ("ziti_lite.cli", "ziti_lite.wiring"): "CLI start-up: `version` and `--help` load no controller",
     ("ziti_lite.cli", "ziti_lite.db.store"): "CLI start-up: only commands that open a database load apsw",
+    ("ziti_lite.cli", "ziti_lite.events.audit"): "CLI start-up: only `audit` loads the audit trail's queries",
     ("ziti_lite.testing", "ziti_lite.app"): "pytest plugin (entry point pytest11) loaded by every pytest run"
                                             " where ziti-lite is installed: stdlib only until a fixture runs",
     ("ziti_lite.testing", "ziti_lite.config"): "pytest plugin: stdlib only until a fixture runs",

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from tests.conftest import CLIENT, MGMT, assert_error
 from tests.enroll.conftest import csr
 from ziti_lite import clock, testing
+from ziti_lite.events.bus import Subscriber
 from ziti_lite.lifecycle import renewal
 from ziti_lite.observe import go_duration
 from ziti_lite.pki import ca
@@ -267,3 +268,21 @@ def spa_dir(tmp_path):
     d.mkdir()
     (d / "index.html").write_text("<html>spa</html>")
     return d
+
+
+def test_metrics_count_events_and_drops(anon, ctl):
+    class Full(Subscriber):   # a sink whose queue is always full
+        kind = "file"
+
+        def offer(self, namespace, line, event):
+            return False
+
+    ctl.events.subscribe(Full())
+    admin = anon.login()
+    admin.create("services", {"name": "metered", "encryptionRequired": True})
+    m = parse_metrics(anon.client.get("/metrics").text)
+    assert m['ziti_lite_events_total{type="entityChange"}'] == 2          # created, committed
+    assert m['ziti_lite_events_total{type="edge.apiSessions"}'] == 1      # the login
+    assert m['ziti_lite_events_dropped_total{sink="file"}'] >= 4
+    assert m['ziti_lite_events_dropped_total{sink="sse"}'] == 0
+    assert m["ziti_lite_events_queued"] == 0

@@ -1,10 +1,11 @@
 """One visible wiring (``ziti_lite/wiring.py``), typed auth levels and declared state.
 
 Every registration (operation, listener, prefetcher, list condition, integrity check, login
-method, auth query) comes from a module listed in ``wiring.MODULES``, and every listed module
-registers something; an auth level is one of ``AuthLevel`` or the route is refused when it is
-declared; ``ziti-lite routes`` names the handler of every operation; the controller, the
-request context and the settings hold only attributes they declare.
+method, auth query, after-change hook, login outcome) comes from a module listed in
+``wiring.MODULES``, and every listed module registers something; an auth level is one of
+``AuthLevel`` or the route is refused when it is declared; ``ziti-lite routes`` names the
+handler of every operation; the controller, the request context and the settings hold only
+attributes they declare.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from click.testing import CliRunner
 from ziti_lite import integrity, wiring
 from ziti_lite.api import crud
 from ziti_lite.api.context import Ctx
-from ziti_lite.api.ops import OPS, op
+from ziti_lite.api.ops import AFTER_CHANGE, OPS, WEBSOCKETS, op
 from ziti_lite.api.router import AUTH_LEVELS, Route
-from ziti_lite.auth.methods import AUTH_QUERY_PROVIDERS, METHODS
+from ziti_lite.auth.methods import AUTH_QUERY_PROVIDERS, LOGIN_OUTCOMES, METHODS
 from ziti_lite.cli import cli
 from ziti_lite.config import Settings
 
@@ -48,6 +49,10 @@ def _registrations() -> list[tuple[str, str]]:
     out += [("integrity check", _module(fn)) for fn in integrity.CHECKS]
     out += [("login method", _module(fn)) for fn in METHODS.values()]
     out += [("auth query", _module(fn)) for fn in AUTH_QUERY_PROVIDERS]
+    out += [("listener of every resource", _module(fn)) for fn in crud.ANY_LISTENERS]
+    out += [("after-change hook", _module(fn)) for fn in AFTER_CHANGE]
+    out += [("login outcome", _module(fn)) for fn in LOGIN_OUTCOMES]
+    out += [("websocket", _module(fn)) for fn in WEBSOCKETS.values()]
     return out
 
 

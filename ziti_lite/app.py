@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from . import UPSTREAM_VERSION, bootstrap, clock, ctrl, edge, wiring
 from .api import envelope as env
 from .api.context import Ctx, not_parsable
+from .api.ops import AFTER_CHANGE, WEBSOCKETS
 from .api.router import AuthLevel, Router
 from .auth import sessions
 from .client.posture_checks import PostureState
@@ -35,6 +36,9 @@ from .db.checkpoint import Checkpointer
 from .db.store import Store
 from .edge.router import EdgeRouter
 from .errors import ApiError, NotFound, Unauthorized
+from .events import runtime as events_runtime
+from .events import tables as event_tables
+from .events.bus import Bus
 from .lifecycle import renewal
 from .observe import PATHS, Observer
 from .zac import Console
@@ -51,6 +55,7 @@ CORS = [
 ]
 
 
+_CHANGES = frozenset(("POST", "PUT", "PATCH", "DELETE"))
 _EXPIRY_HEADS: dict[tuple[str, int], tuple[str, bytes]] = {}
 
 
@@ -62,7 +67,7 @@ class Controller:
                  "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "periodic",
                  "ctrl_ssl_context", "ctrl_sock", "ctrl_server",
                  "session_rows", "extjwt_keys", "posture_states", "service_change_memory", "service_override_sigs",
-                 "traces", "tls_contexts", "cert_renewals", "_headers")
+                 "traces", "tls_contexts", "cert_renewals", "events", "_headers")
 
     settings: Settings
     store: Store
@@ -89,6 +94,7 @@ class Controller:
     traces: dict[str, dict]                 # identity id -> tracing spec (PUT /identities/{id}/trace)
     tls_contexts: list[ssl.SSLContext]      # every live TLS server context: renewals reload them (lifecycle.contexts)
     cert_renewals: dict[str, int]           # certificate -> renewals by this process, for /metrics (lifecycle.renewal)
+    events: Bus                             # the event stream: sinks and SSE streams subscribe (events/)
 
     def __init__(self, settings: Settings, store: Store | None = None):
         self.settings = settings
@@ -115,6 +121,8 @@ class Controller:
         self.service_change_memory = {}
         self.service_override_sigs = {}
         self.traces = {}
+        self.events = Bus(self.instance_id)
+        event_tables.watch(self.store, self.events)  # API session, session, terminator rows
         self.router = wiring.router()
         self._headers = [(b"server", f"ziti-controller/v{UPSTREAM_VERSION}".encode()),
                          (b"ziti-instance-id", self.instance_id.encode())]
@@ -146,6 +154,9 @@ class Controller:
             ctx = Ctx(self, request, api, params, route)
             await self.authorize(ctx, route.auth)
             response = await route.handler(ctx)
+            if method in _CHANGES and AFTER_CHANGE and response.status_code < 300:
+                for hook in AFTER_CHANGE:
+                    hook(ctx, response)
         except ApiError as e:
             response = env.error_response(e)
         except UnicodeDecodeError as e:  # a body that is not UTF-8, decoded by a handler's own code
@@ -247,6 +258,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
         if renewal.tick not in ctl.periodic:   # certificates renewed while serving
             ctl.periodic.append(renewal.tick)
         task = asyncio.create_task(_janitor(ctl))
+        events_runtime.start(ctl)   # the events file, entity counts, audit retention
         await edge.start(ctl)
         await ctrl.start(ctl)
         try:
@@ -254,6 +266,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
         finally:
             await ctrl.stop(ctl)
             await edge.stop(ctl)
+            await events_runtime.stop(ctl)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -295,6 +308,13 @@ class _App(Starlette):
                 await self.observer(scope, receive, send, self.controller)
                 return
             await self.controller(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            handler = WEBSOCKETS.get(scope["path"])
+            if handler is None:
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            await handler(self.controller, scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 

@@ -13,8 +13,9 @@ import sys
 
 import click
 
-from . import __version__
+from . import __version__, clock
 from .config import Settings
+from .events.bus import parse_types
 
 
 @click.group()
@@ -117,6 +118,20 @@ def cli() -> None:
     envvar="ZITI_LITE_SERVER_CERT_DAYS",
     help="validity of the TLS server certificate, renewed while serving when a third of it is left (at least 30 days)",
 )
+@click.option("--events", default=None, envvar="ZITI_LITE_EVENTS", type=click.Path(dir_okay=False, allow_dash=True),
+              help="write events (upstream's JSON shapes) to this file, one a line ('-': standard output)")
+@click.option("--events-types", default=None, envvar="ZITI_LITE_EVENTS_TYPES",
+              help="comma-separated event types for --events (entityChange,edge.apiSessions,...) [default: all]")
+@click.option("--events-max-mb", default=10.0, show_default=True, type=click.FloatRange(min=0.001),
+              envvar="ZITI_LITE_EVENTS_MAX_MB", help="rotate the events file past this size")
+@click.option("--events-keep", default=5, show_default=True, type=click.IntRange(min=0),
+              envvar="ZITI_LITE_EVENTS_KEEP", help="rotated events files kept")
+@click.option("--events-counts-interval", default=300.0, show_default=True, type=click.FloatRange(min=1),
+              envvar="ZITI_LITE_EVENTS_COUNTS_INTERVAL", help="seconds between edge.entityCounts events")
+@click.option("--audit-days", default=90.0, show_default=True, type=click.FloatRange(min=0),
+              envvar="ZITI_LITE_AUDIT_DAYS", help="keep audit rows this long (0: no audit trail)")
+@click.option("--audit-max-rows", default=1_000_000, show_default=True, type=click.IntRange(min=1),
+              envvar="ZITI_LITE_AUDIT_MAX_ROWS", help="keep at most this many audit rows")
 def serve(
     db,
     host,
@@ -135,6 +150,13 @@ def serve(
     handshake_timeout,
     max_connections,
     server_cert_days,
+    events,
+    events_types,
+    events_max_mb,
+    events_keep,
+    events_counts_interval,
+    audit_days,
+    audit_max_rows,
 ) -> None:
     """Create (if new) and serve a controller over HTTPS.
 
@@ -143,6 +165,10 @@ def serve(
     """
     from .server import serve as run
 
+    try:
+        types = parse_types(events_types)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--events-types") from None
     if zac and not os.path.isfile(os.path.join(zac, "index.html")):
         raise click.BadParameter(f"{zac} has no index.html (a built console has one)", param_hint="--zac")
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the handler
@@ -167,6 +193,13 @@ def serve(
             handshake_timeout=handshake_timeout,
             max_connections=max_connections,
             server_cert_days=server_cert_days,
+            events=events,
+            events_types=sorted(types) if types is not None else None,
+            events_max_mb=events_max_mb,
+            events_keep=events_keep,
+            events_counts_interval=events_counts_interval,
+            audit_days=audit_days,
+            audit_max_rows=audit_max_rows,
         ),
         log_level=log_level.lower(),
     )
@@ -259,6 +292,53 @@ def import_(db, file) -> None:
         if c["created"] or c["skipped"]:
             click.echo(f"{kind}: {c['created']} created, {c['skipped']} already there", err=True)
     click.echo(f"ziti-lite: {exchange.CANNOT_MOVE}", err=True)
+
+
+@cli.command()
+@click.option("--db", "db", required=True, type=click.Path(exists=True, dir_okay=False), envvar="ZITI_LITE_DB")
+@click.option("--since", default=None, help="only rows of the last 30m, 1h, 7d, ... or since an RFC 3339 time")
+@click.option("--identity", default=None, help="only rows of this caller (identity name or id)")
+@click.option("--entity", default=None, help="only rows of this entity type (services, identities, ...)")
+@click.option("--limit", default=1000, show_default=True, type=click.IntRange(min=1), help="the newest rows at most")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object a line (the fields of GET /ziti-lite/v1/audit)")
+def audit(db, since, identity, entity, limit, as_json) -> None:
+    """Print the audit trail: who changed what, and logins, oldest first."""
+    import datetime as dt
+    import json
+    import re
+
+    stamp = None
+    if since:
+        m = re.fullmatch(r"(\d+)([smhd])", since.strip())
+        if m:
+            seconds = int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+            stamp = clock.fmt(clock.now() - dt.timedelta(seconds=seconds))
+        else:
+            try:
+                stamp = clock.fmt(clock.parse(since))
+            except ValueError:
+                raise click.BadParameter(f"{since!r} is neither a duration (30m, 1h, 7d) nor an RFC 3339 time",
+                                         param_hint="--since") from None
+    store = _open(db)
+    try:
+        from .events.audit import query, render
+
+        rows = query(store, since=stamp, identity=identity, entity=entity, limit=limit)
+    finally:
+        store.close()
+    for row in rows:
+        if as_json:
+            out = render(None, row)  # type: ignore[arg-type]
+            out["changes"] = json.loads(row["changes"])
+            click.echo(json.dumps(out))
+        else:
+            who = row["identity_name"] or row["identity_id"] or "-"
+            what = f"{row['entity_type'] or '-'}/{row['entity_id'] or '-'}"
+            name = f" ({row['entity_name']})" if row["entity_name"] else ""
+            fields = ",".join(json.loads(row["changes"])) or "-"
+            outcome = "" if row["outcome"] == "success" else f" FAILED {row['reason'] or ''}"
+            click.echo(f"{row['created_at']}  {who}  {row['remote_address'] or '-'}  {row['operation']}  "
+                       f"{what}{name}  {fields}{outcome}")
 
 
 @cli.command()

@@ -28,6 +28,15 @@ class Settings:
     idle_timeout: float = 5.0               # seconds a connection may take to send a request head
     handshake_timeout: float = 5.0          # seconds a client may take to finish the TLS handshake
     max_connections: int | None = None      # open connections; None: 3/4 of the descriptor limit
+    # events and audit (ziti_lite/events/)
+    events: str | None = None               # JSON-lines file of events ("-": stdout); None: no file
+    events_types: list[str] | None = None   # namespaces written to it; None: all
+    events_max_mb: float = 10.0             # rotate the file past this size
+    events_keep: int = 5                    # rotated files kept
+    events_queue: int = 10_000              # events held in memory for the file before new ones are dropped
+    events_counts_interval: float = 300.0   # seconds between edge.entityCounts events (upstream: 5m)
+    audit_days: float = 90.0                # audit rows older than this are deleted; 0: no audit trail
+    audit_max_rows: int = 1_000_000         # and the oldest beyond this many
     # clients of other services
     jwks_ca_file: str | None = None         # CA bundle for ext-jwt signers' JWKS endpoints (auth/extjwt.py)
     totp_issuer: str | None = None          # issuer in TOTP provisioning URLs; None: upstream's (auth/mfa.py)

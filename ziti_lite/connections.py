@@ -134,6 +134,14 @@ class GuardMixin:
                                   limits.max_connections)
             victim.transport.abort()
 
+    def handle_websocket_upgrade(self) -> None:
+        # the connection becomes a WebSocket (``/fabric/v1/ws-api``), owned by another protocol
+        # object from now on: no request deadline applies to it any more
+        if self._zl_timer is not None:
+            self._zl_timer.cancel()
+            self._zl_timer = None
+        super().handle_websocket_upgrade()  # type: ignore[misc]
+
     def on_response_complete(self) -> None:
         super().on_response_complete()  # type: ignore[misc]
         if not self.transport.is_closing():
@@ -159,9 +167,20 @@ def protocol_class(base: type, limits: Limits) -> type:
 
 class GuardedServer(uvicorn.Server):
     """uvicorn's server with the TLS handshake and shutdown deadlines asyncio offers but uvicorn
-    does not pass, and accept() failures logged as one line a minute."""
+    does not pass, and accept() failures logged as one line a minute. ``before_shutdown``
+    functions run as shutdown starts: responses that never end by themselves (event streams)
+    end then instead of holding the graceful shutdown to its deadline."""
 
     limits: Limits
+    before_shutdown: list[Callable[[], None]]
+
+    async def shutdown(self, sockets=None) -> None:
+        for fn in getattr(self, "before_shutdown", ()):
+            try:
+                fn()
+            except Exception:
+                log.exception("before shutdown")
+        await super().shutdown(sockets)
 
     async def startup(self, sockets=None) -> None:
         loop = asyncio.get_running_loop()

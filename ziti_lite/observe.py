@@ -118,6 +118,18 @@ class Metrics:
                "renewals of the controller's certificates by this process (at start and while serving)")
         for kind in expiry.CONTROLLER:
             out.append(f'ziti_lite_certificate_renewals_total{{certificate="{kind}"}} {ctl.cert_renewals.get(kind, 0)}')
+        bus = ctl.events
+        family("ziti_lite_events_total", "counter", "events published, by type")
+        for namespace, n in sorted(bus.emitted.items()):
+            out.append(f'ziti_lite_events_total{{type="{_esc(namespace)}"}} {n}')
+        family("ziti_lite_events_dropped_total", "counter",
+               "events dropped because a sink's queue was full, by sink (file, sse)")
+        lost = bus.sink.lost if bus.sink is not None else 0   # lines a failed write lost
+        for kind in sorted({"file", "sse", *bus.dropped}):
+            n = bus.dropped.get(kind, 0) + (lost if kind == "file" else 0)
+            out.append(f'ziti_lite_events_dropped_total{{sink="{_esc(kind)}"}} {n}')
+        family("ziti_lite_events_queued", "gauge", "events waiting for the events file's writer")
+        out.append(f"ziti_lite_events_queued {len(bus.sink.queue) if bus.sink is not None else 0}")
 
         router = ctl.edge_router
         family("ziti_lite_edge_router_up", "gauge", "1 while the embedded edge router listens")

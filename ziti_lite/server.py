@@ -98,6 +98,7 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
     config.load()
     server = connections.GuardedServer(config)
     server.limits = limits
+    server.before_shutdown = [ctl.events.end_streams]   # SSE and ws-api streams end at once
     server.controller = ctl  # type: ignore[attr-defined]
     return server
 

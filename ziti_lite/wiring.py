@@ -63,6 +63,12 @@ MODULES: tuple[tuple[str, str], ...] = (
     ("ziti_lite.client.caller", "ops: /current-identity/edge-routers, /current-api-session/*, /protocols"),
     ("ziti_lite.client.posture", "ops: /posture-response*, posture data, failed service requests"),
     ("ziti_lite.client.changes", "listeners: service-change stamps for /current-api-session/service-updates"),
+    # --- events and audit (ziti-lite's own /ziti-lite/v1 namespace)
+    ("ziti_lite.events.changes", "listener on every resource: entityChange events, the audit trail's before/after"),
+    ("ziti_lite.events.audit", "after-change hook and login outcomes: audit rows, authentication events;"
+                               " op: /ziti-lite/v1/audit; integrity check of audit rows"),
+    ("ziti_lite.events.stream", "ops: /ziti-lite/v1/events (server-sent events), /ziti-lite/v1/events/tickets"),
+    ("ziti_lite.events.wsapi", "websocket: /fabric/v1/ws-api (the stream `ziti fabric stream events` reads)"),
 )
 
 

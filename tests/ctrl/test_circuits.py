@@ -4,6 +4,8 @@ terminator, the answer's peer data, faults and confirmations answered with Unrou
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.ctrl.conftest import enroll_router
@@ -140,3 +142,43 @@ def test_dial_refusals_carry_upstreams_codes_and_texts(live, net):
     assert int.from_bytes(answer.headers[1014], "little") == 5
     o.close()
     r.close()
+
+
+def test_real_routers_and_their_circuits_are_events(live, net):
+    """fabric.routers and fabric.circuits events, through the events module's one call each."""
+    from ziti_lite.events.bus import Subscriber
+
+    class Collect(Subscriber):
+        def __init__(self):
+            self.events: list[dict] = []
+
+        def offer(self, namespace: str, line: bytes, event: dict) -> bool:
+            self.events.append(event)
+            return True
+    admin, ids, host, client, router = net
+    bus = live.ctl.events
+    sub = Collect()
+    bus.subscribe(sub)   # from the test's thread: the loop only appends to the list
+    try:
+        r = router.online()
+        bind = host.session(ids["svc"], "Bind")
+        assert create_v2(r, "cc-ev", bind["token"], [host.fingerprint])["result"] == 0
+        seq = dial(r, client.session(ids["svc"], "Dial")["token"], [client.fingerprint])
+        route_msg = r.expect(1005)
+        route_result(r, route_msg, ok=True)
+        assert r.expect_reply(seq).content == 20219
+        cid = route_of(route_msg)["circuit"]
+        r.send(1004, {}, f_int(1, 0) + f_str(2, cid))
+        r.expect(1006)
+        r.close()
+        deadline = time.monotonic() + 3
+        kinds = []
+        while time.monotonic() < deadline:
+            kinds = [(e["namespace"], e.get("event_type")) for e in sub.events
+                     if e.get("router_id") == router.id or e.get("circuit_id") == cid]
+            if ("fabric.routers", "router-offline") in kinds:
+                break
+        assert ("fabric.routers", "router-online") in kinds and ("fabric.routers", "router-offline") in kinds
+        assert ("fabric.circuits", "created") in kinds and ("fabric.circuits", "deleted") in kinds
+    finally:
+        bus.unsubscribe(sub)

@@ -15,9 +15,9 @@ from msgspec import Meta
 
 from .. import clock
 from ..auth import passwords, sessions
-from ..auth.methods import METHODS, Login, auth_queries, method
+from ..auth.methods import METHODS, Login, auth_queries, login_outcome, method
 from ..auth.policy import identity_policy, is_disabled, primary_rules
-from ..errors import CouldNotValidate, InvalidAuth, Unauthorized
+from ..errors import ApiError, CouldNotValidate, InvalidAuth, Unauthorized
 from ..resources.common import Body, name_of
 from ..resources.identities import IDENTITIES
 from . import crud
@@ -150,32 +150,37 @@ async def authenticate(ctx: Ctx):
     if fn is None:
         raise CouldNotValidate("method", "method in query should be one of [password cert ext-jwt]", name)
     body = await ctx.json(Authenticate)
-    login = await fn(ctx, body)
+    try:
+        login = await fn(ctx, body)
+    except ApiError as e:
+        login_outcome(ctx, name or "", None, None, e, body.username)
+        raise
     store = ctx.store
     config_types = sessions.resolve_config_types(store, body.config_types)
     mfa_required = (
         store.value("SELECT 1 FROM mfa WHERE identity_id = ? AND is_verified = 1", (login.identity_id,)) is not None
-    )
-    created = sessions.create(
-        ctx.ctl,
-        login.identity_id,
-        login.authenticator_id,
-        ctx.client_ip,
-        config_types,
-        mfa_required=mfa_required,
-        cert_extendable=login.cert_extendable,
     )
     info = {}
     if body.env_info is not None:
         info["env_info"] = msgspec.json.encode(body.env_info).decode()
     if body.sdk_info is not None:
         info["sdk_info"] = msgspec.json.encode(body.sdk_info).decode()
-    if info:
-        with store.write():
+    with store.write():   # the API session, the identity's env/SDK info and the login's audit row: one commit
+        created = sessions.create(
+            ctx.ctl,
+            login.identity_id,
+            login.authenticator_id,
+            ctx.client_ip,
+            config_types,
+            mfa_required=mfa_required,
+            cert_extendable=login.cert_extendable,
+        )
+        if info:
             store.execute(
                 f"UPDATE identities SET {', '.join(f'{k} = ?' for k in info)} WHERE id = ?",
                 [*info.values(), login.identity_id],
             )
+        login_outcome(ctx, name or "", login, created["id"], None, body.username)
     row = store.one("SELECT * FROM api_sessions WHERE id = ?", (created["id"],))
     if row is None:  # ended (deleted) before it could be shown
         raise Unauthorized()

@@ -30,7 +30,7 @@ class Ctx:
     and what hooks of one request leave for later hooks of the same request (declared below)."""
 
     __slots__ = ("ctl", "request", "api", "params", "route", "session", "_body",
-                 "pending_enrollment", "identity_extras", "service_view")
+                 "pending_enrollment", "identity_extras", "service_view", "audited")
 
     ctl: Controller
     request: Request
@@ -45,6 +45,9 @@ class Ctx:
     identity_extras: dict[str, Any] | None
     # the caller-dependent values of the services of this request (resources/service_view.py)
     service_view: View | None
+    # the request's audit row is written (inside the write's transaction, events/changes.py):
+    # the after-change hook adds none (events/audit.py)
+    audited: bool
 
     def __init__(self, ctl: Controller, request: Request, api: str, params: dict[str, str], route: Route):
         self.ctl = ctl
@@ -57,6 +60,7 @@ class Ctx:
         self.pending_enrollment = None
         self.identity_extras = None
         self.service_view = None
+        self.audited = False
 
     @property
     def store(self) -> Store:

@@ -42,6 +42,16 @@ def listen(resource_name: str):
     return deco
 
 
+# functions called as fn(ctx, resource, id, before_row, values) after the listeners of every
+# resource's writes, in the same transaction (the event stream and the audit trail read them)
+ANY_LISTENERS: list = []
+
+
+def listen_all(fn):
+    ANY_LISTENERS.append(fn)
+    return fn
+
+
 # resource name -> fn(ctx, rows) called before a list page of that resource is rendered, so a
 # render hook can read the related rows of the whole page from one query instead of one per row
 # (the hook stores what it fetched on ctx; render must still work for rows it did not see).
@@ -60,6 +70,8 @@ def changed(ctx, res: Resource, id: str, before: dict | None, values: dict | Non
         res.after_write(ctx, id, before, values)
     for fn in LISTENERS.get(res.name, ()):
         fn(ctx, id, before, values)
+    for fn in ANY_LISTENERS:
+        fn(ctx, res, id, before, values)
 
 
 # ------------------------------------------------------------------ values <-> rows
@@ -150,12 +162,19 @@ def _renderer(res: Resource):
     return fn
 
 
-def render(ctx: Ctx, res: Resource, row: dict) -> dict:
+def render_declared(ctx: Ctx, res: Resource, row: dict) -> dict:
+    """The detail of a row from its declarations (fields, references, constants), without the
+    resource's render hook (what it computes for the caller)."""
     out = _renderer(res)(row)
     for ref in res.refs:
         out[ref.name] = ref.render(ctx.store, row)
     if res.constants:
         out.update(res.constants)
+    return out
+
+
+def render(ctx: Ctx, res: Resource, row: dict) -> dict:
+    out = render_declared(ctx, res, row)
     if res.render is not None:
         res.render(ctx, row, out)
     return out

@@ -24,3 +24,25 @@ def op(method: str, path: str, *, apis: tuple[str, ...] = ("management",), auth:
 
 
 BOTH = ("management", "client")
+
+
+# functions called as fn(ctx, response) after every POST, PUT, PATCH and DELETE that answered with
+# a 2xx, once its handler has returned (its writes committed): the audit trail's seam
+AFTER_CHANGE: list[Callable[[Any, Any], None]] = []
+
+
+def after_change(fn: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    AFTER_CHANGE.append(fn)
+    return fn
+
+
+# WebSocket paths (outside the two APIs) -> fn(ctl, scope, receive, send), an ASGI WebSocket
+# application (``/fabric/v1/ws-api``: events/wsapi.py)
+WEBSOCKETS: dict[str, Callable[..., Awaitable[None]]] = {}
+
+
+def websocket(path: str) -> Callable[[Handler], Handler]:
+    def deco(fn: Handler) -> Handler:
+        WEBSOCKETS[path] = fn
+        return fn
+    return deco

@@ -36,6 +36,25 @@ def method(name: str) -> Callable[[Method], Method]:
     return deco
 
 
+# functions told of every login attempt's outcome, as fn(ctx, method, login, api_session_id,
+# error, username): login and api_session_id on success, error (the ApiError answered) on
+# failure; username as the password method was given it (the audit trail and the
+# ``authentication`` events, events/audit.py). They must not raise.
+LoginOutcome = Callable[[Ctx, str, "Login | None", "str | None", "Exception | None", "str | None"], None]
+LOGIN_OUTCOMES: list[LoginOutcome] = []
+
+
+def on_login(fn: LoginOutcome) -> LoginOutcome:
+    LOGIN_OUTCOMES.append(fn)
+    return fn
+
+
+def login_outcome(ctx: Ctx, method: str, login: Login | None, api_session_id: str | None,
+                  error: Exception | None, username: str | None) -> None:
+    for fn in LOGIN_OUTCOMES:
+        fn(ctx, method, login, api_session_id, error, username)
+
+
 # hooks that fill a session's authQueries (MFA, ext-jwt secondary); each gets the session row and
 # the secondary rules of its identity's auth policy, and returns a list
 AuthQueryProvider = Callable[[Ctx, dict, dict], list]

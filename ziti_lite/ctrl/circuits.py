@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from ..edge import checks, strategy
 from ..edge.wire import H as WH
 from ..edge.wire import Message
+from ..events import fabric
 from . import messages, pb
 from .messages import C, H
 
@@ -60,6 +61,8 @@ class Circuit:
     client_id: str             # the dialing identity
     tags: dict[str, str]
     created: float             # time.time()
+    instance_id: str = ""      # the terminator's
+    host_id: str = ""          # the hosting identity
 
     @property
     def router_id(self) -> str:
@@ -179,12 +182,17 @@ class Circuits:
         terms = self._candidates(rid, sess, instance)
         if not terms:
             suffix = f" for instanceId {instance}" if instance else ""
+            fabric.circuit_failed(srv.ctl.events, uuid.uuid4().hex, session_id=sess.id, service_id=sess.service_id,
+                                  router_id=rid, client_identity_id=sess.identity_id, cause="NO_TERMINATORS",
+                                  creation_seconds=0.0)
             raise Failed(f"service {sess.service_id} has no terminators{suffix}")
         cid = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + ROUTE_TIMEOUT
+        started = loop.time()
+        deadline = started + ROUTE_TIMEOUT
         failures = srv.terminators.failures
         reason = f"service {sess.service_id} has no terminators that accepted the dial"
+        cause = "ROUTER_ERR_GENERIC"   # upstream's circuit failure causes (events)
         for attempt, (term, path, links) in enumerate(terms[:ATTEMPTS]):
             left = deadline - loop.time()
             if left <= 0.05 or ch.closed:
@@ -196,7 +204,7 @@ class Circuits:
                 results = await self._route(routes, left)
             except ConnectionError:
                 self._unroute_path(path, cid, now=True)
-                reason = "a router of the path disconnected while routing the circuit"
+                reason, cause = "a router of the path disconnected while routing the circuit", "PATH_MISSING_LINK"
                 continue
             failed = next(((rid, r) for rid, r in results.items() if r is None
                            or messages.H.ROUTE_SUCCESS not in r.headers), None)
@@ -210,16 +218,18 @@ class Circuits:
                     raise Failed("encryption required on service, terminator did not send public header",
                                  checks.ERROR_CODES[checks.ENCRYPTION_MISSING])
                 circuit = Circuit(cid, path, links, sess.id, sess.service_id, term["id"], ingress, egress,
-                                  sess.identity_id, tags, time.time())
+                                  sess.identity_id, tags, time.time(), term["instance_id"], term["host_id"])
                 self.live[cid] = circuit
                 self.created += 1
+                fabric.circuit_created(srv.ctl.events, cid, **self._facts(circuit), cost=term["cost"],
+                                       creation_seconds=loop.time() - started, ingress_id=ingress, egress_id=egress)
                 req["_host"] = term["host_id"]
                 return circuit, peer_out
             where, result = failed
             self._unroute_path(path, cid, now=True)
             if result is None:
                 failures[term["id"]] = failures.get(term["id"], 0) + 50
-                reason = f"timeout creating routes for [s/{cid}] on [r/{where}]"
+                reason, cause = f"timeout creating routes for [s/{cid}] on [r/{where}]", "ROUTER_ERR_DIAL_TIMED_OUT"
                 continue
             code = result.headers.get(H.ROUTE_ERROR_CODE, b"\x00")[:1]
             text = result.text(H.ROUTE_ERROR) or "route failed"
@@ -229,6 +239,8 @@ class Circuits:
                 srv.terminators.remove(path[-1], [term["id"]])
             else:
                 failures[term["id"]] = failures.get(term["id"], 0) + 20
+        fabric.circuit_failed(srv.ctl.events, cid, session_id=sess.id, service_id=sess.service_id, router_id=rid,
+                              client_identity_id=sess.identity_id, cause=cause, creation_seconds=loop.time() - started)
         raise Failed(f"exceeded maximum [{ATTEMPTS}] retries creating circuit [c/{cid}]: {reason}")
 
     async def _route(self, routes: dict[str, dict], timeout: float) -> dict[str, Message | None]:
@@ -290,6 +302,14 @@ class Circuits:
         circuit = self.live.pop(cid, None)
         if circuit is not None:
             self._unroute_path(circuit.path, cid, now=now)
+            fabric.circuit_deleted(self.server.ctl.events, cid, **self._facts(circuit),
+                                   duration_seconds=time.time() - circuit.created)
+
+    @staticmethod
+    def _facts(c: Circuit) -> dict:
+        return {"session_id": c.session_id, "service_id": c.service_id, "terminator_id": c.terminator_id,
+                "instance_id": c.instance_id, "router_id": c.router_id, "client_identity_id": c.client_id,
+                "host_identity_id": c.host_id}
 
     def _fault(self, ch: RouterChannel, m: Message) -> None:
         fault = pb.decode(messages.FAULT, m.body)

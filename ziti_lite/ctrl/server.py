@@ -33,6 +33,7 @@ from ..config import url_host
 from ..edge import router as edge_router
 from ..edge import wire
 from ..edge.wire import Content, Message
+from ..events import fabric
 from ..pki import ca as pki
 from . import circuits, links, messages, pb, sync, terminators, tunnel
 from .channel import RouterChannel
@@ -139,6 +140,7 @@ class CtrlServer:
         del self.routers[rid]
         self.ctl.router_states.pop(rid, None)
         self.ctl.store.online_routers.discard(rid)
+        fabric.router_online(self.ctl.events, rid, False)
         self.circuits.router_lost(rid)
         self.links.router_lost(rid, removed=ch.close_reason == "router deleted")
         self.tunnel.router_lost(rid)
@@ -244,6 +246,7 @@ class CtrlServer:
         self.ctl.store.online_routers.add(rid)
         self.sync.router_ready(ch)
         self.links.router_ready(ch)
+        fabric.router_online(self.ctl.events, rid, True)
         log.info("router %s online: %s", ch.label, ", ".join(protocols.values()) or "no edge listeners")
 
     # ------------------------------------------------------------------ figures

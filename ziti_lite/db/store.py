@@ -27,7 +27,7 @@ import apsw.bestpractice
 from .. import clock
 from . import search
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 KEEP_SNAPSHOTS = 3      # snapshots taken before migrations, kept beside the file
 log = logging.getLogger("ziti_lite")
 
@@ -52,8 +52,13 @@ def _v1_to_v2_search_indexes(conn) -> None:
         search.rebuild(conn, table)
 
 
+def _v2_to_v3_audit(conn) -> None:
+    """Version 3 adds the audit trail (``events/audit.py``): schema.sql's audit section."""
+    conn.execute(schema_section("audit"))
+
+
 # version n -> the step that brings a version-n database to version n + 1 (in one transaction)
-MIGRATIONS = {1: _v1_to_v2_search_indexes}
+MIGRATIONS = {1: _v1_to_v2_search_indexes, 2: _v2_to_v3_audit}
 
 
 def schema_sql() -> str:
@@ -152,6 +157,9 @@ class Store:
         self._lock = threading.RLock()
         self._columns: dict[str, tuple] = {}
         self.before_write = None   # called before each outermost BEGIN (the WAL checkpointer)
+        # functions to run once the current outermost transaction commits (``after_commit``);
+        # a savepoint's share is dropped when it rolls back, the whole list on a ROLLBACK
+        self._after_commit: list = []
         # ids of routers online in this process (the embedded edge router), for filters
         self.online_routers: set[str] = set()
         self.conn.create_scalar_function("zl_router_online", self._router_online, 1)  # type: ignore[arg-type]
@@ -270,10 +278,12 @@ class Store:
                 name = f"sp{self._depth}"
                 self.conn.execute(f"SAVEPOINT {name}")
                 self._depth += 1
+                mark = len(self._after_commit)
                 try:
                     yield self
                 except BaseException:
                     self.conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
+                    del self._after_commit[mark:]
                     raise
                 else:
                     self.conn.execute(f"RELEASE {name}")
@@ -284,15 +294,35 @@ class Store:
                 self.before_write()
             self.conn.execute("BEGIN IMMEDIATE")
             self._depth = 1
+            self._after_commit.clear()   # left over from a COMMIT that failed
             try:
                 yield self
             except BaseException:
                 self.conn.execute("ROLLBACK")
+                self._after_commit.clear()
                 raise
             else:
                 self.conn.execute("COMMIT")
             finally:
                 self._depth = 0
+            if self._after_commit:
+                done, self._after_commit = self._after_commit, []
+                for fn in done:
+                    fn()
+
+    @property
+    def writing(self) -> bool:
+        """Inside a ``write()`` (statements run in its transaction)."""
+        return self._depth > 0
+
+    def after_commit(self, fn) -> None:
+        """Run ``fn()`` once the write under way commits, never if it rolls back (what it
+        announces did not happen); at once outside a write. Events use it: a change is published
+        only when it is in the file."""
+        if self._depth:
+            self._after_commit.append(fn)
+        else:
+            fn()
 
     def snapshot(self, out: str) -> None:
         """A consistent copy of the live database (SQLite online backup API), finished whatever

@@ -3,6 +3,7 @@ router's decisions, and its entity in the network. ``start``/``stop`` run in the
 
 from __future__ import annotations
 
+from ..events import fabric
 from .entity import ensure_router
 from .router import EdgeRouter
 
@@ -22,6 +23,7 @@ async def start(ctl) -> EdgeRouter | None:
     ctl.edge_router = router
     ctl.router_states[rid] = router.state()
     ctl.store.online_routers.add(rid)
+    fabric.router_online(ctl.events, rid, True)
     return router
 
 
@@ -32,4 +34,5 @@ async def stop(ctl) -> None:
     await router.stop()
     ctl.router_states.pop(router.router_id, None)
     ctl.store.online_routers.discard(router.router_id)
+    fabric.router_online(ctl.events, router.router_id, False)
     ctl.edge_router = None

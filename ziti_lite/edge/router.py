@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from .. import __version__, clock
 from ..config import url_host
+from ..events import fabric
 from . import checks, strategy, wire
 from .channel import STALL_SECONDS, Channel, Conn
 from .wire import Content, H, Message
@@ -85,6 +86,8 @@ class EdgeRouter:
         self._task: asyncio.Task | None = None
         self._gen: tuple | None = None
         self.circuits = 0                        # circuits created since start
+        # circuit id -> what its fabric.circuits deleted event names (events/fabric.py)
+        self.circuit_facts: dict[str, dict] = {}
         self.closed_bytes = [0, 0]               # bytes in, out of the channels closed since start
         self.dial_timeout = DIAL_TIMEOUT
         self.dial_budget = DIAL_BUDGET
@@ -160,6 +163,7 @@ class EdgeRouter:
                 self.identities[ch.session.identity_id] = n
             else:
                 self.identities.pop(ch.session.identity_id, None)
+                fabric.sdk_online(self.ctl.events, ch.session.identity_id, False)
         for key, pending in list(self.pending.items()):
             if key[0] == id(ch):
                 pending.cancelled = True
@@ -207,6 +211,8 @@ class EdgeRouter:
         if ch.hello_timer is not None:
             ch.hello_timer.cancel()
         self.identities[api.identity_id] = self.identities.get(api.identity_id, 0) + 1
+        if self.identities[api.identity_id] == 1:
+            fabric.sdk_online(self.ctl.events, api.identity_id, True)
         self.ctl.activity[api.token] = clock.stamp()
 
     # ------------------------------------------------------------------ bind / terminators
@@ -336,6 +342,9 @@ class EdgeRouter:
             return
         candidates = self.pick(sess.service_id, m.headers.get(H.TERMINATOR_IDENTITY))
         if not candidates:
+            fabric.circuit_failed(self.ctl.events, uuid.uuid4().hex, session_id=sess.id, service_id=sess.service_id,
+                                  router_id=self.router_id, client_identity_id=sess.identity_id,
+                                  cause="NO_TERMINATORS", creation_seconds=0.0)
             self._refuse(ch, m, cid, f"service {sess.service_id} has no terminators")
             return
         pending = PendingDial()
@@ -361,6 +370,8 @@ class EdgeRouter:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.dial_budget
         circuit_id = uuid.uuid4().hex
+        started = loop.time()
+        cause = "NO_TERMINATORS"
         reason = f"service {sess.service_id} has no terminators that accepted the dial"
         caller = m.headers.get(H.CALLER_ID) or sess.identity_name.encode()
         pk = m.headers.get(H.PUBLIC_KEY)
@@ -399,6 +410,7 @@ class EdgeRouter:
                                                min(self.dial_timeout, left))
                 except TimeoutError:
                     term.failures += 50
+                    cause = "ROUTER_ERR_DIAL_TIMED_OUT"
                     reason = "timeout waiting for the hosting application to accept the dial"
                     self._forget_accept(hosted)
                     continue
@@ -407,6 +419,7 @@ class EdgeRouter:
                     continue
                 if reply.content != Content.DIAL_SUCCESS:
                     term.failures += 20
+                    cause = "ROUTER_ERR_GENERIC"
                     reason = reply.body.decode("utf-8", "replace") or "dial failed"
                     self._forget_accept(hosted)
                     continue
@@ -433,6 +446,13 @@ class EdgeRouter:
                 ch.conns[cid] = dialer
                 host.conns[hosted.id] = hosted
                 self.circuits += 1
+                facts = {"session_id": sess.id, "service_id": sess.service_id, "terminator_id": term.id,
+                         "instance_id": term.instance_id, "router_id": self.router_id,
+                         "client_identity_id": sess.identity_id, "host_identity_id": term.session.identity_id}
+                self.circuit_facts[circuit_id] = {**facts, "started": started}
+                fabric.circuit_created(self.ctl.events, circuit_id, **facts, cost=term.cost,
+                                       creation_seconds=loop.time() - started, ingress_id=f"{cid}",
+                                       egress_id=f"{hosted.id}")
                 # the host's accepted connection first, then the dialer: both are connected
                 # before either one's first data (its crypto header) can reach the other. An SDK
                 # with router-assigned ids is connected by its DialSuccess already.
@@ -447,6 +467,9 @@ class EdgeRouter:
                     self._data(host, early)
                 return
             if not ch.closed and not pending.cancelled:
+                fabric.circuit_failed(self.ctl.events, circuit_id, session_id=sess.id, service_id=sess.service_id,
+                                      router_id=self.router_id, client_identity_id=sess.identity_id, cause=cause,
+                                      creation_seconds=loop.time() - started)
                 self._refuse(ch, m, cid, reason)
         finally:
             if self.pending.get(key) is pending:
@@ -517,6 +540,11 @@ class EdgeRouter:
     def _close_conn(self, conn: Conn, reason: str, notify_self: bool = True) -> None:
         """Close one circuit: both ends are forgotten; the peer (and, if asked, this end's SDK)
         gets StateClosed after whatever data was already queued for it."""
+        facts = self.circuit_facts.pop(conn.circuit_id, None)
+        if facts is not None:
+            started = facts.pop("started")
+            fabric.circuit_deleted(self.ctl.events, conn.circuit_id, **facts,
+                                   duration_seconds=asyncio.get_running_loop().time() - started)
         for end, notify in ((conn, notify_self), (conn.peer, True)):
             if end is None or end.closed:
                 continue

@@ -1,0 +1,93 @@
+"""``entityChange`` events and the audit trail's before/after, from every write of the generic
+handlers (and of the hand-written code that reports its writes through ``crud.changed``).
+
+One listener for all resources (``crud.listen_all``), inside the write's transaction: it renders
+the entity's API detail before and after (secrets redacted), writes the request's audit row in
+that same transaction when the entity is the one the route serves (``audit.write_change``; a
+write that rolls back leaves no row) and emits ``created``/``updated``/``deleted`` with a
+``committed`` after it, published when the transaction commits. Nothing is rendered when no one
+reads it (no subscriber of entityChange, no audit trail).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..api import crud
+from ..api.context import Ctx
+from ..api.resource import Resource
+from ..errors import NotFound
+from ..ids import new_id
+from . import audit, shapes
+
+_enc = msgspec.json.Encoder()
+_dec = msgspec.json.Decoder()
+
+
+def entity_type(collection: str) -> str:
+    """Upstream's entity type of a URL collection: ``edge-router-policies`` -> ``edgeRouterPolicies``."""
+    head, *rest = collection.split("-")
+    return head + "".join(p.title() for p in rest)
+
+
+def detail(ctx: Ctx, res: Resource, row: dict | None) -> dict | None:
+    """The row's API detail without links, secrets redacted: the declared fields, references and
+    constants, not what the resource's render hook computes for the caller (a service's
+    permissions, an identity's enrollment tokens). JSON-valued fields stay ``msgspec.Raw``
+    unless the detail has a secret key to redact (then it is plain JSON values)."""
+    if row is None:
+        return None
+    out = crud.render_declared(ctx, res, row)
+    out.pop("_links", None)
+    encoded = _enc.encode(out)
+    return shapes.redact(_dec.decode(encoded)) if shapes.may_hold_secrets(encoded) else out
+
+
+def author(ctx: Ctx, name: str | None) -> dict[str, Any]:
+    """Upstream's change-context metadata for a REST change (``name``: the caller's identity's),
+    and the API session behind it."""
+    meta: dict[str, Any] = {"src.type": "rest", "src.auth": "edge", "src.method": ctx.request.method,
+                            "src.remote": ctx.client_ip}
+    server = ctx.request.scope.get("server")
+    if server:
+        meta["src.local"] = f"{server[0]}:{server[1]}"
+    session = ctx.session
+    if session is not None:
+        meta["authorType"] = "identity"
+        meta["authorId"] = session.identity_id
+        meta["authorName"] = name or ""
+        meta["apiSessionId"] = session.id
+    else:
+        meta["authorType"] = "unattributed"
+    return meta
+
+
+@crud.listen_all
+def entity_changed(ctx: Ctx, res: Resource, id: str, before: dict | None, values: dict | None) -> None:
+    bus = ctx.ctl.events
+    emit = bus.wants("entityChange")
+    route = ctx.route
+    audited = (ctx.ctl.settings.audit_days > 0 and not ctx.audited and ctx.api == "management"
+               and route.resource is not None and route.resource.name == res.name)
+    if not (emit or audited):
+        return
+    initial = detail(ctx, res, before)
+    final = None
+    if values is not None:
+        try:
+            final = detail(ctx, res, crud.get_row(ctx.store, res, id))
+        except NotFound:   # written outside the resource's scope: nothing to show
+            final = None
+    caller = audit.caller_name(ctx)
+    if audited:
+        audit.write_change(ctx, res.name, id, initial, final, caller)
+        ctx.audited = True
+    if emit:
+        kind = "created" if before is None else "deleted" if values is None else "updated"
+        event_id = new_id()
+        etype = entity_type(res.name)
+        bus.emit(shapes.entity_change(bus.source_id, kind, event_id, etype, initial, final, author(ctx, caller)),
+                 ctx.store)
+        bus.emit(shapes.entity_committed(bus.source_id, event_id, etype), ctx.store)

@@ -1,0 +1,167 @@
+"""``/fabric/v1/ws-api``: the event stream as the real ``ziti fabric stream events`` reads it.
+
+Upstream's management channel over a WebSocket: each binary WebSocket message is one channel V2
+message (20-byte prefix, headers, body; no hello on this underlay). The CLI sends a
+StreamEventsRequest (content type 10040) whose JSON body lists ``subscriptions`` by ``type``;
+the answer is a channel Result (success, reply-for the request's sequence), then every event of
+those types arrives as a StreamEventsEvent (10041) whose body is the event's JSON, the same bytes
+as the events file. Admins only (``zt-session`` on the upgrade request); the stream ends when
+that API session ends. Subscription types ziti-lite never produces (``fabric.links``,
+``metrics``, ``services``, ``fabric.usage``) are accepted and stay silent; options such as an
+entity-counts interval are ignored (``--events-counts-interval`` rules).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import struct
+from typing import Any
+
+from starlette.datastructures import Headers
+
+from ..api.ops import websocket
+from ..auth import sessions
+from .bus import NAMESPACES
+from .stream import Stream
+
+log = logging.getLogger("ziti_lite.events")
+
+MAGIC = b"\x03\x06\x09\x0c"
+PREFIX = struct.Struct("<4siiII")
+HEADER = struct.Struct("<iI")
+RESULT = 2                      # channel Result
+REPLY_FOR, RESULT_SUCCESS = 1, 2
+STREAM_EVENTS_REQUEST = 10040   # mgmt_pb ContentType StreamEventsRequestType
+STREAM_EVENTS_EVENT = 10041     # mgmt_pb ContentType StreamEventsEventType
+MAX_MESSAGE = 1 << 20
+
+
+def encode(content: int, seq: int, headers: dict[int, bytes], body: bytes = b"") -> bytes:
+    block = b"".join(HEADER.pack(k, len(v)) + v for k, v in headers.items())
+    return PREFIX.pack(MAGIC, content, seq, len(block), len(body)) + block + body
+
+
+def decode(data: bytes) -> tuple[int, int, dict[int, bytes], bytes]:
+    """(content type, sequence, headers, body) of one whole message; ValueError if malformed."""
+    if len(data) < PREFIX.size or len(data) > MAX_MESSAGE:
+        raise ValueError("bad message size")
+    magic, content, seq, hlen, blen = PREFIX.unpack_from(data)
+    if magic != MAGIC or PREFIX.size + hlen + blen != len(data):
+        raise ValueError("bad channel message")
+    headers, pos, end = {}, PREFIX.size, PREFIX.size + hlen
+    while pos < end:
+        if end - pos < HEADER.size:
+            raise ValueError("truncated header")
+        key, length = HEADER.unpack_from(data, pos)
+        pos += HEADER.size
+        if length > end - pos:
+            raise ValueError("header runs past the block")
+        headers[key] = data[pos:pos + length]
+        pos += length
+    return content, seq, headers, data[end:]
+
+
+def result(reply_for: int, success: bool, message: str, seq: int) -> bytes:
+    return encode(RESULT, seq, {REPLY_FOR: struct.pack("<I", reply_for & 0xFFFFFFFF),
+                                RESULT_SUCCESS: b"\x01" if success else b"\x00"}, message.encode())
+
+
+def subscribed(body: bytes) -> frozenset[str]:
+    """The namespaces of a StreamEventsRequest that ziti-lite produces; ValueError if malformed."""
+    request = json.loads(body)
+    if not isinstance(request, dict) or request.get("format", "json") != "json":
+        raise ValueError("only the json format is supported")
+    subs = request.get("subscriptions") or []
+    if not isinstance(subs, list) or not all(isinstance(s, dict) and isinstance(s.get("type"), str) for s in subs):
+        raise ValueError("subscriptions must be a list of objects with a type")
+    return frozenset(s["type"] for s in subs if s["type"] in NAMESPACES)
+
+
+@websocket("/fabric/v1/ws-api")
+async def ws_api(ctl: Any, scope: Any, receive: Any, send: Any) -> None:
+    first = await receive()
+    if first["type"] != "websocket.connect":
+        return
+    headers = Headers(scope=scope)
+    session = sessions.lookup(ctl, headers.get("zt-session"), headers)
+    if session is None or session.partial or not session.is_admin:
+        await send({"type": "websocket.close", "code": 1008})   # the upgrade is refused (403)
+        return
+    await send({"type": "websocket.accept"})
+    bus = ctl.events
+    stream: Stream | None = None
+    seq = 0
+    outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    async def reader() -> None:
+        nonlocal stream, seq
+        while True:
+            msg = await receive()
+            if msg["type"] == "websocket.disconnect":
+                break
+            data = msg.get("bytes")
+            if data is None:
+                continue   # text frames carry nothing on this channel
+            try:
+                content, rseq, _, body = decode(data)
+            except ValueError:
+                break
+            if content != STREAM_EVENTS_REQUEST:
+                continue   # latency probes, heartbeats: nothing to answer
+            seq += 1
+            try:
+                types = subscribed(body)
+            except ValueError as e:
+                await outgoing.put(result(rseq, False, str(e), seq))
+                continue
+            if stream is None:
+                stream = Stream(types, session.id)
+                bus.subscribe(stream)
+            else:
+                stream.wanted = stream.wanted | types if stream.wanted is not None else None
+                stream.types = None if stream.wanted is None else stream.wanted | {"edge.apiSessions"}
+            await outgoing.put(result(rseq, True, "success", seq))
+        await outgoing.put(None)
+
+    async def pump() -> None:
+        nonlocal seq
+        while True:
+            if stream is None:
+                item = await outgoing.get()
+                if item is None:
+                    return
+                await send({"type": "websocket.send", "bytes": item})
+                continue
+            get_out = asyncio.ensure_future(outgoing.get())
+            get_event = asyncio.ensure_future(stream.queue.get())
+            done, _ = await asyncio.wait({get_out, get_event}, return_when=asyncio.FIRST_COMPLETED)
+            for fut in (get_out, get_event):
+                if fut not in done:
+                    fut.cancel()
+            if get_out in done:
+                item = get_out.result()
+                if item is None:
+                    return
+                await send({"type": "websocket.send", "bytes": item})
+            if get_event in done:
+                line = get_event.result()
+                if not line:   # the API session ended
+                    await send({"type": "websocket.close", "code": 1000})
+                    return
+                seq += 1
+                await send({"type": "websocket.send", "bytes": encode(STREAM_EVENTS_EVENT, seq, {}, line)})
+
+    task = asyncio.create_task(reader())
+    try:
+        await pump()
+    except Exception:  # the peer went away mid-send
+        log.debug("ws-api stream ended", exc_info=True)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        if stream is not None:
+            bus.unsubscribe(stream)
