@@ -126,3 +126,33 @@ def test_a_router_lost_mid_route_fails_the_circuit_cleanly(live, net):
     # a malformed link report closes only the reporting channel
     a.send(1035, {}, b"\x0a\xff\xff\xff\x0f")
     assert a.wait_closed(3)
+
+
+def test_a_link_fault_reroutes_a_circuit_when_another_path_exists(live, net):
+    """A-C directly (cost 1 + 10) beats A-B-C (22); when A-C faults the circuit is rerouted over B
+    (upstream's reroute attempt number, no egress part: the routers keep the circuit's ends)."""
+    admin, svc, host, client = net
+    rs = [enroll_router(live, admin, f"lk-tri-{n}") for n in "abc"]
+    a, b, c = (r.online(link_listener=f"tls:127.0.0.1:{7010 + i}") for i, r in enumerate(rs))
+    report_link(a, "tri-ab", rs[1].id)
+    report_link(a, "tri-ac", rs[2].id)
+    report_link(b, "tri-bc", rs[2].id)
+    table = live.ctl.ctrl_server.links.table
+    assert wait_for(lambda: {"tri-ab", "tri-ac", "tri-bc"} <= set(table))
+    bind = host.session(svc, "Bind")
+    assert create_v2(c, "lk-tri-term", bind["token"], [host.fingerprint])["result"] == 0
+    seq = dial(a, client.session(svc, "Dial")["token"], [client.fingerprint], pk=None)
+    routes = {name: r.expect(1005) for name, r in (("a", a), ("c", c))}
+    route_result(a, routes["a"], ok=True)
+    route_result(c, routes["c"], ok=True)
+    assert a.expect_reply(seq).content == 20219
+    cid = route_of(routes["a"])["circuit"]
+    circuit = live.ctl.ctrl_server.circuits.live[cid]
+    assert circuit.path == [rs[0].id, rs[2].id] and circuit.links == ["tri-ac"]
+    c.send(1004, {}, f_int(1, 2) + f_str(2, "tri-ac"))
+    for r in (a, b, c):
+        rr = read_pb(r.expect(1005).body)
+        assert rr[1][0].decode() == cid and rr[2][0] == 99969996 and 3 not in rr
+    assert circuit.path == [rs[0].id, rs[1].id, rs[2].id] and circuit.links == ["tri-ab", "tri-bc"]
+    for r in (a, b, c):
+        r.close()

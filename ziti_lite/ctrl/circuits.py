@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("ziti_lite.ctrl")
 
 ROUTE_TIMEOUT = 10.0          # all attempts of one circuit (upstream's route timeout)
+REROUTE = 99969996            # upstream's attempt number of a reroute: routers keep the circuit's ends
 ATTEMPTS = 3
 PUBLIC_KEY = WH.PUBLIC_KEY    # peer data key of the end-to-end encryption public key (1003)
 INTERNAL = 1                  # edge error code for errors that are not the caller's
@@ -73,11 +74,12 @@ def route_messages(cid: str, attempt: int, timeout_ns: int, path: list[str], lin
                    egress: str, term: dict, peer_data: dict[int, bytes], tags: dict[str, str]) -> dict[str, dict]:
     """The Route of every router of a path (upstream's forwarding entries): one router joins
     ingress and egress; over links the ingress forwards to the first link, each transit router
-    from one link to the next, and the egress from the last link to the terminator."""
+    from one link to the next, and the egress from the last link to the terminator. A reroute
+    (``attempt`` REROUTE) keeps the egress the circuit has: no egress part."""
     def route(forwards: list[tuple[str, str, int]], egress_part: bool) -> dict:
         out: dict = {"circuitId": cid, "attempt": attempt, "timeout": timeout_ns, "context": {}, "tags": tags,
                      "forwards": [{"srcAddress": a, "dstAddress": b, "dstType": t} for a, b, t in forwards]}
-        if egress_part:
+        if egress_part and attempt != REROUTE:
             out["egress"] = {"binding": term["binding"], "address": egress, "destination": term["address"],
                              "peerData": peer_data}
         return out
@@ -331,10 +333,23 @@ class Circuits:
                 self._unroute(ch, cid, now=True)
 
     def link_lost(self, link) -> None:
-        """Circuits over a link that went: ended on every router of their path (their SDKs
-        see the connection close and dial again, over another path if there is one)."""
-        for cid in [c.id for c in self.live.values() if link.id in c.links]:
-            self.end(cid, now=True)
+        """Circuits over a link that went are rerouted, as upstream does, when another path joins
+        their ingress and egress routers (each router of the new path gets its Route, the ends
+        kept); the others end on every router left of their path."""
+        for c in [c for c in self.live.values() if link.id in c.links]:
+            found = self.server.links.path(c.path[0], c.path[-1])
+            if found is None:
+                self.end(c.id, now=True)
+                continue
+            _, path, links = found
+            c.path, c.links = path, links
+            term = {"binding": "", "address": ""}
+            for rid, route in route_messages(c.id, REROUTE, int(ROUTE_TIMEOUT * 1e9), path, links, c.ingress_id,
+                                             c.egress_id, term, {}, c.tags).items():
+                ch = self.server.routers.get(rid)
+                if ch is not None:
+                    ch.send(C.ROUTE, {}, pb.encode(messages.ROUTE, route))
+            log.info("circuit %s rerouted: %s", c.id, " -> ".join(path))
 
     def _confirmation(self, ch: RouterChannel, m: Message) -> None:
         for cid in pb.decode(messages.CIRCUIT_CONFIRMATION, m.body)["circuitIds"]:
