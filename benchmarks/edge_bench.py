@@ -94,7 +94,9 @@ async def _ziti_host(cfg: dict, q, stop) -> None:
     """Bind the service; accept every Dial at once; sink the data of every accepted connection
     and answer ``b"k"`` once it got ``expect`` bytes."""
     from tests.edge.client import STATE_CONNECTED, EdgeClient
-    c = await EdgeClient.open("127.0.0.1", cfg["edge_port"], _identity(cfg["host_id"]), limit=4 * MiB)
+    # (router_bench.py: the host may bind on another router than the one the dialer enters)
+    c = await EdgeClient.open("127.0.0.1", cfg.get("host_port") or cfg["edge_port"], _identity(cfg["host_id"]),
+                              limit=4 * MiB)
     r = await c.hello(cfg["host_token"])
     assert r.headers.get(2) == b"\x01", "hello refused"
     r = await c.bind(0, cfg["bind_token"])

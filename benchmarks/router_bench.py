@@ -1,11 +1,13 @@
 """``make bench`` (real routers): dial setup and one connection's throughput through a real
-OpenZiti router (``ziti router`` v1.3.3 under ziti-lite's control channel) beside the same
-figures through ziti-lite's embedded router, in one run.
+OpenZiti router (``ziti router`` v1.3.3 under ziti-lite's control channel), and through two real
+routers joined by a link, beside the same figures through ziti-lite's embedded router, in one run.
 
 One ``ziti-lite serve`` with its embedded router and its control channel; one real router
 created, enrolled and run as an operator would (``tests/interop/real_router.py``). The same host
 and dialer processes as ``edge_bench.py`` (the pure-Python edge client, an unencrypted service)
-connect to **E** = the embedded router or **R** = the real router, alternating E R per round:
+connect to **E** = the embedded router, **R** = one real router (host and dialer on it), or
+**L** = two real routers joined by a link (the dialer enters one, the host binds on the other,
+every byte crosses the link), alternating E R L per round:
 
 1. dial setup latency (``--dials`` dials one at a time on an open channel: Connect ->
    StateConnected; through the real router that includes its CreateCircuit round trip to the
@@ -62,6 +64,13 @@ class _Admin:
         return self.http.get(path)
 
 
+def _linked(url: str) -> bool:
+    """Whether ziti-lite counts a link (its /metrics)."""
+    import httpx
+    text = httpx.get(url + "/metrics", verify=False, timeout=10).text
+    return any(line.startswith("ziti_lite_ctrl_links ") and not line.endswith(" 0") for line in text.splitlines())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="a real OpenZiti router under ziti-lite vs the embedded router")
     ap.add_argument("--rounds", type=int, default=3, help="E R rounds per measurement")
@@ -78,7 +87,7 @@ def main() -> None:
     signal.alarm(HARD_LIMIT_S)
     tmp = Path(tempfile.mkdtemp(prefix="ziti-lite-router-bench-"))
     procs = []
-    router = None
+    routers: list = []
     try:
         db = tmp / "router.db"
         port, edge_port, ctrl_port = free_port(), free_port(), free_port()
@@ -90,28 +99,53 @@ def main() -> None:
         wait_ready(url, server)
         admin = _Admin(url)
         router = RealRouter(str(ziti), tmp, "bench-router", ctrl_port, admin)
+        routers.append(router)
+        far = RealRouter(str(ziti), tmp, "bench-far", ctrl_port, admin, private=False)   # listens for links
+        routers.append(far)
         router.enroll()
+        far.enroll()
         t0 = time.monotonic()
         router.start()
         wait_online(admin, router.id, timeout=15)
         online_s = time.monotonic() - t0
+        far.start()
+        wait_online(admin, far.id, timeout=15)
+        for _ in range(300):   # the link: the first router dials the far one's listener
+            if _linked(url):
+                break
+            time.sleep(0.1)
+        else:
+            raise SystemExit("router bench: the two routers did not link")
         base = edge_bench.setup(url, tmp)
         time.sleep(0.5)   # the dialer's and host's API sessions reach the real router (sync tick 0.2 s)
         assert router.proc is not None
+        assert far.proc is not None
         runners = {"E": edge_bench.Runner({**base, "edge_port": edge_port}, server.pid, 0),
-                   "R": edge_bench.Runner({**base, "edge_port": router.edge_port}, router.proc.pid, 0)}
+                   "R": edge_bench.Runner({**base, "edge_port": router.edge_port}, router.proc.pid, 0),
+                   "L": edge_bench.Runner({**base, "edge_port": router.edge_port, "host_port": far.edge_port},
+                                          router.proc.pid, 0)}
         print(f"E = ziti-lite's embedded router (pid {server.pid}), R = ziti router v1.3.3 (pid {router.proc.pid},"
               f" online {online_s:.2f} s after `ziti router run`); {os.cpu_count()} CPUs; {a.rounds} rounds"
               f" alternating E R; load average {os.getloadavg()[0]:.1f}\n", flush=True)
 
+        def run(side: str, test: str, cfg: dict) -> dict:
+            # the previous host's terminator goes with its channel: wait, so that no dial tries it
+            for _ in range(100):
+                terms = admin.get(f'/terminators?filter=service="{base["service"]}"')
+                if terms.status_code != 200 or not terms.json()["data"]:
+                    break
+                time.sleep(0.05)
+            return runners[side].run("A", test, cfg)
+
         def rounds(test: str, cfg: dict, show) -> dict[str, list[dict]]:
-            out: dict[str, list[dict]] = {"E": [], "R": []}
-            for side in ("E", "R"):   # warm-up, not counted
-                runners[side].run("A", test, cfg)
+            out: dict[str, list[dict]] = {"E": [], "R": [], "L": []}
+            for side in out:   # warm-up, not counted
+                run(side, test, cfg)
             for i in range(a.rounds):
-                for side in ("E", "R"):
-                    out[side].append(runners[side].run("A", test, cfg))
-                print(f"  {test:<6} round {i + 1}: E {show(out['E'][-1])}   R {show(out['R'][-1])}", flush=True)
+                for side in out:
+                    out[side].append(run(side, test, cfg))
+                print(f"  {test:<6} round {i + 1}: " + "   ".join(f"{k} {show(v[-1])}" for k, v in out.items()),
+                      flush=True)
             return out
 
         def lat(r: dict) -> str:
@@ -121,15 +155,16 @@ def main() -> None:
         bulk = rounds("bulk", {"test": "bulk", "expect": a.bulk * MiB, "chunk": a.chunk * 1024, "pool": 1,
                                "conns": 1}, lambda r: f"{r['mbps']:7.1f} MB/s")
         print("\n| through | dial setup p50 | dial setup p99 | one connection |\n|---|---|---|---|")
-        for side, name in (("E", "embedded router"), ("R", "real router v1.3.3")):
+        for side, name in (("E", "embedded router"), ("R", "real router v1.3.3"),
+                           ("L", "two real routers, one link")):
             pairs = [median_p99(r["lat_ms"]) for r in dials[side]]
             mbps = statistics.median(r["mbps"] for r in bulk[side])
             print(f"| {name} | {statistics.median(p[0] for p in pairs):.2f} ms |"
                   f" {statistics.median(p[1] for p in pairs):.2f} ms | {mbps:.1f} MB/s |")
         print(f"\nload average {os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} CPUs)")
     finally:
-        if router is not None:
-            router.stop()
+        for r in routers:
+            r.stop()
         for p in procs:
             stop_server(p)
         if os.environ.get("BENCH_KEEP") is None:
