@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.ctrl.conftest import enroll_router
-from tests.ctrl.fake_router import f_str, read_pb
+from tests.ctrl.fake_router import f_int, f_str, read_pb
 from tests.ctrl.test_terminators import Identity
 
 pytestmark = pytest.mark.slow   # a live server with its control channel over TLS
@@ -91,3 +91,31 @@ def test_policy_advice_and_session_routers_see_a_real_router(live):
     listed = {e["name"]: e for e in session["edgeRouters"]}
     assert listed["advice-router"]["supportedProtocols"] == {"tls": "tls://127.0.0.1:4999"}
     r.close()
+
+
+def test_connect_events_show_which_identities_are_connected(live):
+    admin = live.admin()
+    iid = admin.create("identities", {"name": "conn-who", "type": "Device", "isAdmin": False})
+    r = enroll_router(live, admin, "conn-router").online()
+
+    def connected() -> bool:
+        return admin.get(f"/identities/{iid}").json()["data"]["hasEdgeRouterConnection"]
+    assert connected() is False
+    event = f_str(1, iid) + f_int(2, 1)
+    r.send(20415, {}, f_str(1, event) + f_int(2, 1))          # full state: connected
+    deadline = time.monotonic() + 3
+    while not connected() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    detail = admin.get(f"/identities/{iid}").json()["data"]
+    assert detail["hasEdgeRouterConnection"] is True and detail["edgeRouterConnectionStatus"] == "online"
+    r.send(20415, {}, f_str(1, f_str(1, iid)))                # an update: disconnected
+    while connected() and time.monotonic() < deadline + 3:
+        time.sleep(0.05)
+    assert connected() is False
+    r.send(20415, {}, f_str(1, event) + f_int(2, 1))
+    while not connected() and time.monotonic() < deadline + 6:
+        time.sleep(0.05)
+    r.close()                                                  # the router goes: so does the connection
+    while connected() and time.monotonic() < deadline + 9:
+        time.sleep(0.05)
+    assert connected() is False

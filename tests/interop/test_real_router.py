@@ -119,6 +119,9 @@ def test_route_path_names_the_real_router(lab, router, net, peers):
                 if s["identityId"] == ids["rr-client"]]
     paths = [admin.get(f"/sessions/{s['id']}/route-path").json()["data"]["routePath"] for s in sessions]
     assert [router.id] in paths
+    # the router's connect events: the identities have an edge router connection
+    wait_for(lambda: admin.get(f"/identities/{ids['rr-client']}").json()["data"]["hasEdgeRouterConnection"],
+             timeout=15)
 
 
 def test_logout_closes_live_connections_within_a_second(lab, router, net, peers):

@@ -57,6 +57,7 @@ class RouterChannel(asyncio.Protocol):
         # and session token -> (session id, (identity, service, type)) of the sessions it used
         self.api_sessions: dict[str, tuple[str, str, tuple[str, ...]]] = {}
         self.sessions: dict[str, tuple[str, tuple[str, str, str]]] = {}
+        self.connected: set[str] = set()      # identities with SDKs connected to the router (ConnectEvents)
 
     # ------------------------------------------------------------------ asyncio protocol
     def connection_made(self, transport) -> None:

@@ -278,6 +278,13 @@ CREATE_TUNNEL_TERMINATOR_RESPONSE = Msg("CreateTunnelTerminatorResponse", (
 UPDATE_TUNNEL_TERMINATOR = Msg("UpdateTunnelTerminatorRequest", (
     Field(1, "terminatorId", "string"), Field(2, "cost", "uint32"), Field(3, "precedence", "enum"),
     Field(4, "updatePrecedence", "bool"), Field(5, "updateCost", "bool")))
+CONNECT_DETAILS = Msg("ConnectDetails", (Field(1, "connectTime", "int64"), Field(2, "srcAddr", "string"),
+                                          Field(3, "dstAddr", "string")))
+IDENTITY_CONNECT_EVENTS = Msg("IdentityConnectEvents", (Field(1, "identityId", "string"),
+                                                        Field(2, "isConnected", "bool"),
+                                                        Field(3, "connectTimes", CONNECT_DETAILS, True)))
+CONNECT_EVENTS = Msg("ConnectEvents", (Field(1, "events", IDENTITY_CONNECT_EVENTS, True),
+                                       Field(2, "fullState", "bool")))
 # TunnelHealthEvent: headers only
 TUNNEL_TERMINATOR_ID = 1022
 TUNNEL_CHECK_PASSED = 1023

@@ -249,6 +249,10 @@ class CtrlServer:
         fabric.router_online(self.ctl.events, rid, True)
         log.info("router %s online: %s", ch.label, ", ".join(protocols.values()) or "no edge listeners")
 
+    def has_connection(self, identity_id: str) -> bool:
+        """Whether an SDK of the identity is connected to an online real router."""
+        return any(identity_id in ch.connected for ch in self.routers.values() if ch.ready)
+
     # ------------------------------------------------------------------ figures
     def stats(self) -> dict:
         return {"routers": len([c for c in self.routers.values() if c.ready]), "channels": len(self.channels),

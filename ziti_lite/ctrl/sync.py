@@ -8,7 +8,8 @@ a new or changed API session (login, a new session certificate) within a tick, a
 the router closes that session's SDK channels. Sessions a router has used (its terminators'
 Bind sessions, its circuits' Dial sessions) that are deleted or lose their policies are sent as
 ``SessionRemoved``. The router's ``ApiSessionHeartbeat`` keeps the API sessions of its connected
-SDKs alive, as the embedded router does for its own.
+SDKs alive, as the embedded router does for its own, and its ``ConnectEvents`` say which
+identities have SDKs connected to it.
 
 Changes are found by polling the database's change counters every tick (0.2 s) and diffing, so
 no write path has to remember to notify: whatever removes an API session, routers hear of it.
@@ -57,7 +58,8 @@ class Sync:
         self._gen: tuple | None = None
 
     def handlers(self) -> dict:
-        return {C.API_SESSION_HEARTBEAT: self._heartbeat, C.VALIDATE_SESSIONS: self._validate_sessions}
+        return {C.API_SESSION_HEARTBEAT: self._heartbeat, C.VALIDATE_SESSIONS: self._validate_sessions,
+                C.CONNECT_EVENTS: self._connect_events}
 
     # ------------------------------------------------------------------ API sessions
     def current(self) -> ApiSessions:
@@ -159,6 +161,17 @@ class Sync:
         for token in tokens:
             if token in known:
                 activity[token] = stamp
+
+    def _connect_events(self, ch: RouterChannel, m: Message) -> None:
+        """Which identities have SDKs connected to the router (``hasEdgeRouterConnection``)."""
+        msg = pb.decode(messages.CONNECT_EVENTS, m.body)
+        if msg["fullState"]:
+            ch.connected.clear()
+        for e in msg["events"]:
+            if e["isConnected"]:
+                ch.connected.add(e["identityId"])
+            else:
+                ch.connected.discard(e["identityId"])
 
     def _validate_sessions(self, ch: RouterChannel, m: Message) -> None:
         """After a reconnect the router lists the session tokens it holds: the gone ones are removed."""

@@ -153,8 +153,9 @@ def render_identity(ctx, row: dict, out: dict) -> None:
         out.pop("disabledUntil", None)
     out["hasApiSession"] = bool(has_session)
     out["isMfaEnabled"] = bool(has_mfa)
-    router = ctx.ctl.edge_router
-    connected = router is not None and router.has_connection(row["id"])
+    router, ctrl = ctx.ctl.edge_router, ctx.ctl.ctrl_server   # the embedded router, real routers
+    connected = ((router is not None and router.has_connection(row["id"]))
+                 or (ctrl is not None and ctrl.has_connection(row["id"])))
     out["hasEdgeRouterConnection"] = connected
     out["edgeRouterConnectionStatus"] = "online" if connected else "offline"
 
