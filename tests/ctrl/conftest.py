@@ -3,6 +3,7 @@ loopback) and routers created and enrolled through the API, as ``ziti router enr
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -21,6 +22,16 @@ def live(template_db, tmp_path_factory):
     with running(template_db, tmp_path_factory.mktemp("ctrl"), edge=True, ctrl=True,
                  ctrl_heartbeat_timeout=2.0) as handle:
         yield handle
+
+
+def wait_for(check, timeout: float = 5.0) -> bool:
+    """Poll ``check`` until it is true or ``timeout`` passes; its last verdict."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return bool(check())
 
 
 def new_key() -> str:

@@ -4,25 +4,14 @@ link faults and a router lost mid-route handled without touching other circuits.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from tests.ctrl.conftest import enroll_router
+from tests.ctrl.conftest import enroll_router, wait_for
 from tests.ctrl.fake_router import f_int, f_str, read_pb
 from tests.ctrl.test_circuits import dial, route_of, route_result
 from tests.ctrl.test_terminators import Identity, create_v2
 
 pytestmark = pytest.mark.slow   # a live server with its control channel over TLS
-
-
-def wait_for(check, timeout: float = 3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
 
 
 def peers_of(m) -> list[dict]:

@@ -10,20 +10,11 @@ import time
 
 import pytest
 
-from tests.ctrl.conftest import enroll_router, new_key
+from tests.ctrl.conftest import enroll_router, new_key, wait_for
 from tests.ctrl.fake_router import MAGIC, FakeRouter, frame, read_pb
 from tests.enroll.conftest import issue, make_ca
 
 pytestmark = pytest.mark.slow   # a live server with its control channel over TLS
-
-
-def wait_for(check, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
 
 
 def online(admin, rid: str) -> bool:

@@ -31,30 +31,42 @@ def links(ctl) -> list:
     return list(ctl.ctrl_server.links.table.values())
 
 
+def start_all(admin, routers) -> None:
+    for r in routers:
+        r.enroll()
+        r.start()
+        wait_online(admin, r.id, timeout=10)
+
+
+def across(mesh, admin, peers, name: str, host_router, client_router) -> tuple[str, str]:
+    """A service ``name`` whose host may use only ``host_router`` and whose dialer only
+    ``client_router`` (edge router policies by their role attributes); the host is bound and its
+    terminator stands on its router. Returns (service id, the dialer's identity file)."""
+    svc = admin.create("services", {"name": name, "encryptionRequired": True, "roleAttributes": [name]})
+    for kind, role in (("Bind", f"#{name}-host"), ("Dial", f"#{name}-client")):
+        admin.create("service-policies", {"name": f"{name}-{kind}", "type": kind, "semantic": "AnyOf",
+                                          "identityRoles": [role], "serviceRoles": [f"#{name}"]})
+    for side, router in (("host", host_router), ("client", client_router)):
+        admin.create("edge-router-policies", {"name": f"{name}-{side}", "semantic": "AnyOf",
+                                              "identityRoles": [f"#{name}-{side}"],
+                                              "edgeRouterRoles": [f"@{router.id}"]})
+    _, hfile = enroll(mesh, admin, f"{name}-host", [f"{name}-host"])
+    _, cfile = enroll(mesh, admin, f"{name}-client", [f"{name}-client"])
+    host(peers, hfile, name, "far")
+    wait_for(lambda: [t for t in admin.get("/terminators?limit=500").json()["data"]
+                      if t["serviceId"] == svc and t["routerId"] == host_router.id], timeout=20)
+    return svc, cfile
+
+
 def test_a_link_between_two_routers_carries_a_circuit(mesh, ziti_bin, peers):
     admin = mesh.admin()
     tmp = Path(mesh.tmp)
-    a = RealRouter(ziti_bin, tmp, "mesh-a", mesh.ctl.ctrl_server.port, admin, attrs=["mesh-a"])
-    b = RealRouter(ziti_bin, tmp, "mesh-b", mesh.ctl.ctrl_server.port, admin, attrs=["mesh-b"], private=False)
+    a = RealRouter(ziti_bin, tmp, "mesh-a", mesh.ctl.ctrl_server.port, admin)
+    b = RealRouter(ziti_bin, tmp, "mesh-b", mesh.ctl.ctrl_server.port, admin, private=False)
     try:
-        for r in (a, b):
-            r.enroll()
-            r.start()
-            wait_online(admin, r.id, timeout=10)
+        start_all(admin, (a, b))
         wait_for(lambda: any({x.src, x.dst} == {a.id, b.id} for x in links(mesh.ctl)), timeout=30)
-        svc = admin.create("services", {"name": "mesh-svc", "encryptionRequired": True, "roleAttributes": ["mesh"]})
-        for kind, role in (("Bind", "#mesh-host"), ("Dial", "#mesh-client")):
-            admin.create("service-policies", {"name": f"mesh-{kind}", "type": kind, "semantic": "AnyOf",
-                                              "identityRoles": [role], "serviceRoles": ["#mesh"]})
-        for name, ident, router in (("mesh-host-b", "#mesh-host", "#mesh-b"), ("mesh-client-a", "#mesh-client",
-                                                                              "#mesh-a")):
-            admin.create("edge-router-policies", {"name": name, "semantic": "AnyOf", "identityRoles": [ident],
-                                                  "edgeRouterRoles": [router]})
-        _, hfile = enroll(mesh, admin, "mesh-host", ["mesh-host"])
-        _, cfile = enroll(mesh, admin, "mesh-client", ["mesh-client"])
-        host(peers, hfile, "mesh-svc", "far")
-        wait_for(lambda: [t for t in admin.get("/terminators?limit=500").json()["data"]
-                          if t["serviceId"] == svc and t["routerId"] == b.id], timeout=20)
+        _, cfile = across(mesh, admin, peers, "mesh-svc", host_router=b, client_router=a)
         c = dialer(peers, cfile)
         c.send(op="echo", service="mesh-svc", line="across the link")
         ev = c.next(kind="echo")
@@ -90,38 +102,23 @@ def test_three_routers_in_a_line_carry_a_dial_through_the_middle(mesh, ziti_bin,
     admin = mesh.admin()
     tmp = Path(mesh.tmp)
     port = mesh.ctl.ctrl_server.port
-    line = [RealRouter(ziti_bin, tmp, "line-a", port, admin, attrs=["line-a"]),
-            RealRouter(ziti_bin, tmp, "line-b", port, admin, attrs=["line-b"], private=False),
-            RealRouter(ziti_bin, tmp, "line-c", port, admin, attrs=["line-c"])]
+    line = [RealRouter(ziti_bin, tmp, "line-a", port, admin), RealRouter(ziti_bin, tmp, "line-b", port, admin,
+                                                                        private=False),
+            RealRouter(ziti_bin, tmp, "line-c", port, admin)]
     a, b, c = line
     try:
-        for r in line:
-            r.enroll()
-            r.start()
-            wait_online(admin, r.id, timeout=10)
+        start_all(admin, line)
 
         def linked() -> bool:
             pairs = {frozenset((x.src, x.dst)) for x in links(mesh.ctl)}
             return {frozenset((a.id, b.id)), frozenset((b.id, c.id))} <= pairs
         wait_for(linked, timeout=30)
         assert frozenset((a.id, c.id)) not in {frozenset((x.src, x.dst)) for x in links(mesh.ctl)}
-        svc = admin.create("services", {"name": "line-svc", "encryptionRequired": True, "roleAttributes": ["line"]})
-        for kind, role in (("Bind", "#line-host"), ("Dial", "#line-client")):
-            admin.create("service-policies", {"name": f"line-{kind}", "type": kind, "semantic": "AnyOf",
-                                              "identityRoles": [role], "serviceRoles": ["#line"]})
-        for name, ident, router in (("line-host-c", "#line-host", "#line-c"), ("line-client-a", "#line-client",
-                                                                              "#line-a")):
-            admin.create("edge-router-policies", {"name": name, "semantic": "AnyOf", "identityRoles": [ident],
-                                                  "edgeRouterRoles": [router]})
-        _, hfile = enroll(mesh, admin, "line-host", ["line-host"])
-        _, cfile = enroll(mesh, admin, "line-client", ["line-client"])
-        host(peers, hfile, "line-svc", "end-of-line")
-        wait_for(lambda: [t for t in admin.get("/terminators?limit=500").json()["data"]
-                          if t["serviceId"] == svc and t["routerId"] == c.id], timeout=20)
+        _, cfile = across(mesh, admin, peers, "line-svc", host_router=c, client_router=a)
         d = dialer(peers, cfile)
         d.send(op="hold", service="line-svc", line="via b")
         ev = d.next(kind="echo")
-        assert ev["event"] == "echo" and ev["reply"] == "end-of-line:via b\n", ev
+        assert ev["event"] == "echo" and ev["reply"] == "far:via b\n", ev
         paths = [admin.get(f"/sessions/{s['id']}/route-path").json()["data"]["routePath"]
                  for s in admin.get('/sessions?filter=type="Dial"&limit=500').json()["data"]]
         assert [a.id, b.id, c.id] in paths
