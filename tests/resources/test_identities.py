@@ -46,7 +46,7 @@ def test_create_defaults(admin):
                          "_links": {"self": {"href": "./identity-types/Default"}}}
     assert d["authPolicyId"] == "default" and d["authPolicy"]["id"] == "default"
     assert d["_links"]["auth-policies"] == {"href": "./auth-policies/default"}
-    assert d["roleAttributes"] == [] and d["tags"] == {} and d["appData"] == {}
+    assert d["roleAttributes"] is None and d["tags"] == {} and d["appData"] == {}  # null: upstream's storage keeps no empty list
     assert d["externalId"] is None
     assert d["defaultHostingCost"] == 0 and d["defaultHostingPrecedence"] == "default"
     assert d["serviceHostingCosts"] == {} and d["serviceHostingPrecedences"] == {}
@@ -131,7 +131,7 @@ def test_put_resets_omitted_fields(admin, service_ids):
     assert r.status_code == 200 and r.json() == {"data": {}, "meta": {}}
     d = get(admin, iid)
     assert d["name"] == "full2" and d["isAdmin"] is False
-    assert d["roleAttributes"] == [] and d["tags"] == {} and d["appData"] == {}
+    assert d["roleAttributes"] is None and d["tags"] == {} and d["appData"] == {}  # null: upstream's storage keeps no empty list
     assert d["externalId"] is None and d["authPolicyId"] == "default"
     assert d["defaultHostingCost"] == 0 and d["defaultHostingPrecedence"] == "default"
     assert d["serviceHostingCosts"] == {} and d["serviceHostingPrecedences"] == {}
@@ -169,7 +169,7 @@ def test_patch_null_is_ignored_and_empty_values_count(admin):
     )
     assert admin.patch(f"/identities/{iid}", json={"roleAttributes": [], "isAdmin": False}).status_code == 200
     d = get(admin, iid)
-    assert d["roleAttributes"] == [] and d["isAdmin"] is False
+    assert d["roleAttributes"] is None and d["isAdmin"] is False  # null: upstream's storage keeps no empty list
 
 
 def test_patch_maps_are_replaced_whole(admin):
@@ -216,10 +216,11 @@ def test_disable_for_a_duration_then_it_lapses(admin):
     assert d["disabled"] is True and d["disabledAt"] and d["disabledUntil"] > d["disabledAt"]
     assert d["hasApiSession"] is False, "disabling removes the identity's API sessions"
     assert_error(login(admin, "temp-off"), 401, "INVALID_AUTH")
-    assert [x["id"] for x in admin.get("/identities", params={"filter": "disabled = true"}).json()["data"]] == [iid]
+    # upstream's identity store has no disabled symbol: the filter is refused
+    assert admin.get("/identities", params={"filter": "disabled = true"}).status_code == 400
     clock.advance(11 * 60)
     assert get(admin, iid)["disabled"] is False
-    assert admin.get("/identities", params={"filter": "disabled = true"}).json()["data"] == []
+    assert admin.get(f"/identities/{iid}").json()["data"]["disabled"] is False
     assert login(admin, "temp-off").status_code == 200
 
 
@@ -280,8 +281,8 @@ def test_deleting_an_identity_cascades(admin):
     iid = with_password(admin, "goner")
     assert login(admin, "goner").status_code == 200
     assert admin.delete(f"/identities/{iid}").status_code == 200
-    assert admin.get("/authenticators", params={"filter": f'identityId = "{iid}"'}).json()["data"] == []
-    assert admin.get("/api-sessions", params={"filter": f'identityId = "{iid}"'}).json()["data"] == []
+    assert admin.get("/authenticators", params={"filter": f'identity = "{iid}"'}).json()["data"] == []
+    assert admin.get("/api-sessions", params={"filter": f'identity = "{iid}"'}).json()["data"] == []
     assert_error(login(admin, "goner"), 401, "INVALID_AUTH")
 
 

@@ -107,6 +107,11 @@ async def password_login(ctx: Ctx, body: Authenticate) -> Login:
     return Login(ident["id"], auth["id"])
 
 
+def _identity_ref(store, id: str) -> dict | None:
+    ident = store.one("SELECT name, auth_policy_id FROM identities WHERE id = ?", (id,))
+    return env.entity_ref("identities", "identities", id, ident and ident["name"], ident)
+
+
 def session_detail(ctx: Ctx, row: dict, current: bool = True) -> dict:
     store = ctx.store
     timeout = ctx.ctl.settings.session_timeout
@@ -115,9 +120,7 @@ def session_detail(ctx: Ctx, row: dict, current: bool = True) -> dict:
         **env.base(row, "api-sessions", ("sessions",)),
         "token": row["token"],
         "identityId": row["identity_id"],
-        "identity": env.entity_ref(
-            "identities", "identities", row["identity_id"], name_of(store, "identities", row["identity_id"])
-        ),
+        "identity": _identity_ref(store, row["identity_id"]),
         "ipAddress": row["ip_address"],
         "configTypes": msgspec.Raw(row["config_types"]),
         "authQueries": auth_queries(ctx, row) if current else [],

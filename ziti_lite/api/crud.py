@@ -93,7 +93,8 @@ def to_sql(res: Resource, column: str, value: Any) -> Any:
     return value
 
 
-_PLAIN, _BOOL, _RAW = 0, 1, 2
+_PLAIN, _BOOL, _RAW, _PLAIN_NULL, _RAW_NULL = 0, 1, 2, 3, 4
+_EMPTY_JSON = ("[]", "{}", '""', "null")
 
 
 def _render_plan(res: Resource) -> tuple:
@@ -101,8 +102,13 @@ def _render_plan(res: Resource) -> tuple:
     plan = res.__dict__.get("_render_plan")
     if plan is None or plan[0] is not res.fields:
         conv = {"bool": _BOOL, "json": _RAW, "set": _RAW, "map": _RAW}
+        nulls = {_PLAIN: _PLAIN_NULL, _RAW: _RAW_NULL}
+
+        def of(f) -> int:
+            c = conv.get(f.kind, _PLAIN)
+            return nulls.get(c, c) if f.empty_null else c
         plan = res.__dict__["_render_plan"] = (
-            res.fields, tuple((f.name, f.column, conv.get(f.kind, _PLAIN)) for f in res.fields if f.output))
+            res.fields, tuple((f.name, f.column, of(f)) for f in res.fields if f.output))
     return plan[1]
 
 
@@ -116,6 +122,10 @@ def render_fields(res: Resource, row: dict) -> dict:
             v = bool(v)
         elif conv == _RAW and v is not None:
             v = Raw(v)
+        elif conv == _RAW_NULL:
+            v = None if v is None or v in _EMPTY_JSON else Raw(v)
+        elif conv == _PLAIN_NULL and v == "":
+            v = None
         out[name] = v
     return out
 
@@ -135,10 +145,12 @@ def _renderer(res: Resource):
              f"        'tags': Raw(row['tags']), '_links': {{{links}}},"]
     for name, column, conv in _render_plan(res):
         expr = (f"bool(get({column!r}))" if conv == _BOOL else
-                f"(None if (v := get({column!r})) is None else Raw(v))" if conv == _RAW else f"get({column!r})")
+                f"(None if (v := get({column!r})) is None else Raw(v))" if conv == _RAW else
+                f"(None if (v := get({column!r})) is None or v in _E else Raw(v))" if conv == _RAW_NULL else
+                f"(None if (v := get({column!r})) == '' else v)" if conv == _PLAIN_NULL else f"get({column!r})")
         lines.append(f"        {name!r}: {expr},")
     lines.append("    }")
-    ns: dict[str, Any] = {"Raw": Raw, "_p": prefix}
+    ns: dict[str, Any] = {"Raw": Raw, "_p": prefix, "_E": _EMPTY_JSON}
     exec("\n".join(lines), ns)  # noqa: S102 - source built from the Resource's own declarations
     fn = ns["_render"]
     sample: dict[str, Any] = {"id": "id0", "created_at": "c", "updated_at": "u", "tags": "{}"}
@@ -152,6 +164,9 @@ def _renderer(res: Resource):
 
 def render(ctx: Ctx, res: Resource, row: dict) -> dict:
     out = _renderer(res)(row)
+    for link, column, target in res.row_links:
+        if row.get(column):
+            out["_links"][link] = {"href": f"./{target}/{row[column]}"}
     for ref in res.refs:
         out[ref.name] = ref.render(ctx.store, row)
     if res.constants:

@@ -45,8 +45,11 @@ SESSIONS = Resource(
     name="sessions", entity="session", table="sessions", ops=(),
     fields=(Field("token"), Field("type"), Field("apiSessionId", column="api_session_id"),
             Field("serviceId", column="service_id"), Field("identityId", column="identity_id")),
+    filters=("token", "apiSession", "service", "type"),
+    # upstream follows its references in a filter (service.name, apiSession.identity) without listing them
+    hidden=("service.name", "apiSession.identity"),
     extra_symbols={"apiSession": Symbol("string", "t.api_session_id"), "service": Symbol("string", "t.service_id"),
-                   "identity": Symbol("string", "t.identity_id"),
+                   "apiSession.identity": Symbol("string", "t.identity_id"),
                    "service.name": Symbol("string", "(SELECT s.name FROM services s WHERE s.id = t.service_id)")},
 )
 
@@ -169,8 +172,8 @@ def render(ctx: Ctx, row: dict, management: bool = True, routers: list[dict] | N
     out = {
         **env.base(row, "sessions", ("route-path",)),
         "apiSessionId": row["api_session_id"],
-        "apiSession": {"_links": {"self": {"href": f"./api-sessions/{row['api_session_id']}"}},
-                       "entity": "api-sessions", "id": row["api_session_id"]},
+        # upstream names no API session in the reference (name "", left out)
+        "apiSession": _without_name(env.entity_ref("api-sessions", "api-sessions", row["api_session_id"], None)),
         "serviceId": row["service_id"],
         "service": env.entity_ref("services", "services", row["service_id"],
                                   store.value("SELECT name FROM services WHERE id = ?", (row["service_id"],))),
@@ -190,6 +193,12 @@ def render(ctx: Ctx, row: dict, management: bool = True, routers: list[dict] | N
             env.entity_ref("service-policies", "service-policies", p, names.get(p)) for p in policies
         ]
     return out
+
+
+def _without_name(ref: dict | None) -> dict | None:
+    if ref is not None:
+        del ref["name"]
+    return ref
 
 
 def _own(ctx: Ctx) -> tuple[str, list]:

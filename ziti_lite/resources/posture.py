@@ -152,27 +152,29 @@ def render_posture_check(ctx, row: dict, out: dict) -> None:
 
 # the columns of the types: stored, rendered by each type's ``render`` (only the row's own)
 _TYPE_FIELDS = (
-    Field("operatingSystems", "json", output=False, filterable=False),
-    Field("domains", "json", output=False, filterable=False),
-    Field("macAddresses", "json", output=False, filterable=False),
-    Field("process", "json", output=False, filterable=False),
-    Field("processes", "json", output=False, filterable=False),
-    Field("semantic", output=False, filterable=False),
-    Field("timeoutSeconds", "int", output=False, filterable=False),
+    Field("operatingSystems", "json", output=False),
+    Field("domains", "json", output=False),
+    Field("macAddresses", "json", output=False),
+    Field("process", "json", output=False),
+    Field("processes", "json", output=False),
+    Field("semantic", output=False),
+    Field("timeoutSeconds", "int", output=False),
     Field("promptOnWake", "bool", output=False),
     Field("promptOnUnlock", "bool", output=False),
-    Field("ignoreLegacyEndpoints", "bool", output=False, filterable=False),
+    Field("ignoreLegacyEndpoints", "bool", output=False),
 )
 
 POSTURE_CHECKS = Resource(
     name="posture-checks", entity="postureCheck", table="posture_checks",
     fields=(
         NAME,
-        Field("typeId", filterable=False),
-        Field("version", "int", filterable=False),
-        Field("roleAttributes", "set", filterable=False),
+        Field("typeId"),
+        Field("version", "int"),
+        Field("roleAttributes", "set", empty_null=False),  # upstream too answers [] for posture checks
         *_TYPE_FIELDS,
     ),
+    filters=("name", "promptOnUnlock", "promptOnWake"),
+    hidden=("roleAttributes",),
     computed=_TYPE_FIELDS,
     create=PostureCheckCreate, update=PostureCheckUpdate,
     prepare=prepare_posture_check, render=render_posture_check,
@@ -181,10 +183,10 @@ POSTURE_CHECKS = Resource(
 
 POSTURE_CHECK_TYPES = Resource(
     name="posture-check-types", entity="postureCheckType", table="posture_check_types",
-    fields=(NAME, Field("operatingSystems", "json", filterable=False)),
+    fields=(NAME, Field("operatingSystems", "json")),
     ops=("list", "detail"),
-    # upstream never sets version (null); the spec requires a string, so "" keeps clients' models valid
-    constants={"version": ""},
+    filters=("name",),
+    constants={"version": None},  # upstream never sets it
 )
 
 RESOURCES = (POSTURE_CHECK_TYPES, POSTURE_CHECKS)

@@ -52,8 +52,9 @@ def before_delete_config_type(ctx, row: dict) -> None:
 
 CONFIG_TYPES = Resource(
     name="config-types", entity="configType", table="config_types",
-    fields=(NAME, Field("schema", "json", filterable=False)),
+    fields=(NAME, Field("schema", "json", empty_null=True)),
     create=ConfigTypeCreate, update=ConfigTypeUpdate,
+    filters=("name", "schema"),
     prepare=prepare_config_type, before_delete=before_delete_config_type,
     auth={"delete": "admin"},
 )
@@ -158,10 +159,11 @@ def before_delete_config(ctx, row: dict) -> None:
 CONFIGS = Resource(
     name="configs",
     entity="config",
-    fields=(NAME, Field("configTypeId", column="config_type_id"), Field("data", "json", filterable=False)),
+    fields=(NAME, Field("configTypeId", column="config_type_id"), Field("data", "json")),
     refs=(Ref("configType", "config_type_id", "config-types"),),
     create=ConfigCreate,
     update=ConfigUpdate,
+    filters=("name", "type"),
     extra_symbols={"type": crud.fq.Symbol("string", "t.config_type_id")},
     prepare=prepare_config,
     before_delete=before_delete_config,
@@ -249,6 +251,8 @@ SERVICES = Resource(
     create=ServiceCreate,
     update=ServiceUpdate,
     links=("service-edge-router-policies", "service-policies", "terminators", "configs"),
+    # upstream's edge service store: its service store's symbols, then its own
+    filters=("name", "terminatorStrategy", "roleAttributes", "configs"),
     computed=(Field("permissions", "json"), Field("config", "json"), Field("postureQueries", "json")),
     prepare=prepare_service,
     after_write=after_service,
