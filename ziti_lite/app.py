@@ -186,7 +186,9 @@ class Controller:
         await sessions.warm(self, headers)  # JWKS keys for a secondary ext-jwt factor
         session = sessions.lookup(self, token, headers)
         if session is None:
-            raise Unauthorized()
+            # upstream: a missing token is "unauthenticated for invalid credentials", an unknown one
+            # a 401 without a cause
+            raise Unauthorized() if not (token or "").strip() else Unauthorized(None)
         ctx.session = session
         if level == "partial":
             return

@@ -26,36 +26,7 @@ from ziti_lite import testing
 
 pytestmark = pytest.mark.interop
 
-VERSION = "v1.3.3"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def _cache() -> str:
-    base = os.environ.get("ZITI_LITE_GO_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ziti-lite")
-    return os.path.join(base, f"ziti-cli-{VERSION}")
-
-
-@pytest.fixture(scope="session")
-def ziti_bin() -> str:
-    if os.environ.get("ZITI_CLI"):
-        return os.environ["ZITI_CLI"]
-    path = os.path.join(_cache(), "ziti")
-    if os.path.exists(path):
-        return path
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("no ziti CLI and no go command to install it")
-    os.makedirs(_cache(), exist_ok=True)
-    try:
-        r = subprocess.run([go, "install", f"github.com/openziti/ziti/ziti@{VERSION}"], capture_output=True, text=True,
-                           env={**os.environ, "GOTOOLCHAIN": "auto", "GOBIN": _cache()}, timeout=30 * 60)
-    except subprocess.TimeoutExpired:
-        pytest.skip("installing the ziti CLI took over 30 minutes")
-    if r.returncode != 0 or not os.path.exists(path):
-        pytest.skip(f"the ziti CLI {VERSION} could not be installed (put a released ziti {VERSION} binary at "
-                    f"{_cache()}/ziti or name it in $ZITI_CLI): {r.stderr.strip()[-800:]}")
-    return path
 
 
 class Cli:

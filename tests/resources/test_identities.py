@@ -357,8 +357,10 @@ def test_default_hosting_precedence_values(admin):
         "identities", {"name": "prec", "type": "User", "isAdmin": False, "defaultHostingPrecedence": "failed"}
     )
     assert get(admin, iid)["defaultHostingPrecedence"] == "failed"
-    admin.patch(f"/identities/{iid}", json={"defaultHostingPrecedence": "nonsense"})
-    assert get(admin, iid)["defaultHostingPrecedence"] == "default"
+    # refused, as upstream's validation does (it names the three values)
+    r = admin.patch(f"/identities/{iid}", json={"defaultHostingPrecedence": "nonsense"})
+    assert assert_error(r, 400, "COULD_NOT_VALIDATE")["cause"]["field"] == "defaultHostingPrecedence"
+    assert get(admin, iid)["defaultHostingPrecedence"] == "failed"
 
 
 # ------------------------------------------------------------------ login side effects

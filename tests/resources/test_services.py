@@ -43,7 +43,8 @@ def test_config_type_schema_must_be_a_valid_object_schema(admin):
         "COULD_NOT_VALIDATE",
     )
     assert err["cause"]["field"] == "schema"
-    assert_error(admin.post("/config-types", json={"name": "bad", "schema": "nope"}), 400, "COULD_NOT_VALIDATE")
+    # a string where the schema object belongs fails upstream's unmarshalling
+    assert_error(admin.post("/config-types", json={"name": "bad", "schema": "nope"}), 400, "COULD_NOT_PARSE_BODY")
     id = admin.create("config-types", {"name": "no-schema"})
     assert admin.get(f"/config-types/{id}").json()["data"]["schema"] is None  # unset: null, as upstream
 
@@ -117,8 +118,8 @@ def test_config_with_unknown_type(admin):
 def test_config_data_required_and_object(admin):
     assert_error(admin.post("/configs", json={"name": "c", "configTypeId": HOST}), 400, "COULD_NOT_VALIDATE")
     assert_error(
-        admin.post("/configs", json={"name": "c", "configTypeId": HOST, "data": [1]}), 400, "COULD_NOT_VALIDATE"
-    )
+        admin.post("/configs", json={"name": "c", "configTypeId": HOST, "data": [1]}), 400, "COULD_NOT_PARSE_BODY"
+    )  # an array where the data object belongs fails upstream's unmarshalling
 
 
 def test_config_updates_are_validated_and_type_is_fixed(admin):

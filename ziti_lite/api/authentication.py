@@ -213,4 +213,4 @@ async def current_identity(ctx: Ctx):
     row = crud.get_row(ctx.store, IDENTITIES, ctx.identity_id)
     out = crud.render(ctx, IDENTITIES, row)
     out["_links"] = {"self": {"href": "./current-identity"}, "mfa": {"href": "./current-identity/mfa"}}
-    return env.ok(out)
+    return env.ok_without_meta(out)

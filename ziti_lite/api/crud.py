@@ -242,9 +242,11 @@ def page(
 ) -> tuple[list[dict], int, int, int]:
     """Rows of one page of ``res`` under the request's filter/sort/limit/offset, and the meta numbers."""
     text = ctx.q("filter") if filter_text is None else filter_text
+    sort_param = False
     try:
         query = zitiql.parse(text) if text and text.strip() else zitiql.Query(None, (), None, None)
-        if not query.sort and ctx.q("sort"):
+        sort_param = not query.sort and bool(ctx.q("sort"))
+        if sort_param:
             try:
                 query = _with_sort(query, ctx.q("sort") or "")
             except zitiql.ParseError as e:
@@ -257,6 +259,8 @@ def page(
     except (zitiql.ParseError, fq.FilterError) as e:
         raise InvalidFilter(str(e)) from None
     except fq.SortError as e:
+        if not sort_param:  # a sort inside the filter is part of the filter, as upstream reports it
+            raise InvalidFilter(str(e)) from None
         raise ApiError("INVALID_SORT_IDENTIFIER", cause={"code": "UNHANDLED", "message": str(e)}) from None
     except fq.PagingError:
         # list operations declare limit/offset, so upstream's parameter binding answers first

@@ -28,6 +28,11 @@ def ok(data: Any, meta: Any = None, status: int = 200, headers: dict | None = No
     return JSON({"data": data, "meta": {} if meta is None else meta}, status_code=status, headers=headers)
 
 
+def ok_without_meta(data: Any) -> JSON:
+    """An answer whose ``meta`` is null: upstream's current-identity and policy advice."""
+    return JSON({"data": data, "meta": None})
+
+
 def empty(status: int = 200) -> JSON:
     return JSON(EMPTY, status_code=status)
 

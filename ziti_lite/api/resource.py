@@ -108,13 +108,11 @@ class Resource:
     computed: tuple[Field, ...] = ()            # fields the render hook adds: in the spec, not stored
     scope: str = ""                             # SQL condition every row of this resource meets
     scope_values: dict[str, Any] = field(default_factory=dict)  # columns set on create to meet it
-    # the ZitiQL symbols of the collection, as upstream's store declares them: ``filters`` are its
-    # public symbols beyond the base five (``meta.filterableFields``, in this order), ``hidden``
-    # the ones it accepts in a filter without listing them (sets of related entities). Each names
-    # a field or a key of ``extra_symbols`` (symbols with SQL of their own); any other name in a
-    # filter is refused with INVALID_FILTER, as upstream refuses it.
+    # the ZitiQL symbols of the collection: upstream's store's public symbols beyond the base five,
+    # exactly (``meta.filterableFields``, in this order). Each names a field or a key of
+    # ``extra_symbols`` (symbols with SQL of their own); any other name in a filter is refused
+    # with INVALID_FILTER, as upstream refuses its other symbols (sets of related entities, ...).
     filters: tuple[str, ...] = ()
-    hidden: tuple[str, ...] = ()
     extra_symbols: dict[str, Symbol] = field(default_factory=dict)
     protect_system: bool = False                # is_system rows refuse PUT/PATCH/DELETE (400)
     # hooks: prepare(ctx, values, existing) validates and completes the column values inside
@@ -137,7 +135,7 @@ class Resource:
         self.by_name = {f.name: f for f in self.fields}
         self.by_column = {f.column: f for f in self.fields}
         self.symbols = dict(BASE_SYMBOLS)
-        for name in (*self.filters, *self.hidden):
+        for name in self.filters:
             self.symbols[name] = self._symbol(name)
         self.filterable = [*BASE_SYMBOLS, *self.filters]
         self.json_columns = {f.column for f in self.fields if f.kind in ("json", "set", "map")}

@@ -46,11 +46,7 @@ SESSIONS = Resource(
     fields=(Field("token"), Field("type"), Field("apiSessionId", column="api_session_id"),
             Field("serviceId", column="service_id"), Field("identityId", column="identity_id")),
     filters=("token", "apiSession", "service", "type"),
-    # upstream follows its references in a filter (service.name, apiSession.identity) without listing them
-    hidden=("service.name", "apiSession.identity"),
-    extra_symbols={"apiSession": Symbol("string", "t.api_session_id"), "service": Symbol("string", "t.service_id"),
-                   "apiSession.identity": Symbol("string", "t.identity_id"),
-                   "service.name": Symbol("string", "(SELECT s.name FROM services s WHERE s.id = t.service_id)")},
+    extra_symbols={"apiSession": Symbol("string", "t.api_session_id"), "service": Symbol("string", "t.service_id")},
 )
 
 _counter = [0]

@@ -166,8 +166,6 @@ AUTH_POLICIES = Resource(
         "primary.updb.requireMixedCase": _json_sym("bool", "primary_", "updb.requireMixedCase"),
         "primary.updb.maxAttempts": _json_sym("int", "primary_", "updb.maxAttempts"),
         "primary.extJwt.allowed": _json_sym("bool", "primary_", "extJwt.allowed"),
-        "primary.extJwt.allowedSigners": Symbol(
-            "set", "SELECT value FROM json_each(t.primary_, '$.extJwt.allowedSigners')"),
         "secondary.requireTotp": _json_sym("bool", "secondary", "requireTotp"),
         "secondary.requireExtJwtSigner": _json_sym("string", "secondary", "requireExtJwtSigner"),
     },
@@ -175,7 +173,6 @@ AUTH_POLICIES = Resource(
              "primary.updb.minPasswordLength", "primary.updb.requireSpecialChar", "primary.updb.requireNumberChar",
              "primary.updb.requireMixedCase", "primary.updb.maxAttempts", "primary.extJwt.allowed",
              "secondary.requireTotp", "secondary.requireExtJwtSigner"),
-    hidden=("primary.extJwt.allowedSigners",),
     prepare=prepare_auth_policy, render=render_auth_policy, before_delete=before_delete_auth_policy,
 )
 

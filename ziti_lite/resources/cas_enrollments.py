@@ -17,7 +17,7 @@ from ..api.resource import Field, Ref, Resource, derive_patch
 from ..auth.certs import server_keypair
 from ..db.filters import Symbol
 from ..enroll.create import new_enrollment
-from ..errors import ApiError, CouldNotValidate, field_cause
+from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca as pki
 from ..pki import tokens
@@ -159,7 +159,6 @@ CAS = Resource(
     create=CaCreate, update=CaUpdate, patch=derive_patch(CaUpdate, default=None),
     filters=("name", "fingerprint", "isVerified", "verificationToken", "isAutoCaEnrollmentEnabled",
              "isOttCaEnrollmentEnabled", "isAuthEnabled"),
-    hidden=("identityRoles",),
     prepare=prepare_ca, render=render_ca, before_delete=before_delete_ca,
 )
 
@@ -181,7 +180,7 @@ ENROLLMENTS = Resource(
         Field("edgeRouterId"),
         Field("transitRouterId"),
         Field("caId", column="ca_id"),
-        Field("username"),
+        Field("username", output=False),  # kept for completion; upstream's detail does not show it
     ),
     ops=("list", "detail", "delete"),
     refs=(Ref("identity", "identity_id", "identities"), Ref("edgeRouter", "edge_router_id", "edge-routers", "routers"),
@@ -242,7 +241,9 @@ async def refresh_enrollment(ctx):
     if expires <= clock.now():
         raise CouldNotValidate("expiresAt", "must be after the current date and time", clock.fmt(expires))
     with ctx.store.write():
-        row = crud.get_row(ctx.store, ENROLLMENTS, id)
+        row = ctx.store.one("SELECT * FROM enrollments WHERE id = ?", (id,))
+        if row is None:
+            raise NotFound()  # upstream's refresh answers 404 without a cause
         token = new_token()  # a new token first, then the JWT that carries it
         subject = row["identity_id"] or row["edge_router_id"] or row["transit_router_id"]
         jwt = tokens.enrollment_jwt(server=server_keypair(ctx.ctl), issuer=ctx.ctl.settings.base_url,

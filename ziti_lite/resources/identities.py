@@ -89,8 +89,10 @@ def prepare_identity(ctx, values: dict, existing: dict | None) -> None:
                 raise NotFound("service", sid)
         if key == "service_hosting_precedences":
             values[key] = {k: (v if v in PRECEDENCES else "default") for k, v in m.items()}
-    if "default_hosting_precedence" in values and values["default_hosting_precedence"] not in PRECEDENCES:
-        values["default_hosting_precedence"] = "default"
+    p = values.get("default_hosting_precedence")
+    if p is not None and p not in PRECEDENCES:  # refused, as upstream's body validation does
+        raise CouldNotValidate("defaultHostingPrecedence",
+                               "defaultHostingPrecedence in body should be one of [default required failed]", p)
     for key in ("app_data", "role_attributes", "tags"):
         if key in values and values[key] is None:
             values[key] = [] if key == "role_attributes" else {}
@@ -170,16 +172,13 @@ def _enrollments(store, rows) -> dict:
         if method == "ottca":
             item["caId"] = ca_id
             item["ca"] = env.entity_ref("cas", "cas", ca_id, name_of(store, "cas", ca_id))
-        if method == "updb":
-            item["username"] = username
         out[method] = item
     return out
 
 
 def before_delete_identity(ctx, row: dict) -> None:
     if row["is_default_admin"]:
-        cause = {"code": "UNHANDLED", "message": "cannot delete the default admin identity"}
-        raise ApiError("ENTITY_CAN_NOT_BE_DELETED", cause=cause)
+        raise ApiError("ENTITY_CAN_NOT_BE_DELETED")  # without a cause, as upstream
     if row["type_id"] == "Router" and exists(ctx.store, "routers", row["id"]):
         raise ApiError(
             "ENTITY_CAN_NOT_BE_DELETED",

@@ -120,6 +120,8 @@ def prepare_posture_check(ctx, values: dict, existing: dict | None) -> None:
     check_attributes(values)
     patch = existing is not None and ctx.route.method == "PATCH"
     type_id = values.pop("type_id", None)
+    if patch and type_id is None:  # upstream's PATCH body requires the type (its discriminator)
+        raise CouldNotValidate("typeId", "typeId in body is required", "")
     if existing is not None:
         if type_id is not None and type_id != existing["type_id"]:
             raise CouldNotValidate("typeId", "the type of a posture check can not be changed", type_id)
@@ -174,7 +176,6 @@ POSTURE_CHECKS = Resource(
         *_TYPE_FIELDS,
     ),
     filters=("name", "promptOnUnlock", "promptOnWake"),
-    hidden=("roleAttributes",),
     computed=_TYPE_FIELDS,
     create=PostureCheckCreate, update=PostureCheckUpdate,
     prepare=prepare_posture_check, render=render_posture_check,

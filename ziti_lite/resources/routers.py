@@ -137,7 +137,7 @@ _ENROLLMENT_FIELDS = (Field("enrollmentToken"), Field("enrollmentJwt"), Field("e
                       Field("enrollmentExpiresAt", "datetime"))
 _ROUTER_FIELDS = (
     NAME,
-    Field("fingerprint", nullable=True),
+    Field("fingerprint", nullable=True, empty_null=True),  # an unenrolled router's: null, as upstream
     Field("cost", "int"),
     Field("noTraversal", "bool"),
     Field("disabled", "bool"),
@@ -211,8 +211,6 @@ def prepare_router(ctx, values: dict, existing: dict | None) -> None:
 
 def render_router(ctx, row: dict, out: dict) -> None:
     out["isOnline"] = bool((ctx.ctl.router_states.get(row["id"]) or {}).get("isOnline"))
-    if row["fingerprint"] is None:
-        out["fingerprint"] = ""
     if row["is_edge"]:
         # no transit sub-record: upstream reports the edge router as verified, no enrollment
         out["isVerified"] = True
