@@ -45,7 +45,7 @@ class Step:
     path: str                       # management API unless it starts with "client:"
     body: Any = None
     save: str = ""                  # keep data.id under this name
-    auth: str = "admin"             # admin | none | bad | user
+    auth: str = "admin"             # admin | none | bad | uuid | user (a non-admin password user)
     raw: bytes | None = None        # a body sent as is
     ctype: str = "application/json"
 
@@ -224,7 +224,19 @@ s("delete unknown id", "DELETE", "/services/nope")
 s("unknown path", "GET", "/nothing-here")
 s("no session", "GET", "/identities", auth="none")
 s("bad session", "GET", "/identities", auth="bad")
+s("unknown uuid session", "GET", "/identities", auth="uuid")
 s("delete default admin", "DELETE", "/identities/{admin}")
+s("body invalid utf-8", "POST", "/services", raw=b'{"name":"dt-\xff","encryptionRequired":true}')
+s("posture check with Go-cased keys", "POST", "/posture-checks", {
+    "name": "dt-pc-go", "typeId": "OS", "operatingSystems": [{"Type": "Windows", "Versions": ["10.0.19041"]}]})
+s("body with Go-cased keys", "POST", "/services", {"Name": "dt-svc-go", "EncryptionRequired": True})
+s("dangling service config", "POST", "/identities/{alice}/service-configs", [{"serviceId": "{svc}",
+                                                                              "configId": "nope"}])
+s("non-admin lists identities", "GET", "/identities", auth="user")
+s("non-admin failed service requests", "GET", "/identities/{alice}/failed-service-requests", auth="user")
+s("non-admin posture data", "GET", "/identities/{alice}/posture-data", auth="user")
+s("non-admin current identity", "GET", "client:/current-identity", auth="user")
+s("non-admin services", "GET", "client:/services", auth="user")
 s("delete system erp", "DELETE", "/edge-router-policies/{system_erp}")
 
 # --- updates
@@ -291,6 +303,16 @@ class Side:
         self.vars["adminauth"] = body["data"]["authenticatorId"]
         _, erps = self.call("GET", MGMT + '/edge-router-policies?filter=isSystem=true', None, "", self.token)
         self.vars["system_erp"] = erps["data"][0]["id"] if erps["data"] else "none"
+        # a non-admin password user for the steps that need one
+        _, ident = self.call("POST", MGMT + "/identities", json.dumps(
+            {"name": "dt-user", "type": "User", "isAdmin": False}).encode(), "application/json", self.token)
+        self.call("POST", MGMT + "/authenticators", json.dumps(
+            {"method": "updb", "identityId": ident["data"]["id"], "username": "dt-user",
+             "password": "dt-User-pw1"}).encode(), "application/json", self.token)
+        status, body = self.call("POST", CLIENT + "/authenticate?method=password", json.dumps(
+            {"username": "dt-user", "password": "dt-User-pw1"}).encode(), "application/json", None)
+        assert status == 200, body
+        self.user_token = body["data"]["token"]
 
     def call(self, method: str, path: str, data: bytes | None, ctype: str, token: str | None):
         req = urllib.request.Request(self.url + path.replace(" ", "%20").replace('"', "%22"), data=data,
@@ -315,7 +337,8 @@ class Side:
         path = CLIENT + path[len("client:"):] if path.startswith("client:") else MGMT + path
         data = step.raw if step.raw is not None else (
             None if step.body is None else json.dumps(_subst(step.body, fill)).encode())
-        token = {"admin": self.token, "none": None, "bad": "not-a-token"}[step.auth]
+        token = {"admin": self.token, "none": None, "bad": "not-a-token", "user": self.user_token,
+                 "uuid": "00000000-0000-4000-8000-000000000000"}[step.auth]
         status, body = self.call(step.method, path, data, step.ctype, token)
         if step.save and status == 201 and isinstance(body, dict):
             self.vars[step.save] = body["data"]["id"]
@@ -401,9 +424,11 @@ def compare(step: Step, up: tuple[int, Any], lite: tuple[int, Any]) -> list[tupl
         eu, el = bu.get("error") or {}, bl.get("error") or {}
         if ("cause" in eu) != ("cause" in el):
             out.append(("cause", f"{'cause' in eu} != {'cause' in el}"))
-        elif "cause" in eu and isinstance(eu["cause"], dict) and isinstance(el["cause"], dict) \
-                and set(eu["cause"]) != set(el["cause"]):
-            out.append(("cause", f"{sorted(eu['cause'])} != {sorted(el['cause'])}"))
+        elif "cause" in eu and isinstance(eu["cause"], dict) and isinstance(el["cause"], dict):
+            if set(eu["cause"]) != set(el["cause"]):
+                out.append(("cause", f"{sorted(eu['cause'])} != {sorted(el['cause'])}"))
+            elif eu["cause"].get("field") != el["cause"].get("field"):
+                out.append(("cause.field", f"{eu['cause'].get('field')} != {el['cause'].get('field')}"))
         return out
     mu, ml = bu.get("meta"), bl.get("meta")
     if kind_of(mu) != kind_of(ml):
@@ -444,7 +469,7 @@ class Documented:
     seen: bool = field(default=False)
 
     def covers(self, step: str, kind: str, detail: str) -> bool:
-        return (fnmatch.fnmatchcase(step, self.step) and kind == self.kind
+        return (fnmatch.fnmatchcase(step, self.step) and fnmatch.fnmatchcase(kind, self.kind)
                 and fnmatch.fnmatchcase(detail, self.path))
 
 
