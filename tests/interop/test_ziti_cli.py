@@ -175,3 +175,33 @@ def test_ops_export_import_round_trip(ziti_bin, network, ziti_lite_template, tmp
         for router in doc["edgeRouters"]:
             router.pop("hostname", None)
     assert _comparable(second) == _comparable(first)
+
+
+@pytest.fixture(params=["ziti-lite", "openziti"])
+def either(request, network):
+    """The same commands against ziti-lite and, where it starts, the real controller v1.3.3."""
+    if request.param == "ziti-lite":
+        return network
+    return request.getfixturevalue("openziti")
+
+
+def test_the_commands_that_tripped(ziti_bin, either, tmp_path):
+    """Commands that failed against ziti-lite before it matched upstream's filters and Go's field
+    matching: the updb authenticator commands (their identity lookup filters authenticators by
+    ``identity`` and ``method``), an OS posture check (sent as ``{"Type", "Versions"}``) and
+    tracing (a trace id is generated)."""
+    cli = Cli(ziti_bin, str(tmp_path / "home"))
+    cli.login(either)
+    cli.run("edge", "create", "identity", "user", "dave-cli")
+    cli.run("edge", "create", "authenticator", "updb", "dave-cli", "dave-cli-user", "Dave-Passw0rd-1")
+    cli.run("edge", "update", "authenticator", "updb", "--identity", "dave-cli", "-p", "Dave-Passw0rd-2")
+    other = Cli(ziti_bin, str(tmp_path / "dave"))
+    out = other.run("edge", "login", either.url, "-u", "dave-cli-user", "-p", "Dave-Passw0rd-2", "-y")
+    assert "Token:" in out
+
+    cli.run("edge", "create", "posture-check", "os", "win-cli", "-o", "Windows:10.0.19041")
+    (check,) = json.loads(cli.run("edge", "list", "posture-checks", 'name="win-cli"', "-j"))["data"]
+    assert check["operatingSystems"] == [{"type": "Windows", "versions": ["10.0.19041"]}]
+
+    out = cli.run("edge", "trace", "identity", "dave-cli")
+    assert re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", out), out

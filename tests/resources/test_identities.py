@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.conftest import ADMIN_USER, Api, assert_error
@@ -430,6 +432,9 @@ def test_trace_enable_disable(admin):
     assert data["enabled"] is True and data["traceId"] == "t1" and data["until"].endswith("Z")
     r = admin.put(f"/identities/{iid}/trace", json={"enabled": False})
     assert r.json()["data"]["enabled"] is False
+    # without a trace id, one is generated (a UUID), as upstream does
+    generated = admin.put(f"/identities/{iid}/trace", json={"enabled": True, "duration": "1m"}).json()["data"]
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}", generated["traceId"])
     assert_error(
         admin.put(f"/identities/{iid}/trace", json={"enabled": True, "duration": "soon"}), 400, "COULD_NOT_VALIDATE"
     )

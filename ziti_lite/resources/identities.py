@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Annotated, Literal
 
 import msgspec
@@ -431,5 +432,6 @@ async def update_identity_tracing(ctx):
         return env.ok({"enabled": False, "traceId": spec.trace_id or "", "until": None})
     seconds = parse_go_duration(spec.duration) if spec.duration else 600.0
     until = clock.fmt(clock.now() + dt.timedelta(seconds=seconds))
-    traces[id] = {"enabled": True, "traceId": spec.trace_id or "", "until": until, "channels": spec.channels or []}
-    return env.ok({"enabled": True, "traceId": spec.trace_id or "", "until": until})
+    trace_id = spec.trace_id or str(uuid.uuid4())  # upstream generates one when none is given
+    traces[id] = {"enabled": True, "traceId": trace_id, "until": until, "channels": spec.channels or []}
+    return env.ok({"enabled": True, "traceId": trace_id, "until": until})
