@@ -177,7 +177,8 @@ def test_identity_roles(admin):
     body = ca_body("roles-null")
     body["identityRoles"] = None
     id2 = admin.create("cas", body)
-    assert admin.get(f"/cas/{id2}").json()["data"]["identityRoles"] is None  # null: upstream's storage keeps no empty list
+    # null: upstream's storage keeps no empty list
+    assert admin.get(f"/cas/{id2}").json()["data"]["identityRoles"] is None
     body.pop("identityRoles")
     err = assert_error(admin.post("/cas", json=dict(body, name="roles-absent")), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"] == "identityRoles"

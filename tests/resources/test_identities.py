@@ -48,7 +48,8 @@ def test_create_defaults(admin):
                          "_links": {"self": {"href": "./identity-types/Default"}}}
     assert d["authPolicyId"] == "default" and d["authPolicy"]["id"] == "default"
     assert d["_links"]["auth-policies"] == {"href": "./auth-policies/default"}
-    assert d["roleAttributes"] is None and d["tags"] == {} and d["appData"] == {}  # null: upstream's storage keeps no empty list
+    # null: upstream's storage keeps no empty list
+    assert d["roleAttributes"] is None and d["tags"] == {} and d["appData"] == {}
     assert d["externalId"] is None
     assert d["defaultHostingCost"] == 0 and d["defaultHostingPrecedence"] == "default"
     assert d["serviceHostingCosts"] == {} and d["serviceHostingPrecedences"] == {}
@@ -133,7 +134,8 @@ def test_put_resets_omitted_fields(admin, service_ids):
     assert r.status_code == 200 and r.json() == {"data": {}, "meta": {}}
     d = get(admin, iid)
     assert d["name"] == "full2" and d["isAdmin"] is False
-    assert d["roleAttributes"] is None and d["tags"] == {} and d["appData"] == {}  # null: upstream's storage keeps no empty list
+    # null: upstream's storage keeps no empty list
+    assert d["roleAttributes"] is None and d["tags"] == {} and d["appData"] == {}
     assert d["externalId"] is None and d["authPolicyId"] == "default"
     assert d["defaultHostingCost"] == 0 and d["defaultHostingPrecedence"] == "default"
     assert d["serviceHostingCosts"] == {} and d["serviceHostingPrecedences"] == {}

@@ -102,7 +102,8 @@ def test_detail_sorted_roles_and_display(admin, net):
 
     erp = net.erp()
     d = admin.get(f"/edge-router-policies/{erp}").json()["data"]
-    assert d["identityRoles"] is None and d["identityRolesDisplay"] == [] and d["edgeRouterRolesDisplay"] == []  # upstream: no list, null; its Display []
+    # upstream: no list, null; its Display []
+    assert d["identityRoles"] is None and d["identityRolesDisplay"] == [] and d["edgeRouterRolesDisplay"] == []
     assert d["isSystem"] is False
     assert set(d["_links"]) == {"self", "edge-routers", "identities"}
     serp = net.serp(services=["#all"])

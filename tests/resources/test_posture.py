@@ -273,7 +273,8 @@ def test_patch_writes_only_sent_fields(admin):
             "roleAttributes": ["r"],
         },
     )
-    assert admin.patch(f"/posture-checks/{id}", json={"typeId": "PROCESS_MULTI", "semantic": "AllOf"}).status_code == 200
+    r = admin.patch(f"/posture-checks/{id}", json={"typeId": "PROCESS_MULTI", "semantic": "AllOf"})
+    assert r.status_code == 200
     d = _detail(admin, id)
     assert d["semantic"] == "AllOf" and d["processes"][0]["path"] == "/a" and d["roleAttributes"] == ["r"]
     assert (

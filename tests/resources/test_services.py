@@ -156,7 +156,8 @@ def test_service_defaults_and_detail(admin):
     sid = admin.create("services", {"name": "svc", "encryptionRequired": False})
     d = admin.get(f"/services/{sid}").json()["data"]
     assert d["terminatorStrategy"] == "smartrouting" and d["maxIdleTimeMillis"] == 0
-    assert d["configs"] is None and d["roleAttributes"] is None and d["config"] in ({}, None)  # null: upstream's storage keeps no empty list
+    # null: upstream's storage keeps no empty list
+    assert d["configs"] is None and d["roleAttributes"] is None and d["config"] in ({}, None)
     assert d["encryptionRequired"] is False
     assert isinstance(d["permissions"], list) and isinstance(d["postureQueries"], list)
     for rel in ("service-edge-router-policies", "service-policies", "terminators", "configs"):
@@ -197,7 +198,8 @@ def test_deleting_a_config_removes_it_from_services(admin):
     a = admin.create("configs", {"name": "h-a", "configTypeId": HOST, "data": GOOD_HOST})
     sid = admin.create("services", {"name": "s", "encryptionRequired": True, "configs": [a]})
     assert admin.delete(f"/configs/{a}").status_code == 200
-    assert admin.get(f"/services/{sid}").json()["data"]["configs"] is None  # null: upstream's storage keeps no empty list
+    # null: upstream's storage keeps no empty list
+    assert admin.get(f"/services/{sid}").json()["data"]["configs"] is None
     r = admin.post("/database/check-data-integrity")
     assert r.status_code == 202
 

@@ -18,7 +18,7 @@ from ..auth import passwords, sessions
 from ..auth.methods import METHODS, Login, auth_queries, method
 from ..auth.policy import identity_policy, is_disabled, primary_rules
 from ..errors import CouldNotValidate, InvalidAuth, Unauthorized
-from ..resources.common import Body, name_of
+from ..resources.common import Body
 from ..resources.identities import IDENTITIES
 from . import crud
 from . import envelope as env

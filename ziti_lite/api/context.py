@@ -267,7 +267,8 @@ def _lookup(doc: Any, field: str) -> Any:
     return doc
 
 
-_TYPE_MISMATCH = re.compile(r"Expected `([^`|]+?)(?: \| null)?`, got `([^`]+)`$")  # one expected type: a Go unmarshal error
+# one expected type: a Go unmarshal error
+_TYPE_MISMATCH = re.compile(r"Expected `([^`|]+?)(?: \| null)?`, got `([^`]+)`$")
 
 
 def validation_error(text: str, body: bytes) -> ApiError:

@@ -20,8 +20,8 @@ from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import op
 from ..api.resource import Field, Resource
-from ..db.filters import Symbol
 from ..auth import certs as certauth
+from ..db.filters import Symbol
 from ..errors import ApiError, NotFound
 from ..ids import new_id
 from ..pki import ca

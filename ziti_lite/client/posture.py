@@ -19,7 +19,7 @@ from .. import clock
 from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import op
-from ..errors import ApiError, CouldNotValidate, NotFound
+from ..errors import ApiError, CouldNotValidate
 from . import changes, posture_checks, sessions
 from .posture_checks import PostureState, SessionPosture, clean_hex, state
 
