@@ -273,7 +273,14 @@ class _App(Starlette):
                 await special(scope, receive, send)
                 return
             if self.console is not None and self.console.handles(path):
-                await self.console(scope, receive, send, self.controller)
+                console, controller = self.console, self.controller
+
+                async def serve_console(scope: Scope, receive: Receive, send: Send) -> None:
+                    await console(scope, receive, send, controller)
+                if self.observer is not None:   # the console's files get access records too
+                    await self.observer(scope, receive, send, serve_console)
+                else:
+                    await serve_console(scope, receive, send)
                 return
             if self.observer is not None:
                 await self.observer(scope, receive, send, self.controller)
