@@ -306,3 +306,38 @@ async def session_route_path(ctx: Ctx):
     router = ctx.ctl.edge_router
     row = _get(ctx, ctx.params["id"])
     return env.ok({"routePath": [router.router_id] if router is not None and router.carries(row["id"]) else []})
+
+
+# ------------------------------------------------------------------ access lost
+# Upstream deletes a session as soon as no service policy of its type grants its identity its
+# service any more; its router then answers the session "Invalid Session" and the SDK asks for
+# a new one. Membership tables are up to date when these listeners run (policy/links.py's run
+# first, in the same transaction).
+_UNGRANTED = (
+    "DELETE FROM sessions WHERE {scope} AND NOT EXISTS ("
+    " SELECT 1 FROM service_policy_identities i JOIN service_policy_services s"
+    " ON s.policy_id = i.policy_id AND s.service_id = sessions.service_id"
+    " WHERE i.identity_id = sessions.identity_id AND i.type = sessions.type)"
+)
+
+
+def drop_ungranted(store, scope: str, params: tuple) -> None:
+    store.execute(_UNGRANTED.format(scope=scope), params)
+
+
+@crud.listen("service-policies")
+def _policy_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
+    if before is not None:   # a new policy only grants
+        drop_ungranted(ctx.store, "type = ?", (before["type"],))
+
+
+@crud.listen("identities")
+def _identity_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
+    if before is not None and values is not None:
+        drop_ungranted(ctx.store, "identity_id = ?", (id,))
+
+
+@crud.listen("services")
+def _service_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
+    if before is not None and values is not None:
+        drop_ungranted(ctx.store, "service_id = ?", (id,))
