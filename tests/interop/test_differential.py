@@ -17,6 +17,7 @@ and so does a listed one that no longer happens (so the table stays true).
 from __future__ import annotations
 
 import csv
+import datetime
 import fnmatch
 import json
 import os
@@ -38,6 +39,24 @@ MGMT, CLIENT = "/edge/management/v1", "/edge/client/v1"
 
 
 # ------------------------------------------------------------------ the script
+def _ca_pem(cn: str) -> str:
+    """A self-signed CA certificate (the same PEM goes to both controllers)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+            .sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
 @dataclass
 class Step:
     name: str
@@ -250,6 +269,7 @@ s("detail patched policy", "GET", "/service-policies/{sp}")
 s("patch posture check without type", "PATCH", "/posture-checks/{pc}", {"domains": ["other"]})
 s("patch posture check with type", "PATCH", "/posture-checks/{pc}", {"typeId": "DOMAIN", "domains": ["other"]})
 s("patch config type tags only", "PATCH", "/config-types/{ct}", {"tags": {"a": "b"}})
+s("put config type back", "PUT", "/config-types/{ct}", {"name": "dt-ct", "schema": {"type": "object"}})
 s("patch auth policy", "PATCH", "/auth-policies/{ap}", {"secondary": {"requireTotp": True}})
 s("detail patched auth policy", "GET", "/auth-policies/{ap}")
 
@@ -278,6 +298,61 @@ s("authenticate wrong password", "POST", "client:/authenticate?method=password",
   {"username": "admin", "password": "wrong"}, auth="none")
 s("authenticate unknown method", "POST", "client:/authenticate?method=nope", {}, auth="none")
 s("delete api session unknown", "DELETE", "/api-sessions/nope")
+
+# --- every field upstream lists, filtered and (scalars) sorted on
+def _field_steps() -> None:
+    from ziti_lite import wiring
+    for res in wiring.resources():
+        if res.name not in COLLECTIONS or "list" not in res.ops:
+            continue
+        for name in res.filterable:
+            kind = res.symbols[name].kind
+            if kind == "tags":
+                query = "tags.x = null"
+            elif kind == "set":
+                query = f"isEmpty({name}) or not isEmpty({name})"
+            else:
+                query = f"{name} != null sort by {name} desc limit 2"
+            s(f"field {res.name} {name}", "GET", f"/{res.name}?filter={query}")
+
+
+_field_steps()
+
+# --- a CA: create, its JWT, a verification with the wrong certificate
+CA_PEM = _ca_pem("dt-ca")
+s("create ca", "POST", "/cas", {"name": "dt-ca", "certPem": CA_PEM, "isAutoCaEnrollmentEnabled": True,
+                                 "isOttCaEnrollmentEnabled": True, "isAuthEnabled": True,
+                                 "identityRoles": ["dt"]}, save="ca")
+s("create ca twice", "POST", "/cas", {"name": "dt-ca2", "certPem": CA_PEM, "isAutoCaEnrollmentEnabled": True,
+                                       "isOttCaEnrollmentEnabled": True, "isAuthEnabled": True,
+                                       "identityRoles": []})
+s("detail ca", "GET", "/cas/{ca}")
+s("verify ca wrong cert", "POST", "/cas/{ca}/verify", raw=_ca_pem("other").encode(), ctype="text/plain")
+s("ottca enrollment unverified ca", "POST", "/enrollments", {"method": "ottca", "identityId": "{bob}",
+                                                            "caId": "{ca}", "expiresAt": "2099-01-01T00:00:00Z"})
+s("ott enrollment", "POST", "/enrollments", {"method": "ott", "identityId": "{bob}",
+                                             "expiresAt": "2099-01-01T00:00:00Z"}, save="enr")
+s("ott enrollment again", "POST", "/enrollments", {"method": "ott", "identityId": "{bob}",
+                                                   "expiresAt": "2099-01-01T00:00:00Z"})
+s("detail enrollment", "GET", "/enrollments/{enr}")
+s("refresh enrollment in the past", "POST", "/enrollments/{enr}/refresh", {"expiresAt": "2001-01-01T00:00:00Z"})
+s("refresh enrollment", "POST", "/enrollments/{enr}/refresh", {"expiresAt": "2098-01-01T00:00:00Z"})
+s("delete enrollment", "DELETE", "/enrollments/{enr}")
+s("delete ca", "DELETE", "/cas/{ca}")
+
+# --- MFA of the admin: enrol, read, a wrong code, remove
+s("mfa enrol", "POST", "client:/current-identity/mfa")
+s("mfa enrol twice", "POST", "client:/current-identity/mfa")
+s("mfa detail unverified", "GET", "client:/current-identity/mfa")
+s("mfa verify wrong code", "POST", "client:/current-identity/mfa/verify", {"code": "000000"})
+s("mfa recovery codes unverified", "GET", "client:/current-identity/mfa/recovery-codes")
+s("mfa delete unverified", "DELETE", "client:/current-identity/mfa")
+
+# --- API sessions
+s("api sessions of the user", "GET", '/api-sessions?filter=identity="{user}"')
+s("current api session certificates", "GET", "client:/current-api-session/certificates")
+s("delete current api session of the user", "DELETE", "client:/current-api-session", auth="user")
+s("user after logout", "GET", "client:/current-identity", auth="user")
 
 # --- deletes and what references refuse
 s("delete config in use", "DELETE", "/configs/{cfg}")
@@ -313,6 +388,7 @@ class Side:
             {"username": "dt-user", "password": "dt-User-pw1"}).encode(), "application/json", None)
         assert status == 200, body
         self.user_token = body["data"]["token"]
+        self.vars["user"] = ident["data"]["id"]
 
     def call(self, method: str, path: str, data: bytes | None, ctype: str, token: str | None):
         req = urllib.request.Request(self.url + path.replace(" ", "%20").replace('"', "%22"), data=data,

@@ -275,6 +275,8 @@ EXT_JWT_SIGNERS = Resource(
     create=ExternalJwtSignerCreate, update=ExternalJwtSignerUpdate,
     filters=("name", "fingerprint", "kid", "issuer", "certPem", "commonName", "notAfter", "notBefore", "enabled",
              "claimsProperty", "useExternalId", "audience", "clientId", "scopes"),
+    # upstream's scopes symbol is a plain string one (set functions on it are refused)
+    extra_symbols={"scopes": Symbol("string", "t.scopes")},
     prepare=prepare_signer, render=render_signer, before_delete=before_delete_signer,
 )
 

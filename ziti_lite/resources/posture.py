@@ -9,6 +9,7 @@ lower-cased, MFA ``timeoutSeconds <= 0`` as -1). A check's type never changes af
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Literal
 
@@ -182,12 +183,20 @@ POSTURE_CHECKS = Resource(
 )
 
 
+def render_posture_check_type(ctx, row: dict, out: dict) -> None:
+    # as upstream answers them: operating systems and versions in byte order, null for a type
+    # that names no versions (it keeps no empty list)
+    oses = sorted(json.loads(row["operating_systems"] or "[]"), key=lambda o: o["type"])
+    out["operatingSystems"] = [{**o, "versions": sorted(o.get("versions") or []) or None} for o in oses]
+
+
 POSTURE_CHECK_TYPES = Resource(
     name="posture-check-types", entity="postureCheckType", table="posture_check_types",
     fields=(NAME, Field("operatingSystems", "json")),
     ops=("list", "detail"),
     filters=("name",),
     constants={"version": None},  # upstream never sets it
+    render=render_posture_check_type,
 )
 
 RESOURCES = (POSTURE_CHECK_TYPES, POSTURE_CHECKS)
