@@ -63,7 +63,7 @@ class Step:
     method: str
     path: str                       # management API unless it starts with "client:"
     body: Any = None
-    save: str = ""                  # keep data.id under this name
+    save: str = ""                  # keep data.id under this name ("name=dotted.path": that value)
     auth: str = "admin"             # admin | none | bad | uuid | user (a non-admin password user)
     raw: bytes | None = None        # a body sent as is
     ctype: str = "application/json"
@@ -344,6 +344,14 @@ s("refresh enrollment", "POST", "/enrollments/{enr}/refresh", {"expiresAt": "209
 s("delete enrollment", "DELETE", "/enrollments/{enr}")
 s("delete ca", "DELETE", "/cas/{ca}")
 
+# --- an updb enrollment under an auth policy asking for 8 characters, completed with 5
+s("identity under the 8-character policy", "POST", "/identities", {
+    "name": "dt-short", "type": "User", "isAdmin": False, "authPolicyId": "{ap}",
+    "enrollment": {"updb": "dt-short"}}, save="short")
+s("its updb token", "GET", "/identities/{short}", save="shorttoken=data.enrollment.updb.token")
+s("updb enrollment with a short password", "POST", "client:/enroll?method=updb&token={shorttoken}",
+  {"password": "Ab1!x"}, auth="none")
+
 # --- MFA of the admin: enrol, read, a wrong code, remove
 s("mfa enrol", "POST", "client:/current-identity/mfa")
 s("mfa enrol twice", "POST", "client:/current-identity/mfa")
@@ -420,8 +428,13 @@ class Side:
         token = {"admin": self.token, "none": None, "bad": "not-a-token", "user": self.user_token,
                  "uuid": "00000000-0000-4000-8000-000000000000"}[step.auth]
         status, body = self.call(step.method, path, data, step.ctype, token)
-        if step.save and status == 201 and isinstance(body, dict):
-            self.vars[step.save] = body["data"]["id"]
+        if step.save and status in (200, 201) and isinstance(body, dict):
+            name, _, dotted = step.save.partition("=")
+            value: Any = body
+            for part in (dotted or "data.id").split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if isinstance(value, str):
+                self.vars[name] = value
         return status, body
 
 
