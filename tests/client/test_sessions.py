@@ -136,3 +136,13 @@ def test_a_session_goes_when_its_policy_access_does(net):
     for p in dial:
         assert net.admin.delete(f"/service-policies/{p['id']}").status_code == 200
     assert net.admin.get("/sessions").json()["data"] == []
+
+
+def test_a_session_goes_when_its_identity_leaves_the_policy(net):
+    alice = net.login(net.alice)
+    alice.post("/sessions", json={"serviceId": net.web, "type": "Dial"})
+    assert net.admin.get("/sessions").json()["meta"]["pagination"]["totalCount"] == 1
+    assert net.admin.patch(f"/identities/{net.alice[0]}", json={"name": "alice-renamed"}).status_code == 200
+    assert net.admin.get("/sessions").json()["meta"]["pagination"]["totalCount"] == 1   # still granted
+    assert net.admin.patch(f"/identities/{net.alice[0]}", json={"roleAttributes": ["nothing"]}).status_code == 200
+    assert net.admin.get("/sessions").json()["meta"]["pagination"]["totalCount"] == 0

@@ -333,11 +333,11 @@ def _policy_changed(ctx, id: str, before: dict | None, values: dict | None) -> N
 
 @crud.listen("identities")
 def _identity_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
-    if before is not None and values is not None:
+    if before is not None and values is not None and "role_attributes" in values:  # deletes cascade
         drop_ungranted(ctx.store, "identity_id = ?", (id,))
 
 
 @crud.listen("services")
 def _service_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
-    if before is not None and values is not None:
+    if before is not None and values is not None and "role_attributes" in values:
         drop_ungranted(ctx.store, "service_id = ?", (id,))
