@@ -140,7 +140,6 @@ _at = re.compile(r"^(.*?)(?: - at `\$(.*)`)?$")
 # Go's encoding/json, which upstream decodes bodies with, matches an object's keys to a struct's
 # fields exactly, else case-insensitively ("Type" fills ``type``): the real CLI sends such keys
 # (a posture check's operating systems, from a Go struct without JSON tags).
-_KEY = re.compile(rb'"([A-Za-z_][A-Za-z0-9_]*)"\s*:')
 _names_cache: dict[Any, tuple[frozenset[str], dict[str, str]]] = {}
 
 
@@ -180,10 +179,19 @@ def _field_names(t: Any) -> tuple[frozenset[str], dict[str, str]]:
     return result
 
 
+_folders: dict[Any, re.Pattern[bytes] | None] = {}
+
+
 def _needs_folding(body: bytes, type_: Any) -> bool:
-    exact, lower = _field_names(type_)
-    return any(k not in exact and k.lower() in lower
-               for k in (m.decode() for m in _KEY.findall(body)))
+    """Whether the body has a key that is one of the type's wire names in another case: one
+    search of a pattern made per type (a key matching a name case-insensitively, not exactly)."""
+    if type_ not in _folders:
+        exact, _ = _field_names(type_)
+        names = b"|".join(re.escape(n.encode()) for n in sorted(exact, key=len, reverse=True))
+        _folders[type_] = re.compile(
+            b'"(?!(?:' + names + b')")(?i:' + names + b')"\\s*:') if names else None
+    pattern = _folders[type_]
+    return pattern is not None and pattern.search(body) is not None
 
 
 def _fold(doc: Any, t: Any) -> Any:
