@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -70,7 +71,6 @@ def _low_free_port() -> int:
         port = testing.free_port()
         if port < 32768:
             return port
-    import socket
     for port in range(20000, 32000, 7):
         with socket.socket() as s:
             try:
