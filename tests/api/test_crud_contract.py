@@ -270,6 +270,8 @@ def as_read(name: str, key: str, value):
     f = resource(name).by_name.get(key)
     if f is not None and f.empty_null and value in ("", [], {}):
         return None
+    if f is not None and f.kind == "set" and not f.ordered and isinstance(value, list):
+        return sorted(dict.fromkeys(value))   # upstream keeps a set sorted
     if name == "auth-policies" and key == "secondary" and isinstance(value, dict):
         return {k: v for k, v in value.items() if not (k == "requireExtJwtSigner" and v is None)}
     return value

@@ -135,8 +135,8 @@ def _comparable(doc: dict) -> dict:
         rows.sort(key=lambda r: r["name"])
         for r in rows:
             for k, v in r.items():
-                if k.endswith("Roles") and isinstance(v, list):
-                    r[k] = sorted(v)
+                if (k.endswith("Roles") or k == "configs") and isinstance(v, list):
+                    r[k] = sorted(v)   # sets, kept in id order: the ids differ between networks
     return doc
 
 

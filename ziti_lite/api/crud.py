@@ -83,6 +83,8 @@ def struct_values(obj: Any, patch: bool = False) -> dict[str, Any]:
 
 
 def to_sql(res: Resource, column: str, value: Any) -> Any:
+    if column in res.sorted_columns and isinstance(value, list):
+        value = sorted(dict.fromkeys(value))
     if column == "tags" or column in res.json_columns:
         return _jenc.encode(value if value is not None else ({} if column == "tags" else None)).decode()
     if isinstance(value, bool):

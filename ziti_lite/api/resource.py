@@ -42,6 +42,9 @@ class Field:
     # rendered null when stored empty ("", [] or {}): upstream's storage keeps no value for an
     # empty list or string, so its answers have null there (sets: on unless told otherwise)
     empty_null: bool | None = None
+    # a set is written sorted (byte order) and without duplicates, as upstream keeps its sets (the
+    # keys of a bucket); ``ordered``: a list kept as sent
+    ordered: bool = False
 
     def __post_init__(self):
         assert self.kind in KINDS, self.kind
@@ -139,6 +142,7 @@ class Resource:
             self.symbols[name] = self._symbol(name)
         self.filterable = [*BASE_SYMBOLS, *self.filters]
         self.json_columns = {f.column for f in self.fields if f.kind in ("json", "set", "map")}
+        self.sorted_columns = {f.column for f in self.fields if f.kind == "set" and not f.ordered}
         self.bool_columns = {f.column for f in self.fields if f.kind == "bool"}
 
     def _symbol(self, name: str) -> Symbol:

@@ -265,7 +265,7 @@ EXT_JWT_SIGNERS = Resource(
         Field("useExternalId", "bool"),
         Field("externalAuthUrl", nullable=True, empty_null=True),
         Field("clientId", nullable=True, empty_null=True),
-        Field("scopes", "set", nullable=True),
+        Field("scopes", "set", nullable=True, ordered=True),
         Field("targetToken", output=False),  # not in the API of 0.26.38: upstream 1.3.3 does not show it
         Field("fingerprint", nullable=True, empty_null=True),
         Field("commonName"),
