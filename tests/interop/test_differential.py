@@ -6,8 +6,9 @@ certificates, hosts and ports (only field names and JSON types of ``data`` are c
 their values) and the entities each controller starts with (lists are compared by content only
 where a filter keeps to the script's own entities, all named ``dt-...``). Compared: the status,
 ``error.code``, the field names and JSON types of ``data`` recursively (null is a type of its
-own: ``[]`` against ``null`` is a difference), ``meta`` (pagination, the filterable fields as a
-set), and for the script's own lists their names in order and ``totalCount``.
+own: ``[]`` against ``null`` is a difference), the values of booleans, numbers and enumerations,
+``meta`` (pagination, the filterable fields as a set), and for the script's own lists their names
+in order and ``totalCount``.
 
 Every difference found must be listed in ``differences.tsv`` (step pattern, kind, path pattern,
 reason), the table the README's "Documented differences" shows; a new difference fails the test,
@@ -482,6 +483,17 @@ def shape_diff(up, lite, path: str, out: list[tuple[str, str]]) -> None:
     elif ku == "array":
         for a, b in _pairs(up, lite)[:4]:
             shape_diff(a, b, f"{path}[]", out)
+    elif up != lite and (ku in ("boolean", "number") or path.rsplit(".", 1)[-1] in ENUMS):
+        key = path.rsplit(".", 1)[-1]
+        if key not in ENVIRONMENT:
+            out.append(("value", f"{path}: {up!r} != {lite!r}"))
+
+
+# values compared as well as types: booleans, numbers and these enumerations; not these numbers,
+# which count what each controller started with (ziti-lite's embedded router, say)
+ENUMS = {"type", "semantic", "method", "precedence", "terminatorStrategy", "defaultHostingPrecedence",
+         "edgeRouterConnectionStatus", "syncStatus", "binding", "policyType", "typeId", "osType"}
+ENVIRONMENT = {"identityRouterCount", "serviceRouterCount"}
 
 
 def _key(x):
