@@ -36,12 +36,14 @@ def test_repeated_query_parameters_take_the_first_value(admin):
 def test_validation_errors_never_echo_a_password(admin):
     iid = admin.create("identities", {"name": "pw", "type": "User", "isAdmin": False})
     secret = "x"  # too short: a validation error on the password field
-    for body in ({"method": "updb", "identityId": iid, "username": "pw-user", "password": secret},
-                 {"method": "updb", "identityId": iid, "username": "pw-user", "password": 12345}):
-        r = admin.post("/authenticators", json=body)
-        err = assert_error(r, 400, "COULD_NOT_VALIDATE")
-        assert err["cause"]["field"] == "password"
-        assert err["cause"]["value"] == "<redacted>"
+    body = {"method": "updb", "identityId": iid, "username": "pw-user", "password": secret}
+    err = assert_error(admin.post("/authenticators", json=body), 400, "COULD_NOT_VALIDATE")
+    assert err["cause"]["field"] == "password"
+    assert err["cause"]["value"] == "<redacted>"
+    # a password of the wrong JSON type: COULD_NOT_PARSE_BODY (as upstream), the value not echoed
+    r = admin.post("/authenticators", json={**body, "password": 123456789})
+    assert_error(r, 400, "COULD_NOT_PARSE_BODY")
+    assert "123456789" not in r.text
     r = admin.client.post(
         CLIENT + "/authenticate?method=password", json={"username": "a", "password": ["hunter2-secret"]}
     )

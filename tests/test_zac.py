@@ -3,6 +3,7 @@ HTTPS port, with the index.html fallback for deep links; the APIs around it unch
 
 from __future__ import annotations
 
+import json
 import ssl
 import subprocess
 import sys
@@ -95,3 +96,19 @@ def test_zac_dir_without_index_is_refused(tmp_path):
     )
     assert r.returncode == 2 and "index.html" in r.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def test_console_files_get_access_records(spa, ziti_lite_template, tmp_path):
+    """The access log records every request, the console's files included."""
+    db = ziti_lite_template.copy(tmp_path / "net.db")
+    ctl = testing.start(db, ziti_lite_template.admin_password, edge=False,
+                        extra=("--zac", str(spa), "--log-format", "json", "--log-level", "info"))
+    try:
+        with httpx.Client(base_url=ctl.url, verify=ssl.create_default_context(cafile=ctl.ca_file), timeout=10) as c:
+            assert c.get("/zac/main.js").status_code == 200
+            assert c.get("/zac/some/deep/link").status_code == 200
+    finally:
+        ctl.stop()  # flushes its output
+    records = [json.loads(line) for line in ctl.output.splitlines() if line.strip().startswith("{")]
+    access = {(r["path"], r["status"]) for r in records if r.get("logger") == "ziti_lite.access"}
+    assert {("/zac/main.js", 200), ("/zac/some/deep/link", 200)} <= access

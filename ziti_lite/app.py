@@ -210,8 +210,12 @@ class Controller:
         await sessions.warm(self, headers)  # JWKS keys for a secondary ext-jwt factor
         session = sessions.lookup(self, token, headers)
         if session is None:
-            raise Unauthorized(challenge="no zt-session header" if not token else
-                               "the zt-session is not valid (unknown, expired or logged out): authenticate again")
+            # upstream: a missing token is "unauthenticated for invalid credentials", an unknown one
+            # a 401 without a cause; both say why in WWW-Authenticate
+            if not (token or "").strip():
+                raise Unauthorized(challenge="no zt-session header")
+            raise Unauthorized(None, challenge="the zt-session is not valid (unknown, expired or logged out):"
+                                               " authenticate again")
         ctx.session = session
         if level == "partial":
             return
@@ -302,7 +306,14 @@ class _App(Starlette):
                 await special(scope, receive, send)
                 return
             if self.console is not None and self.console.handles(path):
-                await self.console(scope, receive, send, self.controller)
+                console, controller = self.console, self.controller
+
+                async def serve_console(scope: Scope, receive: Receive, send: Send) -> None:
+                    await console(scope, receive, send, controller)
+                if self.observer is not None:   # the console's files get access records too
+                    await self.observer(scope, receive, send, serve_console)
+                else:
+                    await serve_console(scope, receive, send)
                 return
             if self.observer is not None:
                 await self.observer(scope, receive, send, self.controller)

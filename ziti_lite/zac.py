@@ -36,6 +36,7 @@ class Console:
     async def __call__(self, scope, receive, send, fallback) -> None:
         path = scope["path"]
         if path == PREFIX:
+            scope["zl.status"] = 301
             return await RedirectResponse(PREFIX + "/", status_code=301)(scope, receive, send)
         if path.startswith("/assets/"):
             response = await self._file(path, scope)
@@ -48,6 +49,7 @@ class Console:
         if response is None:
             response = env.error_response(ApiError("METHOD_NOT_ALLOWED") if scope["method"] not in ("GET", "HEAD")
                                           else NotFound())
+        scope["zl.status"] = response.status_code   # for the access record (observe.py)
         await response(scope, receive, send)
 
     async def _file(self, path: str, scope):

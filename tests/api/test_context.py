@@ -66,3 +66,38 @@ def test_bad_utf8_on_unauthenticated_endpoints_is_400(anon, path):
     err = r.json()["error"]
     assert err["code"] == "COULD_NOT_PARSE_BODY"
     assert err["cause"]["code"] == "UNHANDLED" and "UTF-8" in err["cause"]["message"]
+
+
+# ------------------------------------------------------------------ Go's field matching
+def test_keys_match_fields_case_insensitively_as_go_decodes():
+    from ziti_lite import wiring
+    from ziti_lite.api.context import decode
+    wiring.load()
+    from ziti_lite.resources.posture import PostureCheckCreate
+    from ziti_lite.resources.services import ServiceCreate
+    # the ziti CLI sends a posture check's operating systems from a Go struct without JSON tags
+    body = b'{"name":"win","typeId":"OS","operatingSystems":[{"Type":"Windows","Versions":["10.0.19041"]}]}'
+    check = decode(body, PostureCheckCreate)
+    assert check.operating_systems is not None
+    assert (check.operating_systems[0].type, check.operating_systems[0].versions) == ("Windows", ["10.0.19041"])
+    svc = decode(b'{"NAME":"s","encryptionrequired":true,"tags":{"Name":"kept as sent"}}', ServiceCreate)
+    assert svc.name == "s" and svc.encryption_required is True and svc.tags == {"Name": "kept as sent"}
+    # an exact key is the field itself; keys of no field stay ignored
+    assert decode(b'{"name":"exact","encryptionRequired":false,"Other":1}', ServiceCreate).name == "exact"
+
+
+def test_wrong_json_types_are_parse_errors_and_constraints_validation_errors():
+    from ziti_lite import wiring
+    from ziti_lite.api.context import decode
+    from ziti_lite.errors import ApiError
+    wiring.load()
+    from ziti_lite.resources.services import ServiceCreate
+    for body, code in ((b'{"name":"s","encryptionRequired":"yes"}', "COULD_NOT_PARSE_BODY"),
+                       (b'[]', "COULD_NOT_PARSE_BODY"),
+                       (b'{"encryptionRequired":true}', "COULD_NOT_VALIDATE")):
+        try:
+            decode(body, ServiceCreate)
+        except ApiError as e:
+            assert e.code == code, (body, e.code, e.cause)
+        else:
+            raise AssertionError(f"{body!r} decoded")

@@ -119,11 +119,12 @@ def test_failed_service_requests_and_posture_data(net):
         "wokenAt": None,
         "unlockedAt": None,
     }
-    # an identity reads its own, not another's
-    assert mgmt(alice).get(f"/identities/{net.alice[0]}/posture-data").status_code == 200
+    # admin operations, as every management operation upstream: a non-admin, even the identity
+    # itself, gets 401
+    assert_error(mgmt(alice).get(f"/identities/{net.alice[0]}/posture-data"), 401, "UNAUTHORIZED")
     bob = net.login(net.bob)
-    assert_error(mgmt(bob).get(f"/identities/{net.alice[0]}/posture-data"), 404, "NOT_FOUND")
-    assert_error(mgmt(bob).get(f"/identities/{net.alice[0]}/failed-service-requests"), 404, "NOT_FOUND")
+    assert_error(mgmt(bob).get(f"/identities/{net.alice[0]}/posture-data"), 401, "UNAUTHORIZED")
+    assert_error(mgmt(bob).get(f"/identities/{net.alice[0]}/failed-service-requests"), 401, "UNAUTHORIZED")
 
 
 def test_process_checks(net):

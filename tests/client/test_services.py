@@ -148,3 +148,19 @@ def test_declared_but_unimplemented_client_operations_answer_501(client):
         r = client.request(method, CLIENT + path)
         assert r.status_code == 501, (path, r.text)
         assert "has not yet been implemented" in r.json()
+
+
+def test_a_demoted_default_admin_sees_services_through_policies_only(net):
+    # upstream: the default admin keeps management access with isAdmin false, but its client
+    # service list then follows the policies, as any identity's
+    admin = net.admin
+    me = admin.as_prefix(CLIENT).get("/current-identity").json()["data"]["id"]
+    every = {s["id"] for s in admin.as_prefix(CLIENT).get("/services?limit=-1").json()["data"]}
+    assert admin.patch(f"/identities/{me}", json={"isAdmin": False}).status_code == 200
+    try:
+        assert admin.get("/identities").status_code == 200   # still manages the network
+        granted = {s["id"] for s in admin.get(f"/identities/{me}/services?limit=-1").json()["data"]}
+        listed = {s["id"] for s in admin.as_prefix(CLIENT).get("/services?limit=-1").json()["data"]}
+        assert listed == granted and net.hidden in every and net.hidden not in listed
+    finally:
+        assert admin.patch(f"/identities/{me}", json={"isAdmin": True}).status_code == 200

@@ -124,3 +124,25 @@ def test_identity_presence(net):
     assert ident["sdkInfo"] == {"type": "ziti-sdk-golang", "version": "0.23.1", "appId": "demo"}
     alice.delete("/current-api-session")
     assert net.admin.get(f"/identities/{net.alice[0]}").json()["data"]["hasApiSession"] is False
+
+
+def test_a_session_goes_when_its_policy_access_does(net):
+    # upstream deletes a session as soon as no policy of its type grants it any more
+    alice = net.login(net.alice)
+    sid = alice.post("/sessions", json={"serviceId": net.web, "type": "Dial"}).json()["data"]["id"]
+    assert [s["id"] for s in net.admin.get("/sessions").json()["data"]] == [sid]
+    policies = net.admin.get(f"/services/{net.web}/service-policies").json()["data"]
+    dial = [p for p in policies if p["type"] == "Dial"]
+    for p in dial:
+        assert net.admin.delete(f"/service-policies/{p['id']}").status_code == 200
+    assert net.admin.get("/sessions").json()["data"] == []
+
+
+def test_a_session_goes_when_its_identity_leaves_the_policy(net):
+    alice = net.login(net.alice)
+    alice.post("/sessions", json={"serviceId": net.web, "type": "Dial"})
+    assert net.admin.get("/sessions").json()["meta"]["pagination"]["totalCount"] == 1
+    assert net.admin.patch(f"/identities/{net.alice[0]}", json={"name": "alice-renamed"}).status_code == 200
+    assert net.admin.get("/sessions").json()["meta"]["pagination"]["totalCount"] == 1   # still granted
+    assert net.admin.patch(f"/identities/{net.alice[0]}", json={"roleAttributes": ["nothing"]}).status_code == 200
+    assert net.admin.get("/sessions").json()["meta"]["pagination"]["totalCount"] == 0

@@ -127,7 +127,7 @@ def test_logout_closes_the_channel(edge, net, peers):
     assert c.next(kind="echo")["reply"] == "h1:bye\n"
     router = edge.ctl.edge_router
     assert router.has_connection(iid)
-    for s in admin.get(f'/api-sessions?filter=identityId="{iid}"').json()["data"]:
+    for s in admin.get(f'/api-sessions?filter=identity="{iid}"').json()["data"]:
         assert admin.delete(f"/api-sessions/{s['id']}").status_code == 200
     assert c.next(timeout=10, kind="ended")["event"] == "ended"
 

@@ -1,6 +1,8 @@
 """Interop with the real OpenZiti Go SDK (github.com/openziti/sdk-golang v0.23.44, the version the
 Go router ziti v1.3.3 pins): a small Go peer (``go_sdk/main.go``) binds and dials services through
-ziti-lite's embedded edge router, against Go and C SDK peers.
+ziti-lite's embedded edge router, against Go and C SDK peers, and binds 50 times in a row with
+``WaitForNEstablishedListeners`` (newer SDKs, which the module proxy here does not serve, race
+the same BindSuccess harder).
 
 The peer is built once per session into ``~/.cache/ziti-lite/gosdkpeer/<hash of its sources>``
 (``$ZITI_LITE_GO_CACHE`` overrides the folder). Skipped where ``go`` is missing or the build fails
@@ -123,7 +125,7 @@ def net(edge):
     admin = edge.admin()
     ids = {}
     for name, encrypted in (("go-enc", True), ("go-plain", False), ("go-to-c", True), ("c-to-go", True),
-                            ("go-bulk", True), ("go-unbind", True)):
+                            ("go-bulk", True), ("go-unbind", True), ("go-binds", True)):
         ids[name] = admin.create("services", {"name": name, "encryptionRequired": encrypted,
                                               "roleAttributes": ["go-echo"]})
     admin.create("service-policies", {"name": "go-hosts-bind", "type": "Bind", "semantic": "AnyOf",
@@ -210,3 +212,12 @@ def test_closing_a_go_listener_removes_its_terminator(edge, net, go):
     c = go_dial(go, ids["client1.go"], "go-unbind", "after")
     ev = c.next(kind="echo")
     assert ev["event"] == "error", ev
+
+
+def test_fifty_binds_in_a_row_each_confirmed(edge, net, go):
+    """``WaitForNEstablishedListeners`` returns only once BindSuccess reached a registered
+    listener: the router sends it a round trip after StateConnected, as upstream's does, so no
+    bind of 50 in a row times out (sent right behind StateConnected, the SDK dropped some)."""
+    admin, ids = net
+    ev = go("binds", ids["host1.go"], "go-binds", "50").next(timeout=600, kind="binds")
+    assert ev["event"] == "binds" and ev["ok"] == 50 and not ev["errors"], ev.get("log", ev)

@@ -212,6 +212,25 @@ def test_refusals_carry_the_texts_sdks_react_to(edge, net):
     run(scenario())
 
 
+def test_a_dial_after_its_policy_is_gone_is_an_invalid_session(edge, net):
+    """Upstream deletes a session once its policy access is gone, so its router answers the next
+    Dial "Invalid Session" (the text that makes an SDK drop the session and ask again)."""
+    admin, ids = net
+    svc = admin.create("services", {"name": "p-lost", "encryptionRequired": False, "roleAttributes": ["p-lost"]})
+    policy = admin.create("service-policies", {"name": "p-lost-dial", "type": "Dial", "semantic": "AnyOf",
+                                               "identityRoles": ["#p-client"], "serviceRoles": ["#p-lost"]})
+
+    async def scenario():
+        who = Who(edge, ids["p-client.id"])
+        c = await who.channel()
+        token = who.session(svc, "Dial")["token"]
+        assert admin.delete(f"/service-policies/{policy}").status_code == 200
+        r = await c.dial(1, token)
+        assert r.content == ec.STATE_CLOSED and r.body == b"Invalid Session"
+        await c.close()
+    run(scenario())
+
+
 # ------------------------------------------------------------------ terminators
 def test_terminators_follow_binds(edge, net):
     admin, ids = net
@@ -466,7 +485,10 @@ def test_the_api_shows_the_router(edge, net):
     assert er["name"] == "ziti-lite" and er["isOnline"] is True and er["isVerified"] is True
     assert er["supportedProtocols"] == {"tls": url} and er["syncStatus"] == "SYNC_DONE"
     assert er["roleAttributes"] == ["public"]
-    online = admin.get("/edge-routers?filter=isOnline=true").json()["data"]
+    # upstream's edge router symbols for the live state are online and connected (isOnline is refused)
+    online = admin.get("/edge-routers?filter=online=true").json()["data"]
+    assert admin.get("/edge-routers?filter=connected=true").json()["data"] == online
+    assert admin.get("/edge-routers?filter=isOnline=true").status_code == 400
     assert [x["id"] for x in online] == [router.router_id]
     who = Who(edge, ids["p-client.id"])
     mine = who.http.get(CLIENT + "/current-identity/edge-routers", headers={"zt-session": who.token}).json()["data"]

@@ -1,5 +1,124 @@
-"""Fixtures the interop tests share: SDK peers (C and Go), the ``ziti`` binary."""
+"""What the interop tests share: the real ``ziti`` binary v1.3.3, a real OpenZiti controller, SDK peers.
 
-from tests.edge.conftest import peers  # noqa: F401 - fixture
-from tests.edge.test_go_sdk import go, gopeer  # noqa: F401 - fixtures
-from tests.interop.test_ziti_cli import ziti_bin  # noqa: F401 - fixture
+The binary comes from ``$ZITI_CLI``, else the cache ``~/.cache/ziti-lite/ziti-cli-v1.3.3/ziti``
+(``$ZITI_LITE_GO_CACHE/ziti-cli-v1.3.3`` when set), else ``go install`` of the released module
+where the Go module proxy serves it; a released ``ziti`` v1.3.3 binary put in the cache does as
+well. The tests that need it skip, saying why, where none is at hand.
+
+``openziti`` runs ``ziti edge quickstart --no-router`` (the controller alone, its PKI and bbolt
+file in a temporary directory, admin ``admin``/``admin``) bound to loopback through
+``ZITI_CTRL_BIND_ADDRESS`` and ``ZITI_CTRL_EDGE_BIND_ADDRESS``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+
+import pytest
+
+from tests.edge.conftest import peers  # noqa: F401 - fixture (SDK peers)
+from tests.edge.test_go_sdk import go, gopeer  # noqa: F401 - fixtures (the Go SDK peer)
+from ziti_lite import testing
+
+VERSION = "v1.3.3"
+
+
+def _cache() -> str:
+    base = os.environ.get("ZITI_LITE_GO_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ziti-lite")
+    return os.path.join(base, f"ziti-cli-{VERSION}")
+
+
+@pytest.fixture(scope="session")
+def ziti_bin() -> str:
+    if os.environ.get("ZITI_CLI"):
+        return os.environ["ZITI_CLI"]
+    path = os.path.join(_cache(), "ziti")
+    if os.path.exists(path):
+        return path
+    go_cmd = shutil.which("go")
+    if go_cmd is None:
+        pytest.skip(f"no ziti {VERSION} binary ($ZITI_CLI or {path}) and no go command to install it")
+    os.makedirs(_cache(), exist_ok=True)
+    try:
+        r = subprocess.run([go_cmd, "install", f"github.com/openziti/ziti/ziti@{VERSION}"], capture_output=True,
+                           text=True, env={**os.environ, "GOTOOLCHAIN": "auto", "GOBIN": _cache()}, timeout=30 * 60)
+    except subprocess.TimeoutExpired:
+        pytest.skip("installing the ziti CLI took over 30 minutes")
+    if r.returncode != 0 or not os.path.exists(path):
+        pytest.skip(f"the ziti CLI {VERSION} could not be installed (put a released ziti {VERSION} binary at "
+                    f"{path} or name it in $ZITI_CLI): {r.stderr.strip()[-800:]}")
+    return path
+
+
+@dataclass
+class OpenZiti:
+    url: str                      # https://127.0.0.1:PORT
+    admin_user: str
+    admin_password: str
+    home: str
+
+
+def _low_free_port() -> int:
+    """A free loopback port below 32768 (the quickstart refuses higher ones)."""
+    for _ in range(200):
+        port = testing.free_port()
+        if port < 32768:
+            return port
+    for port in range(20000, 32000, 7):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port below 32768")
+
+
+def _ready(url: str) -> bool:
+    ctx = ssl._create_unverified_context()  # noqa: S323 - loopback, the controller's own fresh PKI
+    try:
+        with urllib.request.urlopen(url + "/edge/management/v1/version", context=ctx, timeout=2) as r:
+            return r.status == 200
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="module")
+def openziti(ziti_bin, tmp_path_factory):
+    home = str(tmp_path_factory.mktemp("openziti"))
+    port = _low_free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ZITI_")}, "HOME": home,
+           "ZITI_CTRL_BIND_ADDRESS": "127.0.0.1", "ZITI_CTRL_EDGE_BIND_ADDRESS": "127.0.0.1"}
+    log = open(os.path.join(home, "quickstart.log"), "wb")
+    proc = subprocess.Popen(
+        [ziti_bin, "edge", "quickstart", "--no-router", "--home", os.path.join(home, "qs"),
+         "--ctrl-address", "127.0.0.1", "--ctrl-port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    url = f"https://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while not _ready(url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            log.close()
+            text = open(os.path.join(home, "quickstart.log"), errors="replace").read()[-1500:]
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+            pytest.skip(f"the OpenZiti {VERSION} quickstart did not start: {text}")
+        time.sleep(0.5)
+    time.sleep(1)  # the quickstart finishes its own setup (default admin, policies) after listening
+    yield OpenZiti(url, "admin", "admin", home)
+    os.killpg(proc.pid, signal.SIGTERM)  # the quickstart's own process group, started here
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    log.close()

@@ -76,8 +76,9 @@ def test_nested_patch_changes_only_sent_leaves(admin):
     # a negative patched value is normalised too
     admin.patch(f"/auth-policies/{id}", json={"primary": {"updb": {"maxAttempts": -7}}})
     assert admin.get(f"/auth-policies/{id}").json()["data"]["primary"]["updb"]["maxAttempts"] == 0
-    found = admin.get("/auth-policies", params={"filter": f'anyOf(primary.extJwt.allowedSigners) = "{s}"'}).json()
-    assert [x["id"] for x in found["data"]] == [id]
+    # upstream's auth policy store does not publish its signer set: the filter is refused
+    r = admin.get("/auth-policies", params={"filter": f'anyOf(primary.extJwt.allowedSigners) = "{s}"'})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_FILTER"
     found = admin.get("/auth-policies", params={"filter": "primary.updb.minPasswordLength = 12"}).json()
     assert [x["id"] for x in found["data"]] == [id]
 
@@ -103,12 +104,13 @@ def test_default_policy_can_be_updated(admin):
 
 
 def test_validation(admin):
-    err = assert_error(admin.post("/auth-policies", json=policy("bad", primary="nope")), 400, "COULD_NOT_VALIDATE")
-    assert err["cause"]["field"] == "primary"
+    # values of the wrong JSON type fail upstream's unmarshalling: COULD_NOT_PARSE_BODY naming the field
+    err = assert_error(admin.post("/auth-policies", json=policy("bad", primary="nope")), 400, "COULD_NOT_PARSE_BODY")
+    assert "primary" in err["cause"]["message"]
     bad = policy("bad")
     bad["primary"]["updb"]["maxAttempts"] = "three"
-    err = assert_error(admin.post("/auth-policies", json=bad), 400, "COULD_NOT_VALIDATE")
-    assert err["cause"]["field"] == "primary.updb.maxAttempts"
+    err = assert_error(admin.post("/auth-policies", json=bad), 400, "COULD_NOT_PARSE_BODY")
+    assert "primary.updb.maxAttempts" in err["cause"]["message"]
     err = assert_error(admin.post("/auth-policies", json=policy("bad", secondary={})), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"] == "secondary.requireTotp"
     admin.create("auth-policies", policy("taken"))

@@ -100,11 +100,12 @@ def test_host_v1_with_allowed_addresses_and_port_checks_validates(admin):
 @pytest.mark.parametrize(
     "data,field",
     [
-        ({"protocol": "tcp", "forwardAddress": True, "port": 1}, "data"),  # no allowedAddresses
-        ({"protocol": "tcp", "address": "a", "port": 1, "allowedAddresses": []}, "data.allowedAddresses"),
+        # named as upstream's validator names them: the path inside data, "(root)" for data itself
+        ({"protocol": "tcp", "forwardAddress": True, "port": 1}, "(root)"),  # no allowedAddresses
+        ({"protocol": "tcp", "address": "a", "port": 1, "allowedAddresses": []}, "allowedAddresses"),
         (
             {"protocol": "tcp", "address": "a", "port": 1, "portChecks": [{"interval": "5s", "timeout": "1s"}]},
-            "data.portChecks.0",
+            "portChecks.0",
         ),  # no address
         (
             {
@@ -113,7 +114,7 @@ def test_host_v1_with_allowed_addresses_and_port_checks_validates(admin):
                 "port": 1,
                 "portChecks": [{"interval": "soon", "timeout": "1s", "address": "x"}],
             },
-            "data.portChecks.0.interval",
+            "portChecks.0.interval",
         ),
     ],
 )

@@ -102,7 +102,8 @@ def test_detail_sorted_roles_and_display(admin, net):
 
     erp = net.erp()
     d = admin.get(f"/edge-router-policies/{erp}").json()["data"]
-    assert d["identityRoles"] == [] and d["identityRolesDisplay"] == [] and d["edgeRouterRolesDisplay"] == []
+    # upstream: no list, null; its Display []
+    assert d["identityRoles"] is None and d["identityRolesDisplay"] == [] and d["edgeRouterRolesDisplay"] == []
     assert d["isSystem"] is False
     assert set(d["_links"]) == {"self", "edge-routers", "identities"}
     serp = net.serp(services=["#all"])
@@ -122,9 +123,10 @@ def test_deleting_an_entity_removes_its_id_from_every_policy(admin, net):
     for path in (f"/identities/{i}", f"/services/{s}", f"/edge-routers/{r}", f"/posture-checks/{pc}"):
         assert admin.delete(path).status_code == 200
     d = admin.get(f"/service-policies/{sp}").json()["data"]
-    assert d["identityRoles"] == [f"@{keep}"] and d["serviceRoles"] == [] and d["postureCheckRoles"] == []
-    assert admin.get(f"/edge-router-policies/{erp}").json()["data"]["edgeRouterRoles"] == []
-    assert admin.get(f"/service-edge-router-policies/{serp}").json()["data"]["serviceRoles"] == []
+    # emptied role lists read null, as upstream's
+    assert d["identityRoles"] == [f"@{keep}"] and d["serviceRoles"] is None and d["postureCheckRoles"] is None
+    assert admin.get(f"/edge-router-policies/{erp}").json()["data"]["edgeRouterRoles"] is None
+    assert admin.get(f"/service-edge-router-policies/{serp}").json()["data"]["serviceRoles"] is None  # null as upstream
     assert net.ids(f"/service-policies/{sp}/identities") == {keep}
 
 
@@ -167,7 +169,7 @@ def test_every_change_re_evaluates(admin, net):
     r = admin.put(f"/service-policies/{sp}", json={"name": "renamed", "type": "Dial", "semantic": "AllOf"})
     assert r.status_code == 200
     d = admin.get(f"/service-policies/{sp}").json()["data"]
-    assert d["identityRoles"] == [] and d["serviceRoles"] == [] and d["name"] == "renamed"
+    assert d["identityRoles"] is None and d["serviceRoles"] is None and d["name"] == "renamed"  # null as upstream
     assert net.ids(f"/identities/{i2}/services") == set()
     assert admin.delete(f"/service-policies/{sp}").status_code == 200
     assert net.ids(f"/identities/{i2}/service-policies") == set()

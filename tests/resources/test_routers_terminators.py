@@ -38,8 +38,10 @@ def test_create_defaults_and_detail(admin, net):
     id = _term(admin, net, identity="host-1", identitySecret="c2VjcmV0", tags={"k": "v"})
     d = _detail(admin, id)
     assert d["serviceId"] == net["svc"] and d["routerId"] == net["er"]
-    assert d["service"] == {"entity": "services", "id": net["svc"], "name": "svc-a",
-                            "_links": {"self": {"href": f"./services/{net['svc']}"}}}
+    assert {k: d["service"][k] for k in ("entity", "id", "name")} == {"entity": "services", "id": net["svc"],
+                                                                     "name": "svc-a"}
+    # the reference carries the service's own links, as upstream's do
+    assert d["service"]["_links"] == admin.get(f"/services/{net['svc']}").json()["data"]["_links"]
     assert d["router"] == {"entity": "transit-routers", "id": net["er"], "name": "er-a",
                            "_links": {"self": {"href": f"./transit-routers/{net['er']}"}}}
     assert (d["binding"], d["address"], d["identity"]) == ("transport", "tcp:localhost:80", "host-1")

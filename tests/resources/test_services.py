@@ -43,9 +43,10 @@ def test_config_type_schema_must_be_a_valid_object_schema(admin):
         "COULD_NOT_VALIDATE",
     )
     assert err["cause"]["field"] == "schema"
-    assert_error(admin.post("/config-types", json={"name": "bad", "schema": "nope"}), 400, "COULD_NOT_VALIDATE")
+    # a string where the schema object belongs fails upstream's unmarshalling
+    assert_error(admin.post("/config-types", json={"name": "bad", "schema": "nope"}), 400, "COULD_NOT_PARSE_BODY")
     id = admin.create("config-types", {"name": "no-schema"})
-    assert admin.get(f"/config-types/{id}").json()["data"]["schema"] == {}
+    assert admin.get(f"/config-types/{id}").json()["data"]["schema"] is None  # unset: null, as upstream
 
 
 def test_config_type_name_rules(admin):
@@ -106,7 +107,9 @@ def test_valid_config_data(admin, type_id, data):
 )
 def test_invalid_config_data_is_400(admin, type_id, data):
     err = assert_error(config(admin, "c", type_id, data), 400, "COULD_NOT_VALIDATE")
-    assert err["cause"]["field"].startswith("data"), err
+    # named as upstream names it: the path inside data ("port", "protocols.0"), "(root)" for data itself
+    field = err["cause"]["field"]
+    assert field == "(root)" or (field and not field.startswith("data")), err
     assert isinstance(err["cause"]["value"], str) and err["cause"]["reason"]
 
 
@@ -117,8 +120,8 @@ def test_config_with_unknown_type(admin):
 def test_config_data_required_and_object(admin):
     assert_error(admin.post("/configs", json={"name": "c", "configTypeId": HOST}), 400, "COULD_NOT_VALIDATE")
     assert_error(
-        admin.post("/configs", json={"name": "c", "configTypeId": HOST, "data": [1]}), 400, "COULD_NOT_VALIDATE"
-    )
+        admin.post("/configs", json={"name": "c", "configTypeId": HOST, "data": [1]}), 400, "COULD_NOT_PARSE_BODY"
+    )  # an array where the data object belongs fails upstream's unmarshalling
 
 
 def test_config_updates_are_validated_and_type_is_fixed(admin):
@@ -128,7 +131,7 @@ def test_config_updates_are_validated_and_type_is_fixed(admin):
         400,
         "COULD_NOT_VALIDATE",
     )
-    assert err["cause"]["field"].startswith("data")
+    assert err["cause"]["field"] == "protocol"  # the path inside data, as upstream
     assert_error(admin.put(f"/configs/{cid}", json={"name": "h", "data": {}}), 400, "COULD_NOT_VALIDATE")
     r = admin.put(f"/configs/{cid}", json={"name": "h2", "configTypeId": INTERCEPT, "data": {**GOOD_HOST, "port": 9}})
     assert r.status_code == 200, r.text
@@ -153,7 +156,8 @@ def test_service_defaults_and_detail(admin):
     sid = admin.create("services", {"name": "svc", "encryptionRequired": False})
     d = admin.get(f"/services/{sid}").json()["data"]
     assert d["terminatorStrategy"] == "smartrouting" and d["maxIdleTimeMillis"] == 0
-    assert d["configs"] == [] and d["roleAttributes"] == [] and d["config"] in ({}, None)
+    # null: upstream's storage keeps no empty list
+    assert d["configs"] is None and d["roleAttributes"] is None and d["config"] in ({}, None)
     assert d["encryptionRequired"] is False
     assert isinstance(d["permissions"], list) and isinstance(d["postureQueries"], list)
     for rel in ("service-edge-router-policies", "service-policies", "terminators", "configs"):
@@ -169,7 +173,7 @@ def test_service_configs_by_id_or_name(admin):
     i = admin.create("configs", {"name": "icpt", "configTypeId": INTERCEPT, "data": GOOD_INTERCEPT})
     h = admin.create("configs", {"name": "hst", "configTypeId": HOST, "data": GOOD_HOST})
     sid = admin.create("services", {"name": "svc", "encryptionRequired": True, "configs": [i, "hst"]})
-    assert admin.get(f"/services/{sid}").json()["data"]["configs"] == [i, h]
+    assert admin.get(f"/services/{sid}").json()["data"]["configs"] == sorted([i, h])  # a set: in id order, as upstream
     err = assert_error(
         admin.post("/services", json={"name": "s2", "encryptionRequired": True, "configs": ["nope"]}), 404, "NOT_FOUND"
     )
@@ -194,7 +198,8 @@ def test_deleting_a_config_removes_it_from_services(admin):
     a = admin.create("configs", {"name": "h-a", "configTypeId": HOST, "data": GOOD_HOST})
     sid = admin.create("services", {"name": "s", "encryptionRequired": True, "configs": [a]})
     assert admin.delete(f"/configs/{a}").status_code == 200
-    assert admin.get(f"/services/{sid}").json()["data"]["configs"] == []
+    # null: upstream's storage keeps no empty list
+    assert admin.get(f"/services/{sid}").json()["data"]["configs"] is None
     r = admin.post("/database/check-data-integrity")
     assert r.status_code == 202
 
@@ -235,9 +240,10 @@ def test_service_put_resets_and_patch_keeps(admin):
     ) == ("s1", [c], ["x"], 5, "random", {"a": 1})
     assert admin.put(f"/services/{sid}", json={"name": "s2"}).status_code == 200
     d = admin.get(f"/services/{sid}").json()["data"]
+    # unset lists read null, as upstream's
     assert (d["configs"], d["roleAttributes"], d["maxIdleTimeMillis"], d["terminatorStrategy"], d["tags"]) == (
-        [],
-        [],
+        None,
+        None,
         0,
         "smartrouting",
         {},
@@ -250,3 +256,15 @@ def test_service_names_unique(admin):
         admin.post("/services", json={"name": "same", "encryptionRequired": True}), 400, "COULD_NOT_VALIDATE"
     )
     assert err["cause"] == {"field": "name", "reason": "name must be unique", "value": "same"}
+
+
+def test_config_type_schema_keys_sorted_as_upstream(admin):
+    # upstream keeps the schema as a map: its answers list keys sorted at every level
+    id = admin.create("config-types", {"name": "sorted-schema", "schema": {
+        "type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}}})
+    r = admin.get(f"/config-types/{id}")
+    schema_text = r.text[r.text.index('"schema"'):]
+    assert schema_text.index('"properties"') < schema_text.index('"type"')
+    assert schema_text.index('"alpha"') < schema_text.index('"zeta"')
+    intercept = admin.get('/config-types?filter=name="intercept.v1"').json()["data"][0]["schema"]
+    assert list(intercept["properties"]) == sorted(intercept["properties"])

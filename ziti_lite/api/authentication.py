@@ -18,7 +18,7 @@ from ..auth import passwords, sessions
 from ..auth.methods import METHODS, Login, auth_queries, login_outcome, method
 from ..auth.policy import identity_policy, is_disabled, primary_rules
 from ..errors import ApiError, CouldNotValidate, InvalidAuth, Unauthorized
-from ..resources.common import Body, name_of
+from ..resources.common import Body
 from ..resources.identities import IDENTITIES
 from . import crud
 from . import envelope as env
@@ -107,6 +107,11 @@ async def password_login(ctx: Ctx, body: Authenticate) -> Login:
     return Login(ident["id"], auth["id"])
 
 
+def _identity_ref(store, id: str) -> dict | None:
+    ident = store.one("SELECT name, auth_policy_id FROM identities WHERE id = ?", (id,))
+    return env.entity_ref("identities", "identities", id, ident and ident["name"], ident)
+
+
 def session_detail(ctx: Ctx, row: dict, current: bool = True) -> dict:
     store = ctx.store
     timeout = ctx.ctl.settings.session_timeout
@@ -115,9 +120,7 @@ def session_detail(ctx: Ctx, row: dict, current: bool = True) -> dict:
         **env.base(row, "api-sessions", ("sessions",)),
         "token": row["token"],
         "identityId": row["identity_id"],
-        "identity": env.entity_ref(
-            "identities", "identities", row["identity_id"], name_of(store, "identities", row["identity_id"])
-        ),
+        "identity": _identity_ref(store, row["identity_id"]),
         "ipAddress": row["ip_address"],
         "configTypes": msgspec.Raw(row["config_types"]),
         "authQueries": auth_queries(ctx, row) if current else [],
@@ -215,4 +218,4 @@ async def current_identity(ctx: Ctx):
     row = crud.get_row(ctx.store, IDENTITIES, ctx.identity_id)
     out = crud.render(ctx, IDENTITIES, row)
     out["_links"] = {"self": {"href": "./current-identity"}, "mfa": {"href": "./current-identity/mfa"}}
-    return env.ok(out)
+    return env.ok_without_meta(out)

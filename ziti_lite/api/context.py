@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import TYPE_CHECKING, Any, TypeVar
+import types
+import typing
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import msgspec
 from starlette.requests import Request
@@ -99,7 +101,13 @@ class Ctx:
         return self._body
 
     async def json(self, type_: type[T]) -> T:
-        return decode(await self.body(), type_)
+        body = await self.body()
+        media = (self.request.headers.get("content-type") or "").split(";")[0].strip().lower()
+        if body.strip() and media and media != "application/json" and not media.endswith("+json"):
+            # as upstream's API binding: a JSON operation consumes application/json only
+            raise CouldNotValidate(
+                "Content-Type", f'unsupported media type "{media}", only [application/json] are allowed', media)
+        return decode(body, type_)
 
     async def json_any(self) -> Any:
         body = await self.body()
@@ -135,6 +143,91 @@ _missing = re.compile(r"Object missing required field `([^`]+)`(?: - at `\$(.*)`
 _at = re.compile(r"^(.*?)(?: - at `\$(.*)`)?$")
 
 
+# ---------------------------------------------------------------- Go's field matching
+# Go's encoding/json, which upstream decodes bodies with, matches an object's keys to a struct's
+# fields exactly, else case-insensitively ("Type" fills ``type``): the real CLI sends such keys
+# (a posture check's operating systems, from a Go struct without JSON tags).
+_names_cache: dict[Any, tuple[frozenset[str], dict[str, str]]] = {}
+
+
+def _members(t: Any) -> tuple[Any, ...]:
+    """The types a field's type is made of (union members, list items, dict values)."""
+    origin = typing.get_origin(t)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(t)[0])
+    if origin in (Union, types.UnionType, list, tuple, set, frozenset, dict):
+        args = typing.get_args(t)
+        return tuple(a for a in (args[1:] if origin is dict else args) if a is not Ellipsis)
+    return ()
+
+
+def _field_names(t: Any) -> tuple[frozenset[str], dict[str, str]]:
+    """Every wire name of the structs reachable from ``t``, and their lower-case forms."""
+    cached = _names_cache.get(t)
+    if cached is not None:
+        return cached
+    exact: set[str] = set()
+    stack, seen = [t], set()
+    while stack:
+        cur = stack.pop()
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, type) and issubclass(cur, msgspec.Struct):
+            for f in msgspec.structs.fields(cur):
+                exact.add(f.encode_name)
+                stack.append(f.type)
+        else:
+            stack.extend(_members(cur))
+    lower: dict[str, str] = {}
+    for name in sorted(exact):
+        lower.setdefault(name.lower(), name)
+    _names_cache[t] = result = (frozenset(exact), lower)
+    return result
+
+
+_folders: dict[Any, re.Pattern[bytes] | None] = {}
+
+
+def _needs_folding(body: bytes, type_: Any) -> bool:
+    """Whether the body has a key that is one of the type's wire names in another case: one
+    search of a pattern made per type (a key matching a name case-insensitively, not exactly)."""
+    if type_ not in _folders:
+        exact, _ = _field_names(type_)
+        names = b"|".join(re.escape(n.encode()) for n in sorted(exact, key=len, reverse=True))
+        _folders[type_] = re.compile(
+            b'"(?!(?:' + names + b')")(?i:' + names + b')"\\s*:') if names else None
+    pattern = _folders[type_]
+    return pattern is not None and pattern.search(body) is not None
+
+
+def _fold(doc: Any, t: Any) -> Any:
+    """``doc`` with keys renamed to the wire names of ``t``'s structs where they differ in case."""
+    if isinstance(t, type) and issubclass(t, msgspec.Struct):
+        if not isinstance(doc, dict):
+            return doc
+        fields = {f.encode_name: f.type for f in msgspec.structs.fields(t)}
+        lower = {n.lower(): n for n in fields}
+        out: dict = {}
+        for k, v in doc.items():
+            name = k if k in fields else lower.get(k.lower() if isinstance(k, str) else k, k)
+            out[name] = _fold(v, fields[name]) if name in fields else v
+        return out
+    members = _members(t)
+    origin = typing.get_origin(t)
+    if origin in (list, tuple, set, frozenset) and isinstance(doc, list) and members:
+        return [_fold(v, members[0]) for v in doc]
+    if origin is dict and isinstance(doc, dict) and members:
+        return {k: _fold(v, members[0]) for k, v in doc.items()}
+    if origin in (Union, types.UnionType):  # the first member of the value's JSON kind
+        for m in members:
+            kind = typing.get_origin(m) or m
+            if (isinstance(doc, dict) and (kind is dict or (isinstance(m, type) and issubclass(m, msgspec.Struct)))) \
+                    or (isinstance(doc, list) and kind in (list, tuple, set, frozenset)):
+                return _fold(doc, m)
+    return doc
+
+
 def decode(body: bytes, type_: type[T]) -> T:
     dec = _decoders.get(type_)
     if dec is None:
@@ -142,6 +235,8 @@ def decode(body: bytes, type_: type[T]) -> T:
     if not body.strip():
         body = b"{}"
     try:
+        if _needs_folding(body, type_):
+            return msgspec.convert(_fold(_json.decode(body), type_), type_)
         return dec.decode(body)
     except msgspec.ValidationError as e:
         try:
@@ -187,6 +282,10 @@ def _lookup(doc: Any, field: str) -> Any:
     return doc
 
 
+# one expected type: a Go unmarshal error
+_TYPE_MISMATCH = re.compile(r"Expected `([^`|]+?)(?: \| null)?`, got `([^`]+)`$")
+
+
 def validation_error(text: str, body: bytes) -> ApiError:
     m = _missing.match(text)
     if m:
@@ -195,6 +294,13 @@ def validation_error(text: str, body: bytes) -> ApiError:
         return CouldNotValidate(field, f"{field} in body is required", None)
     m = _at.match(text)
     reason, field = (m.group(1), _path_to_field(m.group(2) or "")) if m else (text, "")
+    t = _TYPE_MISMATCH.match(reason)
+    if t or (field == "typeId" and reason.startswith("Invalid enum value")):
+        # a value of the wrong JSON type (or an unknown type discriminator) fails upstream's
+        # unmarshalling, before any validation: COULD_NOT_PARSE_BODY
+        message = (f"json: cannot unmarshal {t.group(2)} into field {field or 'body'} of type {t.group(1)}"
+                   if t else f"invalid typeId value: {reason.removeprefix('Invalid enum value ')}")
+        return ApiError("COULD_NOT_PARSE_BODY", cause={"code": "UNHANDLED", "message": message})
     try:
         doc = _json.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError):

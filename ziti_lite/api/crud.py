@@ -95,6 +95,8 @@ def struct_values(obj: Any, patch: bool = False) -> dict[str, Any]:
 
 
 def to_sql(res: Resource, column: str, value: Any) -> Any:
+    if column in res.sorted_columns and isinstance(value, list):
+        value = sorted(dict.fromkeys(value))
     if column == "tags" or column in res.json_columns:
         return _jenc.encode(value if value is not None else ({} if column == "tags" else None)).decode()
     if isinstance(value, bool):
@@ -105,7 +107,8 @@ def to_sql(res: Resource, column: str, value: Any) -> Any:
     return value
 
 
-_PLAIN, _BOOL, _RAW = 0, 1, 2
+_PLAIN, _BOOL, _RAW, _PLAIN_NULL, _RAW_NULL = 0, 1, 2, 3, 4
+_EMPTY_JSON = ("[]", "{}", '""', "null")
 
 
 def _render_plan(res: Resource) -> tuple:
@@ -113,8 +116,13 @@ def _render_plan(res: Resource) -> tuple:
     plan = res.__dict__.get("_render_plan")
     if plan is None or plan[0] is not res.fields:
         conv = {"bool": _BOOL, "json": _RAW, "set": _RAW, "map": _RAW}
+        nulls = {_PLAIN: _PLAIN_NULL, _RAW: _RAW_NULL}
+
+        def of(f) -> int:
+            c = conv.get(f.kind, _PLAIN)
+            return nulls.get(c, c) if f.empty_null else c
         plan = res.__dict__["_render_plan"] = (
-            res.fields, tuple((f.name, f.column, conv.get(f.kind, _PLAIN)) for f in res.fields if f.output))
+            res.fields, tuple((f.name, f.column, of(f)) for f in res.fields if f.output))
     return plan[1]
 
 
@@ -128,6 +136,10 @@ def render_fields(res: Resource, row: dict) -> dict:
             v = bool(v)
         elif conv == _RAW and v is not None:
             v = Raw(v)
+        elif conv == _RAW_NULL:
+            v = None if v is None or v in _EMPTY_JSON else Raw(v)
+        elif conv == _PLAIN_NULL and v == "":
+            v = None
         out[name] = v
     return out
 
@@ -147,10 +159,12 @@ def _renderer(res: Resource):
              f"        'tags': Raw(row['tags']), '_links': {{{links}}},"]
     for name, column, conv in _render_plan(res):
         expr = (f"bool(get({column!r}))" if conv == _BOOL else
-                f"(None if (v := get({column!r})) is None else Raw(v))" if conv == _RAW else f"get({column!r})")
+                f"(None if (v := get({column!r})) is None else Raw(v))" if conv == _RAW else
+                f"(None if (v := get({column!r})) is None or v in _E else Raw(v))" if conv == _RAW_NULL else
+                f"(None if (v := get({column!r})) == '' else v)" if conv == _PLAIN_NULL else f"get({column!r})")
         lines.append(f"        {name!r}: {expr},")
     lines.append("    }")
-    ns: dict[str, Any] = {"Raw": Raw, "_p": prefix}
+    ns: dict[str, Any] = {"Raw": Raw, "_p": prefix, "_E": _EMPTY_JSON}
     exec("\n".join(lines), ns)  # noqa: S102 - source built from the Resource's own declarations
     fn = ns["_render"]
     sample: dict[str, Any] = {"id": "id0", "created_at": "c", "updated_at": "u", "tags": "{}"}
@@ -166,6 +180,9 @@ def render_declared(ctx: Ctx, res: Resource, row: dict) -> dict:
     """The detail of a row from its declarations (fields, references, constants), without the
     resource's render hook (what it computes for the caller)."""
     out = _renderer(res)(row)
+    for link, column, target in res.row_links:
+        if row.get(column):
+            out["_links"][link] = {"href": f"./{target}/{row[column]}"}
     for ref in res.refs:
         out[ref.name] = ref.render(ctx.store, row)
     if res.constants:
@@ -246,9 +263,11 @@ def page(
 ) -> tuple[list[dict], int, int, int]:
     """Rows of one page of ``res`` under the request's filter/sort/limit/offset, and the meta numbers."""
     text = ctx.q("filter") if filter_text is None else filter_text
+    sort_param = False
     try:
         query = zitiql.parse(text) if text and text.strip() else zitiql.Query(None, (), None, None)
-        if not query.sort and ctx.q("sort"):
+        sort_param = not query.sort and bool(ctx.q("sort"))
+        if sort_param:
             try:
                 query = _with_sort(query, ctx.q("sort") or "")
             except zitiql.ParseError as e:
@@ -261,6 +280,8 @@ def page(
     except (zitiql.ParseError, fq.FilterError) as e:
         raise InvalidFilter(str(e)) from None
     except fq.SortError as e:
+        if not sort_param:  # a sort inside the filter is part of the filter, as upstream reports it
+            raise InvalidFilter(str(e)) from None
         raise ApiError("INVALID_SORT_IDENTIFIER", cause={"code": "UNHANDLED", "message": str(e)}) from None
     except fq.PagingError:
         # list operations declare limit/offset, so upstream's parameter binding answers first

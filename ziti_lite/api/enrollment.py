@@ -133,7 +133,7 @@ def _ca(ctx: Ctx) -> dict:
     id = ctx.params["id"]
     rows = certauth.ca_rows(ctx.store, "id = ?", (id,))
     if not rows:
-        raise NotFound("ca", id)
+        raise NotFound()  # upstream's CA verify and jwt operations answer 404 without a cause
     return rows[0]
 
 
@@ -266,7 +266,7 @@ def _own_cert_authenticator(ctx: Ctx) -> dict:
     """The caller's authenticator named in the path, once the body is valid and a client
     certificate was presented: another identity's answers 404 like an unknown id (no oracle)."""
     if not tls.peer_certs(ctx):
-        raise Unauthorized()
+        raise Unauthorized(None)  # upstream: 401 without a cause
     row = ctx.store.one("SELECT * FROM authenticators WHERE id = ? AND identity_id = ?",
                         (ctx.params["id"], ctx.identity_id))
     if row is None:

@@ -28,6 +28,11 @@ def ok(data: Any, meta: Any = None, status: int = 200, headers: dict | None = No
     return JSON({"data": data, "meta": {} if meta is None else meta}, status_code=status, headers=headers)
 
 
+def ok_without_meta(data: Any) -> JSON:
+    """An answer whose ``meta`` is null: upstream's current-identity and policy advice."""
+    return JSON({"data": data, "meta": None})
+
+
 def empty(status: int = 200) -> JSON:
     return JSON(EMPTY, status_code=status)
 
@@ -68,6 +73,13 @@ def www_authenticate(err: ApiError) -> bytes:
     return value.encode("latin-1", "replace")
 
 
+# collection -> the sub-collection links of its detail, and -> (link, column, target collection)
+# links to the entities its row names: filled by each Resource, so an embedded reference carries
+# the referenced entity's full ``_links`` as upstream's do
+SUB_LINKS: dict[str, tuple[str, ...]] = {}
+ROW_LINKS: dict[str, tuple[tuple[str, str, str], ...]] = {}
+
+
 def link(href: str) -> dict:
     return {"href": href}
 
@@ -89,7 +101,14 @@ def base(row: Any, collection: str, subs: tuple[str, ...] = (), link_map: dict |
             "_links": links(collection, id, subs) if link_map is None else link_map}
 
 
-def entity_ref(entity: str, collection: str, id: str | None, name: str | None) -> dict | None:
+def entity_ref(entity: str, collection: str, id: str | None, name: str | None,
+               row: dict | None = None) -> dict | None:
+    """``{entity, id, name, _links}`` of a referenced entity, its links those of its own detail
+    (``row``: its columns the links to other entities need; links without a value are left out)."""
     if id is None:
         return None
-    return {"entity": entity, "id": id, "name": name, "_links": {"self": {"href": f"./{collection}/{id}"}}}
+    out = links(collection, id, SUB_LINKS.get(collection, ()))
+    for name_, column, target in ROW_LINKS.get(collection, ()):
+        if row is not None and row.get(column):
+            out[name_] = {"href": f"./{target}/{row[column]}"}
+    return {"entity": entity, "id": id, "name": name, "_links": out}

@@ -36,7 +36,7 @@ def _record(ctx: Ctx, verified: bool | None = None) -> dict:
     """The caller's MFA record; 404 when there is none (or it is not in the wanted state)."""
     rec = mfa.get(ctx.store, ctx.identity_id)
     if rec is None or (verified is not None and bool(rec["is_verified"]) != verified):
-        raise NotFound(message="mfa not found")
+        raise NotFound()  # upstream: 404 without a cause
     return rec
 
 
@@ -185,6 +185,6 @@ async def remove_identity_mfa(ctx: Ctx):
         raise NotFound("identity", id)
     with ctx.store.write():
         if mfa.get(ctx.store, id) is None:
-            raise NotFound(message="mfa not found")
+            raise NotFound()  # upstream: 404 without a cause
         mfa.delete(ctx.store, id)
     return env.empty()

@@ -1,6 +1,7 @@
 """The vocabulary of the resource table: one ``Resource`` per API collection.
 
-A Resource names its table, its stored fields (wire name, storage kind, filterability), the
+A Resource names its table, its stored fields (wire name, storage kind), the fields a filter
+may name (upstream's symbols of that collection, declared once: ``filters``), the
 msgspec structs that validate create and update bodies (the patch struct is derived), its links
 and a few hooks for behaviour that is really special. ``crud.py`` serves every Resource with the
 same six handlers, ``routes.py`` mounts them and ``spec.py`` documents them from the same data.
@@ -20,6 +21,7 @@ from msgspec import UNSET, UnsetType
 
 from ..db.filters import Symbol
 from ..db.search import SEARCH_INDEXES
+from . import envelope as env
 from .router import AuthLevel
 
 # storage kinds: how a value is kept in its column and rendered on the wire
@@ -35,14 +37,21 @@ class Field:
     name: str                     # wire name, camelCase
     kind: str = "string"
     column: str = ""              # SQL column; defaults to snake_case of the name
-    filterable: bool = True       # a public ZitiQL symbol
     output: bool = True           # rendered in the detail
     nullable: bool = False
+    # rendered null when stored empty ("", [] or {}): upstream's storage keeps no value for an
+    # empty list or string, so its answers have null there (sets: on unless told otherwise)
+    empty_null: bool | None = None
+    # a set is written sorted (byte order) and without duplicates, as upstream keeps its sets (the
+    # keys of a bucket); ``ordered``: a list kept as sent
+    ordered: bool = False
 
     def __post_init__(self):
         assert self.kind in KINDS, self.kind
         if not self.column:
             object.__setattr__(self, "column", snake(self.name))
+        if self.empty_null is None:
+            object.__setattr__(self, "empty_null", self.kind == "set")
 
     def symbol(self) -> Symbol:
         if self.kind == "set":
@@ -67,9 +76,9 @@ class Ref:
         if id is None:
             return None
         table = self.table or self.collection.replace("-", "_")
-        name = store.value(f"SELECT name FROM {table} WHERE id = ?", (id,))
-        return {"entity": self.collection, "id": id, "name": name,
-                "_links": {"self": {"href": f"./{self.collection}/{id}"}}}
+        columns = ", ".join(["name", *(c for _, c, _ in env.ROW_LINKS.get(self.collection, ()))])
+        ref = store.one(f"SELECT {columns} FROM {table} WHERE id = ?", (id,))
+        return env.entity_ref(self.collection, self.collection, id, ref and ref["name"], ref)
 
 
 BASE_SYMBOLS = {
@@ -96,11 +105,17 @@ class Resource:
     auth: dict[str, AuthLevel] = field(default_factory=dict)  # op -> level (default admin)
     apis: tuple[str, ...] = ("management",)
     links: tuple[str, ...] = ()                 # sub-collections linked from the detail
+    row_links: tuple[tuple[str, str, str], ...] = ()  # (link, column, collection): links to entities the row names
     refs: tuple[Ref, ...] = ()                  # references to other entities, after the fields
     constants: dict[str, Any] = field(default_factory=dict)  # detail fields of a fixed value, after the refs
     computed: tuple[Field, ...] = ()            # fields the render hook adds: in the spec, not stored
     scope: str = ""                             # SQL condition every row of this resource meets
     scope_values: dict[str, Any] = field(default_factory=dict)  # columns set on create to meet it
+    # the ZitiQL symbols of the collection: upstream's store's public symbols beyond the base five,
+    # exactly (``meta.filterableFields``, in this order). Each names a field or a key of
+    # ``extra_symbols`` (symbols with SQL of their own); any other name in a filter is refused
+    # with INVALID_FILTER, as upstream refuses its other symbols (sets of related entities, ...).
+    filters: tuple[str, ...] = ()
     extra_symbols: dict[str, Symbol] = field(default_factory=dict)
     protect_system: bool = False                # is_system rows refuse PUT/PATCH/DELETE (400)
     # hooks: prepare(ctx, values, existing) validates and completes the column values inside
@@ -117,18 +132,27 @@ class Resource:
             self.table = self.name.replace("-", "_")
         if self.update is not None and self.patch is None:
             self.patch = derive_patch(self.update)
+        if "/" not in self.name and "management" in self.apis:
+            env.SUB_LINKS.setdefault(self.name, self.links)
+            env.ROW_LINKS.setdefault(self.name, self.row_links)
         self.by_name = {f.name: f for f in self.fields}
         self.by_column = {f.column: f for f in self.fields}
         self.symbols = dict(BASE_SYMBOLS)
-        for f in self.fields:
-            if f.filterable:
-                self.symbols[f.name] = f.symbol()
-                if SEARCH_INDEXES.get(self.table) == f.column and f.kind == "string":
-                    self.symbols[f.name] = Symbol("string", f"t.{f.column}", search=self.table)
-        self.symbols.update(self.extra_symbols)
-        self.filterable = list(self.symbols)
+        for name in self.filters:
+            self.symbols[name] = self._symbol(name)
+        self.filterable = [*BASE_SYMBOLS, *self.filters]
         self.json_columns = {f.column for f in self.fields if f.kind in ("json", "set", "map")}
+        self.sorted_columns = {f.column for f in self.fields if f.kind == "set" and not f.ordered}
         self.bool_columns = {f.column for f in self.fields if f.kind == "bool"}
+
+    def _symbol(self, name: str) -> Symbol:
+        if name in self.extra_symbols:
+            return self.extra_symbols[name]
+        f = self.by_name.get(name)
+        assert f is not None, f"{self.name}: filter {name!r} is neither a field nor an extra symbol"
+        if SEARCH_INDEXES.get(self.table) == f.column and f.kind == "string":
+            return Symbol("string", f"t.{f.column}", search=self.table)
+        return f.symbol()
 
     def level(self, op: str) -> AuthLevel:
         return self.auth.get(op, "admin")

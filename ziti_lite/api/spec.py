@@ -30,13 +30,13 @@ def _detail_schema(res) -> dict:
     }
     for f in (*(f for f in res.fields if f.output), *res.computed):
         s = dict(_KIND_SCHEMA[f.kind])
-        if f.nullable and s:
+        if (f.nullable or f.empty_null) and s:
             s = {"anyOf": [s, {"type": "null"}]}
         props[f.name] = s
     for r in res.refs:
         props[r.name] = {"anyOf": [{"type": "object"}, {"type": "null"}]}
     for name, value in res.constants.items():
-        props[name] = {"type": {bool: "boolean", int: "integer", str: "string"}[type(value)]}
+        props[name] = {"type": {bool: "boolean", int: "integer", str: "string", type(None): "null"}[type(value)]}
     return {"type": "object", "properties": props, "required": ["id", "createdAt", "updatedAt", "_links"]}
 
 

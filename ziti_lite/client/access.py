@@ -51,9 +51,17 @@ def may_access(store, identity_id: str, service_id: str) -> bool:
         (service_id, identity_id)) is not None
 
 
+def sees_every_service(ctx: Ctx) -> bool:
+    """Whether the caller's identity is an admin (``isAdmin``): upstream shows such an identity
+    every service; a default admin demoted to ``isAdmin: false`` keeps its management access but
+    sees services through policies only."""
+    return bool(ctx.api_session.is_admin and ctx.store.value(
+        "SELECT is_admin FROM identities WHERE id = ?", (ctx.api_session.identity_id,)))
+
+
 def visible(ctx: Ctx, service_id: str) -> bool:
     """Whether the caller sees the service at all: admins see every service."""
-    if ctx.api_session.is_admin:
+    if sees_every_service(ctx):
         return ctx.store.value("SELECT 1 FROM services WHERE id = ?", (service_id,)) is not None
     return may_access(ctx.store, ctx.api_session.identity_id, service_id)
 

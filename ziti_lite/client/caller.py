@@ -21,6 +21,7 @@ from ..api.context import Ctx
 from ..api.ops import op
 from ..api.resource import Field, Resource
 from ..auth import certs as certauth
+from ..db.filters import Symbol
 from ..errors import ApiError, NotFound
 from ..ids import new_id
 from ..pki import ca
@@ -83,7 +84,9 @@ API_SESSION_CERTIFICATES = Resource(
     name="current-api-session/certificates", entity="apiSessionCertificate", table="api_session_certificates",
     ops=(),
     fields=(Field("subject"), Field("fingerprint"), Field("validFrom", "datetime"), Field("validTo", "datetime"),
-            Field("certificate", filterable=False)),
+            Field("certificate")),
+    filters=("apiSession", "subject", "fingerprint"),
+    extra_symbols={"apiSession": Symbol("string", "t.api_session_id")},
 )
 
 

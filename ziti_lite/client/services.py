@@ -36,7 +36,7 @@ def _visible_or_404(ctx: Ctx, service_id: str) -> dict:
     query=("limit", "offset", "filter", "configTypes", "roleFilter", "roleSemantic"))
 async def list_services(ctx: Ctx):
     res = SERVICES
-    if ctx.api_session.is_admin:
+    if access.sees_every_service(ctx):
         where, params = "1", []
     else:
         where, params = access.VISIBLE, [ctx.identity_id]

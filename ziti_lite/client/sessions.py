@@ -45,9 +45,8 @@ SESSIONS = Resource(
     name="sessions", entity="session", table="sessions", ops=(),
     fields=(Field("token"), Field("type"), Field("apiSessionId", column="api_session_id"),
             Field("serviceId", column="service_id"), Field("identityId", column="identity_id")),
-    extra_symbols={"apiSession": Symbol("string", "t.api_session_id"), "service": Symbol("string", "t.service_id"),
-                   "identity": Symbol("string", "t.identity_id"),
-                   "service.name": Symbol("string", "(SELECT s.name FROM services s WHERE s.id = t.service_id)")},
+    filters=("token", "apiSession", "service", "type"),
+    extra_symbols={"apiSession": Symbol("string", "t.api_session_id"), "service": Symbol("string", "t.service_id")},
 )
 
 _counter = [0]
@@ -169,8 +168,8 @@ def render(ctx: Ctx, row: dict, management: bool = True, routers: list[dict] | N
     out = {
         **env.base(row, "sessions", ("route-path",)),
         "apiSessionId": row["api_session_id"],
-        "apiSession": {"_links": {"self": {"href": f"./api-sessions/{row['api_session_id']}"}},
-                       "entity": "api-sessions", "id": row["api_session_id"]},
+        # upstream names no API session in the reference (name "", left out)
+        "apiSession": _without_name(env.entity_ref("api-sessions", "api-sessions", row["api_session_id"], None)),
         "serviceId": row["service_id"],
         "service": env.entity_ref("services", "services", row["service_id"],
                                   store.value("SELECT name FROM services WHERE id = ?", (row["service_id"],))),
@@ -190,6 +189,12 @@ def render(ctx: Ctx, row: dict, management: bool = True, routers: list[dict] | N
             env.entity_ref("service-policies", "service-policies", p, names.get(p)) for p in policies
         ]
     return out
+
+
+def _without_name(ref: dict | None) -> dict | None:
+    if ref is not None:
+        del ref["name"]
+    return ref
 
 
 def _own(ctx: Ctx) -> tuple[str, list]:
@@ -305,3 +310,38 @@ async def session_route_path(ctx: Ctx):
     if ctrl is not None:
         path += ctrl.circuits.carrying(row["id"])
     return env.ok({"routePath": path})
+
+
+# ------------------------------------------------------------------ access lost
+# Upstream deletes a session as soon as no service policy of its type grants its identity its
+# service any more; its router then answers the session "Invalid Session" and the SDK asks for
+# a new one. Membership tables are up to date when these listeners run (policy/links.py's run
+# first, in the same transaction).
+_UNGRANTED = (
+    "DELETE FROM sessions WHERE {scope} AND NOT EXISTS ("
+    " SELECT 1 FROM service_policy_identities i JOIN service_policy_services s"
+    " ON s.policy_id = i.policy_id AND s.service_id = sessions.service_id"
+    " WHERE i.identity_id = sessions.identity_id AND i.type = sessions.type)"
+)
+
+
+def drop_ungranted(store, scope: str, params: tuple) -> None:
+    store.execute(_UNGRANTED.format(scope=scope), params)
+
+
+@crud.listen("service-policies")
+def _policy_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
+    if before is not None:   # a new policy only grants
+        drop_ungranted(ctx.store, "type = ?", (before["type"],))
+
+
+@crud.listen("identities")
+def _identity_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
+    if before is not None and values is not None and "role_attributes" in values:  # deletes cascade
+        drop_ungranted(ctx.store, "identity_id = ?", (id,))
+
+
+@crud.listen("services")
+def _service_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
+    if before is not None and values is not None and "role_attributes" in values:
+        drop_ungranted(ctx.store, "service_id = ?", (id,))

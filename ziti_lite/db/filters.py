@@ -390,7 +390,7 @@ def _order_by(sort, symbols: Symbols, default_sort: str) -> str:
             head = f.field.partition(".")[0]
             if "." in f.field and head in symbols and symbols[head].kind == "tags":
                 raise SortError(f"can not sort by '{f.field}'")
-            raise SortError(f"unknown sort field '{f.field}'")
+            raise SortError(f"unknown symbol '{f.field}'")
         if sym.kind not in _SCALARS:
             raise SortError(f"can not sort by '{f.field}': it is a {sym.kind} symbol")
         expr = _expr(sym.sql)

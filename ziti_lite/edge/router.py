@@ -41,6 +41,7 @@ DIAL_TIMEOUT = 5.0            # one host's answer to a Dial (the Go router's val
 DIAL_BUDGET = 8.0             # all hosts tried for one Connect: below the SDK's 10 s
 RECONCILE_SECONDS = 0.5
 MAX_CONNS_PER_CHANNEL = 16384
+BIND_SUCCESS_AFTER = 0.05     # s after a bind's StateConnected (upstream: after the controller stored the terminator)
 ROUTER_ID_BASE = 1 << 31      # router-assigned connection ids: 0x80000000 up, per channel
 PRECEDENCE_RANK = strategy.PRECEDENCE_RANK
 UPSTREAM_VERSION = "v1.3.3"
@@ -255,8 +256,15 @@ class EdgeRouter:
             ok[H.ROUTER_PROVIDED_CONN_ID] = b"\x01"
         ch.reply(m, Content.STATE_CONNECTED, ok)
         if ch.supports_bind_success:
-            ch.send(Content.BIND_SUCCESS, {H.CONN_ID: wire.u32(cid)})
+            # upstream's router sends BindSuccess once the controller has stored the terminator, a
+            # round trip after the bind's StateConnected; the Go SDKs register their listener on
+            # StateConnected and drop a BindSuccess that arrives before it, so it comes that much later
+            asyncio.get_running_loop().call_later(BIND_SUCCESS_AFTER, self._bind_success, ch, cid, term)
         log.debug("terminator %s for service %s on %s", term.id, sess.service_name, ch.peer_name)
+
+    def _bind_success(self, ch: Channel, cid: int, term: Terminator) -> None:
+        if not ch.closed and ch.binds.get(cid) is term:
+            ch.send(Content.BIND_SUCCESS, {H.CONN_ID: wire.u32(cid)})
 
     def _unbind(self, ch: Channel, m: Message) -> None:
         cid = m.conn_id
@@ -315,12 +323,25 @@ class EdgeRouter:
     def _session_of(self, ch: Channel, m: Message, cid: int, kind: str) -> checks.Session | None:
         """The Dial or Bind session in the body of a Connect or Bind, with the public key the
         service needs; otherwise the SDK is refused (None)."""
-        sess, err = checks.session(self.ctl, m.body.decode("utf-8", "replace"), kind, ch.session.id, self.router_id)
+        token = m.body.decode("utf-8", "replace")
+        sess, err = checks.session(self.ctl, token, kind, ch.session.id, self.router_id)
+        if err == checks.WRONG_ROUTER and not self._still_granted(token, kind):
+            # upstream deletes a session as soon as its policy access is gone, so its router
+            # answers such a session "Invalid Session", and the SDK drops it and asks again
+            err = checks.INVALID_SESSION
         if sess is not None and sess.encryption_required and not m.headers.get(H.PUBLIC_KEY):
             sess, err = None, checks.ENCRYPTION_MISSING
         if sess is None:
             self._refuse(ch, m, cid, err)
         return sess
+
+    def _still_granted(self, token: str, kind: str) -> bool:
+        """Whether a service policy of the session's kind still grants its identity its service."""
+        return self.ctl.store.value(
+            "SELECT 1 FROM sessions x JOIN service_policy_identities i ON i.identity_id = x.identity_id"
+            " JOIN service_policy_services s ON s.policy_id = i.policy_id AND s.service_id = x.service_id"
+            " JOIN service_policies p ON p.id = i.policy_id AND p.type = ? WHERE x.token = ? LIMIT 1",
+            (kind, token)) is not None
 
     def _refuse(self, ch: Channel, m: Message, cid: int, reason: str) -> None:
         ch.reply(m, Content.STATE_CLOSED, {H.CONN_ID: wire.u32(cid), H.SEQ: wire.u32(0)}, reason.encode())

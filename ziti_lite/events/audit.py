@@ -50,10 +50,12 @@ AUDIT = Resource(
             Field("apiSessionId", nullable=True), Field("remoteAddress"), Field("operation"), Field("method"),
             Field("path"), Field("entityType", nullable=True), Field("entityId", nullable=True),
             Field("entityName", nullable=True), Field("outcome"), Field("reason", nullable=True),
-            Field("changes", "json", filterable=False)),
+            Field("changes", "json")),
+    filters=("identityId", "identityName", "apiSessionId", "remoteAddress", "operation", "method", "path",
+             "entityType", "entityId", "entityName", "outcome", "reason"),
 )
 SYMBOLS = {"id": Symbol("string", "t.id"), "createdAt": Symbol("datetime", "t.created_at"),
-           **{f.name: f.symbol() for f in AUDIT.fields if f.filterable}}
+           **{name: AUDIT.symbols[name] for name in AUDIT.filters}}
 # the current-* paths name the caller's own entities
 _SELF = {"current-api-session": "api-sessions", "current-identity": "identities"}
 # method names as upstream's authentication events give them

@@ -82,4 +82,4 @@ async def policy_advice(ctx):
     }
     out = {k: v for k, v in out.items() if v}  # upstream's omitempty
     out["commonRouters"] = common
-    return env.ok(out)
+    return env.ok_without_meta(out)

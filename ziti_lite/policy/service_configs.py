@@ -48,7 +48,8 @@ async def list_service_configs(ctx):
         }
         for r in rows
     ]
-    meta = {"pagination": {"limit": len(data), "offset": 0, "totalCount": len(data)}, "filterableFields": []}
+    # upstream lists no filterable fields here (its meta has pagination only)
+    meta = {"pagination": {"limit": len(data), "offset": 0, "totalCount": len(data)}}
     return env.ok(data, meta)
 
 

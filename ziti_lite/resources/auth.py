@@ -136,6 +136,8 @@ def _signer_missing(field: str, id: str) -> ApiError:
 def render_auth_policy(ctx, row: dict, out: dict) -> None:
     # upstream omits a null requireExtJwtSigner; an explicit null reads the same to every client
     out["primary"], out["secondary"] = normalized_policy(load_json(row["primary_"]), load_json(row["secondary"]))
+    if out["secondary"].get("requireExtJwtSigner") is None:
+        del out["secondary"]["requireExtJwtSigner"]  # upstream leaves an unset signer out
 
 
 def before_delete_auth_policy(ctx, row: dict) -> None:
@@ -150,8 +152,8 @@ def _json_sym(kind: str, column: str, path: str) -> Symbol:
 
 AUTH_POLICIES = Resource(
     name="auth-policies", entity="authPolicy", table="auth_policies",
-    fields=(NAME, Field("primary", "json", column="primary_", filterable=False),
-            Field("secondary", "json", filterable=False)),
+    fields=(NAME, Field("primary", "json", column="primary_"),
+            Field("secondary", "json")),
     create=AuthPolicyCreate, update=AuthPolicyUpdate,
     patch=derive_patch(AuthPolicyUpdate, default=None, nested=True),  # null (or absent) leaves the stored value alone
     extra_symbols={
@@ -163,13 +165,14 @@ AUTH_POLICIES = Resource(
         "primary.updb.requireNumberChar": _json_sym("bool", "primary_", "updb.requireNumberChar"),
         "primary.updb.requireMixedCase": _json_sym("bool", "primary_", "updb.requireMixedCase"),
         "primary.updb.maxAttempts": _json_sym("int", "primary_", "updb.maxAttempts"),
-        "primary.updb.lockoutDurationMinutes": _json_sym("int", "primary_", "updb.lockoutDurationMinutes"),
         "primary.extJwt.allowed": _json_sym("bool", "primary_", "extJwt.allowed"),
-        "primary.extJwt.allowedSigners": Symbol(
-            "set", "SELECT value FROM json_each(t.primary_, '$.extJwt.allowedSigners')"),
         "secondary.requireTotp": _json_sym("bool", "secondary", "requireTotp"),
         "secondary.requireExtJwtSigner": _json_sym("string", "secondary", "requireExtJwtSigner"),
     },
+    filters=("name", "primary.cert.allowed", "primary.cert.allowExpiredCerts", "primary.updb.allowed",
+             "primary.updb.minPasswordLength", "primary.updb.requireSpecialChar", "primary.updb.requireNumberChar",
+             "primary.updb.requireMixedCase", "primary.updb.maxAttempts", "primary.extJwt.allowed",
+             "secondary.requireTotp", "secondary.requireExtJwtSigner"),
     prepare=prepare_auth_policy, render=render_auth_policy, before_delete=before_delete_auth_policy,
 )
 
@@ -236,13 +239,8 @@ def _cert_columns(cert_pem: str | None) -> dict:
 def render_signer(ctx, row: dict, out: dict) -> None:
     out["notBefore"] = row["not_before"] or ZERO_TIME
     out["notAfter"] = row["not_after"] or ZERO_TIME
-    # upstream sends null for these unset strings although its spec marks them required and
-    # non-nullable; the empty value satisfies the spec and reads the same to clients
-    for key in ("audience", "clientId", "externalAuthUrl", "fingerprint", "kid"):
-        if out.get(key) is None:
-            out[key] = ""
-    if row["scopes"] in (None, "null"):
-        out["scopes"] = []
+    # unset audience, clientId, externalAuthUrl, fingerprint, kid and scopes are null, as
+    # upstream answers them (its spec marks them required; its clients read null)
 
 
 def before_delete_signer(ctx, row: dict) -> None:
@@ -259,22 +257,26 @@ EXT_JWT_SIGNERS = Resource(
         NAME,
         Field("certPem", nullable=True),
         Field("jwksEndpoint", nullable=True),
-        Field("kid", nullable=True),
+        Field("kid", nullable=True, empty_null=True),
         Field("issuer"),
-        Field("audience", nullable=True),
+        Field("audience", nullable=True, empty_null=True),
         Field("enabled", "bool"),
         Field("claimsProperty"),
         Field("useExternalId", "bool"),
-        Field("externalAuthUrl", nullable=True),
-        Field("clientId", nullable=True),
-        Field("scopes", "set", nullable=True),
-        Field("targetToken", filterable=False),
-        Field("fingerprint", nullable=True),
+        Field("externalAuthUrl", nullable=True, empty_null=True),
+        Field("clientId", nullable=True, empty_null=True),
+        Field("scopes", "set", nullable=True, ordered=True),
+        Field("targetToken", output=False),  # not in the API of 0.26.38: upstream 1.3.3 does not show it
+        Field("fingerprint", nullable=True, empty_null=True),
         Field("commonName"),
         Field("notBefore", "datetime", nullable=True),
         Field("notAfter", "datetime", nullable=True),
     ),
     create=ExternalJwtSignerCreate, update=ExternalJwtSignerUpdate,
+    filters=("name", "fingerprint", "kid", "issuer", "certPem", "commonName", "notAfter", "notBefore", "enabled",
+             "claimsProperty", "useExternalId", "audience", "clientId", "scopes"),
+    # upstream's scopes symbol is a plain string one (set functions on it are refused)
+    extra_symbols={"scopes": Symbol("string", "t.scopes")},
     prepare=prepare_signer, render=render_signer, before_delete=before_delete_signer,
 )
 
@@ -314,9 +316,10 @@ CONTROLLERS = Resource(
         Field("fingerprint"),
         Field("isOnline", "bool"),
         Field("lastJoinedAt", "datetime"),
-        Field("apiAddresses", "map", filterable=False),
+        Field("apiAddresses", "map"),
     ),
     ops=("list",), apis=("management", "client"), auth={"list": "session"},
+    filters=("name", "ctrlAddress", "certPem", "fingerprint", "isOnline", "lastJoinedAt"),
 )
 
 RESOURCES = (AUTH_POLICIES, EXT_JWT_SIGNERS, CONTROLLERS)

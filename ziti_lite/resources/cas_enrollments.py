@@ -17,7 +17,7 @@ from ..api.resource import Field, Ref, Resource, derive_patch
 from ..auth.certs import server_keypair
 from ..db.filters import Symbol
 from ..enroll.create import new_enrollment
-from ..errors import ApiError, CouldNotValidate, field_cause
+from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca as pki
 from ..pki import tokens
@@ -145,7 +145,7 @@ CAS = Resource(
     name="cas", entity="ca",
     fields=(
         NAME,
-        Field("certPem", filterable=False),
+        Field("certPem"),
         Field("fingerprint"),
         Field("isVerified", "bool"),
         Field("verificationToken"),
@@ -153,10 +153,12 @@ CAS = Resource(
         Field("isOttCaEnrollmentEnabled", "bool"),
         Field("isAuthEnabled", "bool"),
         Field("identityRoles", "set"),
-        Field("identityNameFormat", filterable=False),
-        Field("externalIdClaim", "json", filterable=False, nullable=True),
+        Field("identityNameFormat"),
+        Field("externalIdClaim", "json", nullable=True),
     ),
     create=CaCreate, update=CaUpdate, patch=derive_patch(CaUpdate, default=None),
+    filters=("name", "fingerprint", "isVerified", "verificationToken", "isAutoCaEnrollmentEnabled",
+             "isOttCaEnrollmentEnabled", "isAuthEnabled"),
     prepare=prepare_ca, render=render_ca, before_delete=before_delete_ca,
 )
 
@@ -173,16 +175,17 @@ ENROLLMENTS = Resource(
         Field("method"),
         Field("token"),
         Field("expiresAt", "datetime"),
-        Field("jwt", filterable=False),
-        Field("identityId", filterable=False),
-        Field("edgeRouterId", filterable=False),
-        Field("transitRouterId", filterable=False),
+        Field("jwt"),
+        Field("identityId"),
+        Field("edgeRouterId"),
+        Field("transitRouterId"),
         Field("caId", column="ca_id"),
-        Field("username", filterable=False),
+        Field("username", output=False),  # kept for completion; upstream's detail does not show it
     ),
     ops=("list", "detail", "delete"),
     refs=(Ref("identity", "identity_id", "identities"), Ref("edgeRouter", "edge_router_id", "edge-routers", "routers"),
           Ref("transitRouter", "transit_router_id", "transit-routers", "routers"), Ref("ca", "ca_id", "cas")),
+    filters=("token", "identity", "edgeRouter", "transitRouter", "caId"),
     extra_symbols={"identity": Symbol("string", "t.identity_id"),
                    "edgeRouter": Symbol("string", "t.edge_router_id"),
                    "transitRouter": Symbol("string", "t.transit_router_id")},
@@ -238,7 +241,9 @@ async def refresh_enrollment(ctx):
     if expires <= clock.now():
         raise CouldNotValidate("expiresAt", "must be after the current date and time", clock.fmt(expires))
     with ctx.store.write():
-        row = crud.get_row(ctx.store, ENROLLMENTS, id)
+        row = ctx.store.one("SELECT * FROM enrollments WHERE id = ?", (id,))
+        if row is None:
+            raise NotFound()  # upstream's refresh answers 404 without a cause
         token = new_token()  # a new token first, then the JWT that carries it
         subject = row["identity_id"] or row["edge_router_id"] or row["transit_router_id"]
         jwt = tokens.enrollment_jwt(server=server_keypair(ctx.ctl), issuer=ctx.ctl.settings.base_url,

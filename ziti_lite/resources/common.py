@@ -34,7 +34,7 @@ def check_attributes(values: dict, field: str = "role_attributes", wire: str = "
     for a in attrs:
         if a.startswith("#") or a.startswith("@"):
             raise CouldNotValidate(wire, "role attributes may not be prefixed with # or @", attrs)
-    # upstream keeps them as given, duplicates removed
+    # duplicates removed; the resource table stores sets sorted, as upstream answers them
     values[field] = list(dict.fromkeys(attrs))
 
 

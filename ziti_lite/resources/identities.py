@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Annotated, Literal
 
 import msgspec
@@ -57,7 +58,6 @@ def _disabled(row: dict) -> bool:
     return bool(row.get("disabled_at")) and (not row.get("disabled_until") or row["disabled_until"] > clock.stamp())
 
 
-DISABLED_SQL = "(t.disabled_at IS NOT NULL AND (t.disabled_until IS NULL OR t.disabled_until > zl_now()))"
 
 
 def prepare_identity(ctx, values: dict, existing: dict | None) -> None:
@@ -90,8 +90,10 @@ def prepare_identity(ctx, values: dict, existing: dict | None) -> None:
                 raise NotFound("service", sid)
         if key == "service_hosting_precedences":
             values[key] = {k: (v if v in PRECEDENCES else "default") for k, v in m.items()}
-    if "default_hosting_precedence" in values and values["default_hosting_precedence"] not in PRECEDENCES:
-        values["default_hosting_precedence"] = "default"
+    p = values.get("default_hosting_precedence")
+    if p is not None and p not in PRECEDENCES:  # refused, as upstream's body validation does
+        raise CouldNotValidate("defaultHostingPrecedence",
+                               "defaultHostingPrecedence in body should be one of [default required failed]", p)
     for key in ("app_data", "role_attributes", "tags"):
         if key in values and values[key] is None:
             values[key] = [] if key == "role_attributes" else {}
@@ -142,7 +144,6 @@ def render_identity(ctx, row: dict, out: dict) -> None:
     _, policy_name, authenticators, enrollment_rows, has_session, has_mfa = extras
     out["type"] = env.entity_ref("identity-types", "identity-types", row["type_id"], row["type_id"])
     out["authPolicy"] = env.entity_ref("auth-policies", "auth-policies", row["auth_policy_id"], policy_name)
-    out["_links"]["auth-policies"] = {"href": f"./auth-policies/{row['auth_policy_id']}"}
     # {method: {id, username | fingerprint}}, built as JSON by SQLite (one per method, as upstream)
     out["authenticators"] = crud.Raw(authenticators)
     out["enrollment"] = _enrollments(store, _decode_list(enrollment_rows)) if enrollment_rows != "[]" else {}
@@ -173,16 +174,13 @@ def _enrollments(store, rows) -> dict:
         if method == "ottca":
             item["caId"] = ca_id
             item["ca"] = env.entity_ref("cas", "cas", ca_id, name_of(store, "cas", ca_id))
-        if method == "updb":
-            item["username"] = username
         out[method] = item
     return out
 
 
 def before_delete_identity(ctx, row: dict) -> None:
     if row["is_default_admin"]:
-        cause = {"code": "UNHANDLED", "message": "cannot delete the default admin identity"}
-        raise ApiError("ENTITY_CAN_NOT_BE_DELETED", cause=cause)
+        raise ApiError("ENTITY_CAN_NOT_BE_DELETED")  # without a cause, as upstream
     if row["type_id"] == "Router" and exists(ctx.store, "routers", row["id"]):
         raise ApiError(
             "ENTITY_CAN_NOT_BE_DELETED",
@@ -196,6 +194,7 @@ IDENTITY_TYPES = Resource(
     table="identity_types",
     fields=(NAME,),
     ops=("list", "detail"),
+    filters=("name",),
 )
 
 IDENTITIES = Resource(
@@ -209,15 +208,15 @@ IDENTITIES = Resource(
         ROLE_ATTRIBUTES,
         Field("authPolicyId"),
         Field("externalId", nullable=True),
-        Field("appData", "map", filterable=False),
+        Field("appData", "map"),
         Field("defaultHostingCost", "int"),
         Field("defaultHostingPrecedence"),
-        Field("serviceHostingCosts", "map", filterable=False),
-        Field("serviceHostingPrecedences", "map", filterable=False),
+        Field("serviceHostingCosts", "map"),
+        Field("serviceHostingPrecedences", "map"),
         Field("disabledAt", "datetime", nullable=True),
         Field("disabledUntil", "datetime", nullable=True),
-        Field("envInfo", "json", filterable=False),
-        Field("sdkInfo", "json", filterable=False),
+        Field("envInfo", "json"),
+        Field("sdkInfo", "json"),
     ),
     create=IdentityCreate,
     update=IdentityUpdate,
@@ -232,11 +231,13 @@ IDENTITIES = Resource(
         "enrollments",
         "service-configs",
     ),
+    row_links=(("auth-policies", "auth_policy_id", "auth-policies"),),
     computed=(Field("type", "json"), Field("authPolicy", "json"), Field("authenticators", "json"),
               Field("enrollment", "json"), Field("disabled", "bool"), Field("isMfaEnabled", "bool"),
               Field("hasApiSession", "bool"), Field("hasEdgeRouterConnection", "bool"),
               Field("edgeRouterConnectionStatus")),
-    extra_symbols={"type": Symbol("string", "t.type_id"), "disabled": Symbol("bool", DISABLED_SQL)},
+    filters=("roleAttributes", "name", "externalId", "type", "authPolicyId", "isAdmin", "isDefaultAdmin"),
+    extra_symbols={"type": Symbol("string", "t.type_id")},
     prepare=prepare_identity,
     render=render_identity,
     before_delete=before_delete_identity,
@@ -347,13 +348,18 @@ AUTHENTICATORS = Resource(
         Field("method"),
         Field("username", nullable=True),
         Field("fingerprint", nullable=True),
-        Field("certPem", nullable=True, filterable=False),
-        Field("isIssuedByNetwork", "bool", filterable=False),
-        Field("passwordHash", column="password_hash", output=False, filterable=False),
-        Field("salt", output=False, filterable=False),
-        Field("caId", column="ca_id", output=False, filterable=False),
+        Field("certPem", nullable=True),
+        Field("isIssuedByNetwork", "bool"),
+        Field("passwordHash", column="password_hash", output=False),
+        Field("salt", output=False),
+        Field("caId", column="ca_id", output=False),
     ),
     refs=(Ref("identity", "identity_id", "identities"),),
+    row_links=(("identities", "identity_id", "identities"),),
+    # upstream lists its password hash and salt too: ziti-lite lets no filter probe a secret
+    filters=("method", "certFingerprint", "certPem", "isIssuedByNetwork", "updbUsername", "identity"),
+    extra_symbols={"certFingerprint": Symbol("string", "t.fingerprint"), "updbUsername": Symbol("string", "t.username"),
+                   "identity": Symbol("string", "t.identity_id")},
     create=AuthenticatorCreate,
     update=AuthenticatorUpdate,
     prepare=prepare_authenticator,
@@ -377,7 +383,7 @@ API_SESSIONS = Resource(
         Field("identityId", column="identity_id"),
         Field("authenticatorId", column="authenticator_id"),
         Field("ipAddress", column="ip_address"),
-        Field("configTypes", "set"),
+        Field("configTypes", "set", empty_null=False),  # upstream answers [] here
         Field("isMfaRequired", "bool"),
         Field("isMfaComplete", "bool"),
         Field("isCertExtendable", "bool"),
@@ -385,6 +391,9 @@ API_SESSIONS = Resource(
     ),
     ops=("list", "detail", "delete"),
     links=("sessions",),
+    filters=("token", "identity", "lastActivityAt", "authenticator", "ipAddress"),
+    extra_symbols={"identity": Symbol("string", "t.identity_id"),
+                   "authenticator": Symbol("string", "t.authenticator_id")},
     refs=(Ref("identity", "identity_id", "identities"),),
     computed=(Field("cachedLastActivityAt", "datetime"), Field("authQueries", "json")),
     render=render_api_session,
@@ -425,5 +434,6 @@ async def update_identity_tracing(ctx):
         return env.ok({"enabled": False, "traceId": spec.trace_id or "", "until": None})
     seconds = parse_go_duration(spec.duration) if spec.duration else 600.0
     until = clock.fmt(clock.now() + dt.timedelta(seconds=seconds))
-    traces[id] = {"enabled": True, "traceId": spec.trace_id or "", "until": until, "channels": spec.channels or []}
-    return env.ok({"enabled": True, "traceId": spec.trace_id or "", "until": until})
+    trace_id = spec.trace_id or str(uuid.uuid4())  # upstream generates one when none is given
+    traces[id] = {"enabled": True, "traceId": trace_id, "until": until, "channels": spec.channels or []}
+    return env.ok({"enabled": True, "traceId": trace_id, "until": until})

@@ -81,7 +81,8 @@ def _preparer(kind: Kind):
         for ln in kind.links:
             if ln.roles not in values and existing is not None:
                 continue
-            roles = evaluate.validate(ln.wire, values.get(ln.roles) or [])
+            # stored sorted (byte order), as upstream's policy stores keep their role lists
+            roles = sorted(evaluate.validate(ln.wire, values.get(ln.roles) or []))
             if existing is None or roles != json.loads(existing[ln.roles]):
                 _check_ids(ctx.store, ln, roles)
             values[ln.roles] = roles
@@ -115,7 +116,7 @@ def _renderer(kind: Kind):
     def render(ctx, row: dict, out: dict) -> None:
         for ln in kind.links:
             roles = json.loads(row[ln.roles])
-            out[ln.wire] = roles  # upstream reads an empty list back as null; the spec requires a list
+            out[ln.wire] = roles or None  # upstream reads an empty list back as null (its Display: [])
             out[ln.wire + "Display"] = named_roles(ctx.store, ln.side, roles)
         if kind is ERP:
             out["isSystem"] = bool(row["is_system"])
@@ -148,10 +149,12 @@ SERVICE_POLICIES = Resource(
     name="service-policies",
     entity="servicePolicy",
     table="service_policies",
-    fields=(NAME, Field("type", filterable=False), Field("semantic"), *_role_fields(SP)),
+    fields=(NAME, Field("type"), Field("semantic"), *_role_fields(SP)),
     create=ServicePolicyCreate,
     update=ServicePolicyUpdate,
     links=("services", "identities", "posture-checks"),
+    filters=("name", "type", "semantic", "identityRoles", "serviceRoles", "postureCheckRoles", "identities",
+             "services"),
     extra_symbols={"type": Symbol("int", POLICY_TYPE_SQL), **_member_symbols(SP, ("identity", "service"))},
     prepare=_preparer(SP),
     render=_renderer(SP),
@@ -167,6 +170,7 @@ EDGE_ROUTER_POLICIES = Resource(
     create=EdgeRouterPolicyCreate,
     update=EdgeRouterPolicyUpdate,
     links=("edge-routers", "identities"),
+    filters=("name", "semantic", "identityRoles", "edgeRouterRoles"),
     protect_system=True,
     prepare=_preparer(ERP),
     render=_renderer(ERP),
@@ -182,6 +186,7 @@ SERVICE_EDGE_ROUTER_POLICIES = Resource(
     create=ServiceEdgeRouterPolicyCreate,
     update=ServiceEdgeRouterPolicyUpdate,
     links=("edge-routers", "services"),
+    filters=("name", "semantic", "serviceRoles", "edgeRouterRoles"),
     prepare=_preparer(SERP),
     render=_renderer(SERP),
     computed=_display_fields(SERP),

@@ -9,6 +9,7 @@ lower-cased, MFA ``timeoutSeconds <= 0`` as -1). A check's type never changes af
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Literal
 
@@ -120,6 +121,8 @@ def prepare_posture_check(ctx, values: dict, existing: dict | None) -> None:
     check_attributes(values)
     patch = existing is not None and ctx.route.method == "PATCH"
     type_id = values.pop("type_id", None)
+    if patch and type_id is None:  # upstream's PATCH body requires the type (its discriminator)
+        raise CouldNotValidate("typeId", "typeId in body is required", "")
     if existing is not None:
         if type_id is not None and type_id != existing["type_id"]:
             raise CouldNotValidate("typeId", "the type of a posture check can not be changed", type_id)
@@ -152,39 +155,48 @@ def render_posture_check(ctx, row: dict, out: dict) -> None:
 
 # the columns of the types: stored, rendered by each type's ``render`` (only the row's own)
 _TYPE_FIELDS = (
-    Field("operatingSystems", "json", output=False, filterable=False),
-    Field("domains", "json", output=False, filterable=False),
-    Field("macAddresses", "json", output=False, filterable=False),
-    Field("process", "json", output=False, filterable=False),
-    Field("processes", "json", output=False, filterable=False),
-    Field("semantic", output=False, filterable=False),
-    Field("timeoutSeconds", "int", output=False, filterable=False),
+    Field("operatingSystems", "json", output=False),
+    Field("domains", "json", output=False),
+    Field("macAddresses", "json", output=False),
+    Field("process", "json", output=False),
+    Field("processes", "json", output=False),
+    Field("semantic", output=False),
+    Field("timeoutSeconds", "int", output=False),
     Field("promptOnWake", "bool", output=False),
     Field("promptOnUnlock", "bool", output=False),
-    Field("ignoreLegacyEndpoints", "bool", output=False, filterable=False),
+    Field("ignoreLegacyEndpoints", "bool", output=False),
 )
 
 POSTURE_CHECKS = Resource(
     name="posture-checks", entity="postureCheck", table="posture_checks",
     fields=(
         NAME,
-        Field("typeId", filterable=False),
-        Field("version", "int", filterable=False),
-        Field("roleAttributes", "set", filterable=False),
+        Field("typeId"),
+        Field("version", "int"),
+        Field("roleAttributes", "set", empty_null=False),  # upstream too answers [] for posture checks
         *_TYPE_FIELDS,
     ),
+    filters=("name", "promptOnUnlock", "promptOnWake"),
     computed=_TYPE_FIELDS,
     create=PostureCheckCreate, update=PostureCheckUpdate,
     prepare=prepare_posture_check, render=render_posture_check,
 )
 
 
+def render_posture_check_type(ctx, row: dict, out: dict) -> None:
+    # as upstream answers them: operating systems and versions in byte order, null for a type
+    # that names no versions (it keeps no empty list)
+    oses = sorted(json.loads(row["operating_systems"] or "[]"), key=lambda o: o["type"])
+    out["operatingSystems"] = [{**o, "versions": sorted(o.get("versions") or []) or None} for o in oses]
+
+
 POSTURE_CHECK_TYPES = Resource(
     name="posture-check-types", entity="postureCheckType", table="posture_check_types",
-    fields=(NAME, Field("operatingSystems", "json", filterable=False)),
+    fields=(NAME, Field("operatingSystems", "json")),
     ops=("list", "detail"),
-    # upstream never sets version (null); the spec requires a string, so "" keeps clients' models valid
-    constants={"version": ""},
+    filters=("name",),
+    constants={"version": None},  # upstream never sets it
+    render=render_posture_check_type,
 )
 
 RESOURCES = (POSTURE_CHECK_TYPES, POSTURE_CHECKS)

@@ -137,14 +137,14 @@ _ENROLLMENT_FIELDS = (Field("enrollmentToken"), Field("enrollmentJwt"), Field("e
                       Field("enrollmentExpiresAt", "datetime"))
 _ROUTER_FIELDS = (
     NAME,
-    Field("fingerprint", nullable=True),
+    Field("fingerprint", nullable=True, empty_null=True),  # an unenrolled router's: null, as upstream
     Field("cost", "int"),
     Field("noTraversal", "bool"),
     Field("disabled", "bool"),
 )
 _CERT_FIELDS = (
-    Field("unverifiedFingerprint", nullable=True, filterable=False),
-    Field("unverifiedCertPem", nullable=True, filterable=False),
+    Field("unverifiedFingerprint", nullable=True),
+    Field("unverifiedCertPem", nullable=True),
 )
 
 EDGE_ROUTERS = Resource(
@@ -154,8 +154,8 @@ EDGE_ROUTERS = Resource(
         ROLE_ATTRIBUTES,
         Field("isTunnelerEnabled", "bool"),
         Field("isVerified", "bool"),
-        Field("appData", "map", filterable=False),
-        Field("certPem", nullable=True, filterable=False),
+        Field("appData", "map"),
+        Field("certPem", nullable=True),
         *_CERT_FIELDS,
     ),
     create=EdgeRouterCreate, update=EdgeRouterUpdate,
@@ -163,8 +163,11 @@ EDGE_ROUTERS = Resource(
     computed=(Field("isOnline", "bool"), Field("hostname"), Field("supportedProtocols", "map"), Field("syncStatus"),
               Field("versionInfo", "json"), *_ENROLLMENT_FIELDS),
     scope="t.is_edge = 1", scope_values={"is_edge": 1},
+    # upstream's edge router store: its router store's symbols, then its own
+    filters=("name", "fingerprint", "cost", "noTraversal", "disabled", "roleAttributes", "isVerified",
+             "isTunnelerEnabled", "connected", "online"),
     # live state: only the embedded router is ever online (db/store.py's zl_router_online)
-    extra_symbols={name: Symbol("bool", "zl_router_online(t.id)") for name in ("connected", "online", "isOnline")},
+    extra_symbols={name: Symbol("bool", "zl_router_online(t.id)") for name in ("connected", "online")},
     prepare=prepare_edge_router, render=render_edge_router,
     before_delete=before_delete_router, after_write=_router_written("edge-routers"),
 )
@@ -208,8 +211,6 @@ def prepare_router(ctx, values: dict, existing: dict | None) -> None:
 
 def render_router(ctx, row: dict, out: dict) -> None:
     out["isOnline"] = bool((ctx.ctl.router_states.get(row["id"]) or {}).get("isOnline"))
-    if row["fingerprint"] is None:
-        out["fingerprint"] = ""
     if row["is_edge"]:
         # no transit sub-record: upstream reports the edge router as verified, no enrollment
         out["isVerified"] = True
@@ -222,9 +223,10 @@ def render_router(ctx, row: dict, out: dict) -> None:
 def _router_resource(name: str, entity: str, patch: type | None = None) -> Resource:
     return Resource(
         name=name, entity=entity, table="routers",
-        fields=(*_ROUTER_FIELDS, Field("isVerified", "bool", filterable=False), *_CERT_FIELDS),
+        fields=(*_ROUTER_FIELDS, Field("isVerified", "bool"), *_CERT_FIELDS),
         computed=(Field("isOnline", "bool"), *_ENROLLMENT_FIELDS),
         create=RouterCreate, update=RouterUpdate, patch=patch,
+        filters=("name", "fingerprint", "cost", "noTraversal", "disabled"),
         prepare=prepare_router, render=render_router,
         before_delete=before_delete_router, after_write=_router_written(name),
     )
@@ -284,20 +286,24 @@ def prepare_terminator(ctx, values: dict, existing: dict | None) -> None:
 TERMINATORS = Resource(
     name="terminators", entity="terminator",
     fields=(
-        Field("serviceId", filterable=False),
-        Field("routerId", filterable=False),
+        Field("serviceId"),
+        Field("routerId"),
         Field("binding"),
         Field("address"),
-        Field("identity", column="instance_id", filterable=False),
-        Field("cost", "int", filterable=False),
-        Field("precedence", filterable=False),
-        Field("instanceSecret", output=False, filterable=False),
+        Field("identity", column="instance_id"),
+        Field("cost", "int"),
+        Field("precedence"),
+        Field("instanceSecret", output=False),
         Field("hostId", output=False),
     ),
     create=TerminatorCreate, update=TerminatorUpdate,
     refs=(Ref("service", "service_id", "services"), Ref("router", "router_id", "transit-routers", "routers")),
     constants={"dynamicCost": 0},
+    filters=("binding", "address", "instanceId", "hostId", "sourceCtrl", "service", "router", "service.name",
+             "router.name"),
     extra_symbols={
+        # the controller that created it, in an HA cluster; ziti-lite is one controller: none
+        "sourceCtrl": Symbol("string", "NULL"),
         "instanceId": Symbol("string", "t.instance_id"),
         "service": Symbol("string", "t.service_id"),
         "router": Symbol("string", "t.router_id"),

@@ -207,7 +207,7 @@ def _as_identity_condition(ctx):
     if not value:
         return None
     identity_id = as_identity(ctx.store, value)
-    if ctx.store.value("SELECT is_admin OR is_default_admin FROM identities WHERE id = ?", (identity_id,)):
+    if ctx.store.value("SELECT is_admin FROM identities WHERE id = ?", (identity_id,)):  # as upstream
         return None
     return VISIBLE, [identity_id]
 

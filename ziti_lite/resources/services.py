@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import jsonschema
+import msgspec
 
 from ..api import crud
 from ..api.resource import Field, Ref, Resource
@@ -50,11 +51,19 @@ def before_delete_config_type(ctx, row: dict) -> None:
         raise ReferencedEntity("configTypeId", "configType", "config", ids)
 
 
+def render_config_type(ctx, row: dict, out: dict) -> None:
+    # upstream keeps a schema as a map and so answers its keys sorted at every level (forms built
+    # from it, the console's, list properties in that order)
+    if out.get("schema") is not None:
+        out["schema"] = crud.Raw(msgspec.json.encode(msgspec.json.decode(row["schema"]), order="sorted"))
+
+
 CONFIG_TYPES = Resource(
     name="config-types", entity="configType", table="config_types",
-    fields=(NAME, Field("schema", "json", filterable=False)),
+    fields=(NAME, Field("schema", "json", empty_null=True)),
     create=ConfigTypeCreate, update=ConfigTypeUpdate,
-    prepare=prepare_config_type, before_delete=before_delete_config_type,
+    filters=("name", "schema"),
+    prepare=prepare_config_type, before_delete=before_delete_config_type, render=render_config_type,
     auth={"delete": "admin"},
 )
 
@@ -124,7 +133,8 @@ def validate_config_data(store, type_id: str, data: Any) -> None:
         return
     err = next(iter(sorted(_validator(schema_text).iter_errors(data), key=lambda e: list(e.path))), None)
     if err is not None:
-        field = ".".join(["data", *map(str, err.absolute_path)])
+        # named as upstream's schema validator names it: the path inside data, "(root)" for data itself
+        field = ".".join(map(str, err.absolute_path)) or "(root)"
         raise CouldNotValidate(
             field, err.message, err.instance if not isinstance(err.instance, (dict, list)) else json.dumps(err.instance)
         )
@@ -158,10 +168,11 @@ def before_delete_config(ctx, row: dict) -> None:
 CONFIGS = Resource(
     name="configs",
     entity="config",
-    fields=(NAME, Field("configTypeId", column="config_type_id"), Field("data", "json", filterable=False)),
+    fields=(NAME, Field("configTypeId", column="config_type_id"), Field("data", "json")),
     refs=(Ref("configType", "config_type_id", "config-types"),),
     create=ConfigCreate,
     update=ConfigUpdate,
+    filters=("name", "type"),
     extra_symbols={"type": crud.fq.Symbol("string", "t.config_type_id")},
     prepare=prepare_config,
     before_delete=before_delete_config,
@@ -249,6 +260,8 @@ SERVICES = Resource(
     create=ServiceCreate,
     update=ServiceUpdate,
     links=("service-edge-router-policies", "service-policies", "terminators", "configs"),
+    # upstream's edge service store: its service store's symbols, then its own
+    filters=("name", "terminatorStrategy", "roleAttributes", "configs"),
     computed=(Field("permissions", "json"), Field("config", "json"), Field("postureQueries", "json")),
     prepare=prepare_service,
     after_write=after_service,

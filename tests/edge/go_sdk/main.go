@@ -12,6 +12,10 @@
 //	gosdkpeer bulk IDENTITY_JSON SERVICE SIZE
 //	    dials, sends "bulk\n", reads the prefixed line, then SIZE random bytes while reading the echo;
 //	    prints {"event":"bulk","sent":sha256,"got":sha256,"n":N,"after":seconds}.
+//	gosdkpeer binds IDENTITY_JSON SERVICE N
+//	    N times in a row: listens on SERVICE waiting for the router's BindSuccess
+//	    (WaitForNEstablishedListeners = 1), then closes the listener; prints
+//	    {"event":"binds","ok":N_OK,"errors":[...]}.
 //
 // Every failure: {"event":"error","op":...,"message":...}.
 package main
@@ -236,9 +240,29 @@ func bulk(path, service string, size int) {
 	say(ev)
 }
 
+func binds(path, service string, n int) {
+	start := time.Now()
+	ctx := context("binds", path, start)
+	ok, errs := 0, []string{}
+	for i := 0; i < n; i++ {
+		opts := ziti.DefaultListenOptions()
+		opts.WaitForNEstablishedListeners = 1
+		opts.ConnectTimeout = 10 * time.Second
+		opts.MaxTerminators = 1
+		l, err := ctx.ListenWithOptions(service, opts)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		ok++
+		_ = l.Close()
+	}
+	say(map[string]any{"event": "binds", "ok": ok, "errors": errs, "after": time.Since(start).Seconds()})
+}
+
 func main() {
 	if len(os.Args) < 5 {
-		fmt.Fprintln(os.Stderr, "usage: gosdkpeer host|dial|bulk IDENTITY SERVICE NAME|LINE|SIZE")
+		fmt.Fprintln(os.Stderr, "usage: gosdkpeer host|dial|bulk|binds IDENTITY SERVICE NAME|LINE|SIZE|N")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -246,6 +270,13 @@ func main() {
 		host(os.Args[2], os.Args[3], os.Args[4])
 	case "dial":
 		dial(os.Args[2], os.Args[3], os.Args[4])
+	case "binds":
+		n, err := strconv.Atoi(os.Args[4])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		binds(os.Args[2], os.Args[3], n)
 	case "bulk":
 		size, err := strconv.Atoi(os.Args[4])
 		if err != nil {
