@@ -17,7 +17,7 @@ import time
 import pytest
 import yaml
 
-from tests.interop.test_ziti_cli import ANSI, ziti_bin  # noqa: F401  (a fixture)
+from tests.interop.test_ziti_cli import ANSI
 from tests.netcode.conftest import EXAMPLE, export_of, fresh_db, invoke, write  # noqa: F401  (a fixture)
 from ziti_lite import exchange
 from ziti_lite.netcode import plan
@@ -42,7 +42,7 @@ def low_free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def openziti(ziti_bin, tmp_path_factory):  # noqa: F811
+def openziti(ziti_bin, tmp_path_factory):
     home = tmp_path_factory.mktemp("openziti")
     port = low_free_port()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("ZITI_")}, "HOME": str(home),
@@ -89,7 +89,7 @@ def file_view(doc: dict, file: dict) -> dict:
 
 
 def test_the_same_file_gives_the_same_network_on_openziti_and_ziti_lite(openziti, fresh_db, tmp_path,  # noqa: F811
-                                                                        ziti_bin):  # noqa: F811
+                                                                        ziti_bin):
     url, home = openziti
     r = on(url, "apply", "--dry-run", "--prune", EXAMPLE)
     assert r.exit_code == 2 and "Plan: 8 to create" in r.output and "tests: 5 of 5 pass" in r.output, r.output

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.interop.test_ziti_cli import ANSI, Cli, network, ziti_bin  # noqa: F401 - fixtures
+from tests.interop.test_ziti_cli import ANSI, Cli, network  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.interop
 

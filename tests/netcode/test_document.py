@@ -21,9 +21,9 @@ BAD = [
      "configs 'crm-host': field 'configType': @nope.v1 names no configType"),
     ("duplicate names", {"services": [SERVICE, SERVICE]}, "services 'crm': duplicate name"),
     ("wrong type", {"services": [SERVICE, {"name": "b", "encryptionRequired": "yes"}]},
-     "services 'b': the controller refused the create (400): field 'encryptionRequired'"),
+     "services 'b': the controller refused the create (400): COULD_NOT_PARSE_BODY"),
     ("invalid config", {"services": [SERVICE], "configs": [{**HOST_CONFIG, "data": {"protocol": "tcp"}}]},
-     "configs 'crm-host': the controller refused the create (400): field 'data'"),
+     "configs 'crm-host': the controller refused the create (400): field '(root)'"),
     ("role without prefix", {"servicePolicies": [
         {"name": "p", "type": "Dial", "semantic": "AnyOf", "identityRoles": ["alice"], "serviceRoles": []}]},
      "servicePolicies 'p': field 'identityRoles': role 'alice' must start with #"),
@@ -83,7 +83,7 @@ def test_yaml_errors_name_the_entitys_line(fresh_db, tmp_path):
     f = write(tmp_path / "net.yaml", text.split("servicePolicies")[0])
     r = invoke("apply", "--db", fresh_db, f)
     assert r.exit_code == 1
-    assert f"Error: {f}:4: services 'b': the controller refused the create (400): field 'encryptionRequired'" \
+    assert f"Error: {f}:4: services 'b': the controller refused the create (400): COULD_NOT_PARSE_BODY" \
         in r.output
     f = write(tmp_path / "net.yaml", text.split("servicePolicies")[0] + "  - name: crm\n")
     assert invoke("apply", "--db", fresh_db, f).output.strip() == f"Error: {f}:6: services 'crm': duplicate name"

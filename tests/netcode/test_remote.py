@@ -66,7 +66,7 @@ def test_a_failing_test_or_a_bad_entity_changes_nothing_on_a_controller(ziti_lit
     doc["services"].append({"name": "late", "encryptionRequired": "no"})   # refused only by validation
     r = remote(ctl, "apply", write(tmp_path / "b.json", doc))
     assert r.exit_code == 1
-    assert "services 'late': the controller refused the create (400): field 'encryptionRequired'" in r.output
+    assert "services 'late': the controller refused the create (400): COULD_NOT_PARSE_BODY" in r.output
     assert "nothing was changed" in r.output
     assert live_export(ctl) == before
 

@@ -91,6 +91,7 @@ class EdgeRouter:
         self.circuit_facts: dict[str, dict] = {}
         self.closed_bytes = [0, 0]               # bytes in, out of the channels closed since start
         self.dial_timeout = DIAL_TIMEOUT
+        self.traces: set[asyncio.Task] = set()   # traceroute probes waiting for the far end
         self.dial_budget = DIAL_BUDGET
         # what an SDK may send once its hello passed, by content type
         self._handlers = {
@@ -99,6 +100,7 @@ class EdgeRouter:
             Content.HEALTH_EVENT: self._health_event,
             # SDK -> router, 60800 is UpdateToken (router -> SDK it is BindSuccess); C SDK 1.5+ sends 60803
             Content.BIND_SUCCESS: self._update_token, Content.UPDATE_TOKEN: self._update_token,
+            Content.TRACE_ROUTE: self._trace_route,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -524,6 +526,46 @@ class EdgeRouter:
             if n not in ch.conns:
                 ch.next_router_id = n
                 return n
+
+    # ------------------------------------------------------------------ traceroute
+    def _trace_route(self, ch: Channel, m: Message) -> None:
+        """``ziti edge traceroute``: each hop answers when the hop count reaches it, as upstream's
+        router: this router as the circuit's ingress (``xgress/edge``), then as its egress, then
+        the SDK at the other end (the probe is passed on and its answer passed back)."""
+        cid = m.conn_id
+        hops = m.u32(H.TRACE_HOP_COUNT) or 0
+        hops = hops - 1 if hops > 0 else 0
+        conn = ch.conns.get(cid) if cid is not None else None
+        if hops == 0 or conn is None or conn.peer is None or hops == 1:
+            self._trace_answer(ch, m, hops, "xgress/edge")
+            return
+        task = asyncio.create_task(self._trace_far(ch, m, conn.peer, hops - 1))
+        self.traces.add(task)
+        task.add_done_callback(self.traces.discard)
+
+    def _trace_answer(self, ch: Channel, m: Message, hops: int, hop_type: str, hop_id: str = "",
+                      error: str = "") -> None:
+        headers = {H.CONN_ID: wire.u32(m.conn_id or 0), H.TRACE_HOP_COUNT: wire.u32(hops),
+                   H.TIMESTAMP: m.headers.get(H.TIMESTAMP, wire.U64.pack(0)), H.TRACE_HOP_TYPE: hop_type.encode(),
+                   H.TRACE_HOP_ID: hop_id.encode()}
+        if error:
+            headers[H.TRACE_ERROR] = error.encode()
+        ch.reply(m, Content.TRACE_ROUTE_RESPONSE, headers)
+
+    async def _trace_far(self, ch: Channel, m: Message, far: Conn, hops: int) -> None:
+        headers = {H.CONN_ID: wire.u32(far.id), H.TRACE_HOP_COUNT: wire.u32(hops),
+                   H.TIMESTAMP: m.headers.get(H.TIMESTAMP, wire.U64.pack(0)),
+                   H.TRACE_SOURCE_REQUEST_ID: wire.u32(m.seq)}
+        try:
+            answer = await far.channel.request(Content.TRACE_ROUTE, headers, b"", self.dial_timeout)
+        except (TimeoutError, ConnectionError):
+            self._trace_answer(ch, m, hops, "xgress/edge", error="no answer from the far end")
+            return
+        if not ch.closed:
+            out = {H.CONN_ID: wire.u32(m.conn_id or 0)}
+            out.update({k: v for k, v in answer.headers.items()
+                        if k in (H.TRACE_HOP_COUNT, H.TIMESTAMP, H.TRACE_HOP_TYPE, H.TRACE_HOP_ID, H.TRACE_ERROR)})
+            ch.reply(m, Content.TRACE_ROUTE_RESPONSE, out)
 
     # ------------------------------------------------------------------ relay
     def _data(self, ch: Channel, m: Message) -> None:

@@ -51,11 +51,13 @@ def _roles(kind: str) -> set[str]:
 
 
 def canonical(kind: str, key: str, value: Any) -> Any:
-    """Equal when the API treats them alike: empty lists, maps and null; role lists in any order."""
+    """Equal when the API treats them alike: empty lists, maps and null; role lists, and every
+    list of strings (role attributes and the other sets, which the API stores sorted and without
+    repeats, as upstream), in any order."""
     if value in (None, [], {}):
         return None
-    if key in _roles(kind) and isinstance(value, list):
-        return sorted(json.dumps(v) for v in value)
+    if isinstance(value, list) and (key in _roles(kind) or all(isinstance(v, str) for v in value)):
+        return sorted({json.dumps(v) for v in value})
     return value
 
 
