@@ -14,6 +14,8 @@ no circuit records, only connections.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -31,16 +33,11 @@ from .common import FABRIC, names, ref
 
 _enc = msgspec.json.Encoder()
 
-# public symbol -> (kind, column of the candidate rows); upstream's symbols of each store
-LINK_SYMBOLS = {"id": "string", "protocol": "string", "dialAddress": "string", "sourceRouter": "string",
-                "destRouter": "string", "cost": "int", "staticCost": "int", "destLatency": "int",
-                "sourceLatency": "int", "state": "string", "iteration": "int"}
-CIRCUIT_SYMBOLS = {"id": "string", "clientId": "string", "service": "string", "terminator": "string",
-                   "createdAt": "datetime", "updatedAt": "datetime"}
+Getter = Callable[[Any], Any]
 
 
-def _symbols(kinds: dict[str, str]) -> dict[str, Symbol]:
-    return {name: Symbol(kind, f"t.{_column(i, name)}") for i, (name, kind) in enumerate(kinds.items())}
+def _symbols(table: dict[str, tuple[str, Getter]]) -> dict[str, Symbol]:
+    return {name: Symbol(kind, f"t.{_column(i, name)}") for i, (name, (kind, _)) in enumerate(table.items())}
 
 
 def _column(i: int, name: str) -> str:
@@ -48,35 +45,44 @@ def _column(i: int, name: str) -> str:
     return "id" if name == "id" else f"c{i}"
 
 
-_LINKS, _CIRCUITS = _symbols(LINK_SYMBOLS), _symbols(CIRCUIT_SYMBOLS)
+_USED = re.compile(r"\bt\.(id|c[0-9]+)\b")
+DEFAULT_ORDER = "t.id ASC"
 
 
-def live_page(ctx: Ctx, kinds: dict[str, str], candidates: list[dict[str, Any]]) -> tuple[list[str], int, int, int]:
-    """The ids of one page of ``candidates`` (dicts of symbol values, ``id`` among them) under the
-    request's filter, sort and paging, and (limit, offset, total) for the meta."""
-    symbols = _LINKS if kinds is LINK_SYMBOLS else _CIRCUITS if kinds is CIRCUIT_SYMBOLS else _symbols(kinds)
+def live_page(ctx: Ctx, table: dict[str, tuple[str, Getter]], objs: list) -> tuple[list, int, int, int]:
+    """One page of ``objs`` under the request's filter, sort and paging over the public symbols of
+    ``table`` (name -> (kind, getter); ``id`` first), and (limit, offset, total) for the meta.
+    Only the columns the query names are computed and handed to SQLite; a list with neither a
+    filter nor a sort is paged in Python."""
+    symbols = _symbols(table)
     compiled, limit, offset = crud.compile_request(ctx, symbols)
-    assert "id" in kinds
-    columns = ", ".join(f"json_extract(value, '$[{i}]') AS {_column(i, name)}" for i, name in enumerate(kinds))
-    rows = [[c.get(name) for name in kinds] for c in candidates]
+    stop = None if limit < 0 else offset + limit
+    meta_limit = fq.UNLIMITED_META if limit < 0 else limit
+    if compiled.where == "1" and compiled.order_by == DEFAULT_ORDER:
+        ordered = sorted(objs, key=lambda o: o.id)
+        return ordered[offset:stop], meta_limit, offset, len(objs)
+    used = set(_USED.findall(compiled.where + " " + compiled.order_by)) | {"id"}
+    getters = [(_column(i, name), get) for i, (name, (_, get)) in enumerate(table.items())
+               if _column(i, name) in used]
+    columns = ", ".join(f"json_extract(value, '$[{i}]') AS {col}" for i, (col, _) in enumerate(getters))
+    data = _enc.encode([[get(o) for _, get in getters] for o in objs]).decode()
     live = f"WITH live AS (SELECT {columns} FROM json_each(?)) "
-    data = _enc.encode(rows).decode()
     cond = compiled.where
     total = ctx.store.value(live + f"SELECT count(*) FROM live t WHERE {cond}", [data, *compiled.params])
     ids = [r["id"] for r in ctx.store.all(
         live + f"SELECT t.id FROM live t WHERE {cond} ORDER BY {compiled.order_by} LIMIT ? OFFSET ?",
         [data, *compiled.params, limit, offset])]
-    return ids, (fq.UNLIMITED_META if limit < 0 else limit), offset, total
+    by_id = {o.id: o for o in objs}
+    return [by_id[i] for i in ids], meta_limit, offset, total
 
 
-def _listing(ctx: Ctx, kinds: dict[str, str], table: dict, values: Callable[[Any], dict],
+def _listing(ctx: Ctx, table: dict[str, tuple[str, Getter]], objs: dict,
              render: Callable[[Ctx, list], list[dict]]) -> env.JSON:
-    objs = list(table.values())
-    ids, limit, offset, total = live_page(ctx, kinds, [values(o) for o in objs])
-    page = [table[i] for i in ids if i in table]
+    page, limit, offset, total = live_page(ctx, table, list(objs.values()))
     return env.listing(render(ctx, page), limit, offset, total, None)   # no filterableFields, as upstream
 
 
+@functools.lru_cache(maxsize=1 << 16)   # a circuit's stamp, once: lists sorted or filtered by createdAt
 def _stamp(t: float) -> str:
     return clock.fmt(dt.datetime.fromtimestamp(t, dt.UTC)) or ""
 
@@ -87,16 +93,20 @@ def _links(ctx: Ctx) -> dict:
     return server.links.table if server is not None else {}
 
 
-def _link_values(link) -> dict:
-    return {"id": link.id, "protocol": link.protocol, "dialAddress": link.dial_address, "sourceRouter": link.src,
-            "destRouter": link.dst, "cost": link.cost, "staticCost": link.static_cost,
-            "destLatency": _latency(link, "dst"), "sourceLatency": _latency(link, "src"), "state": link.state,
-            "iteration": link.iteration}
-
-
 def _latency(link, end: str) -> int:
     """Nanoseconds, where the link table measures it (``src_latency``/``dst_latency``), else 0."""
     return int(getattr(link, f"{end}_latency", 0) or 0)
+
+
+# upstream's symbols of its in-memory link store: name -> (kind, value of a Link)
+LINK_SYMBOLS: dict[str, tuple[str, Getter]] = {
+    "id": ("string", lambda x: x.id), "protocol": ("string", lambda x: x.protocol),
+    "dialAddress": ("string", lambda x: x.dial_address), "sourceRouter": ("string", lambda x: x.src),
+    "destRouter": ("string", lambda x: x.dst), "cost": ("int", lambda x: x.cost),
+    "staticCost": ("int", lambda x: x.static_cost), "destLatency": ("int", lambda x: _latency(x, "dst")),
+    "sourceLatency": ("int", lambda x: _latency(x, "src")), "state": ("string", lambda x: x.state),
+    "iteration": ("int", lambda x: x.iteration),
+}
 
 
 def render_links(ctx: Ctx, links: list) -> list[dict]:
@@ -115,7 +125,7 @@ def render_links(ctx: Ctx, links: list) -> list[dict]:
 
 @op("GET", "/links", apis=FABRIC, op_id="listLinks", tag="links", query=("limit", "offset", "filter"))
 async def list_links(ctx: Ctx):
-    return _listing(ctx, LINK_SYMBOLS, _links(ctx), _link_values, render_links)
+    return _listing(ctx, LINK_SYMBOLS, _links(ctx), render_links)
 
 
 @op("GET", "/links/{id}", apis=FABRIC, op_id="detailLink", tag="links")
@@ -132,10 +142,12 @@ def _circuits(ctx: Ctx) -> dict:
     return server.circuits.live if server is not None else {}
 
 
-def _circuit_values(c) -> dict:
-    created = _stamp(c.created)
-    return {"id": c.id, "clientId": c.client_id, "service": c.service_id, "terminator": c.terminator_id,
-            "createdAt": created, "updatedAt": created}
+# upstream's symbols of its in-memory circuit store: name -> (kind, value of a Circuit)
+CIRCUIT_SYMBOLS: dict[str, tuple[str, Getter]] = {
+    "id": ("string", lambda c: c.id), "clientId": ("string", lambda c: c.client_id),
+    "service": ("string", lambda c: c.service_id), "terminator": ("string", lambda c: c.terminator_id),
+    "createdAt": ("datetime", lambda c: _stamp(c.created)), "updatedAt": ("datetime", lambda c: _stamp(c.created)),
+}
 
 
 def render_circuits(ctx: Ctx, circuits: list) -> list[dict]:
@@ -163,7 +175,7 @@ def render_circuits(ctx: Ctx, circuits: list) -> list[dict]:
 
 @op("GET", "/circuits", apis=FABRIC, op_id="listCircuits", tag="circuits", query=("limit", "offset", "filter"))
 async def list_circuits(ctx: Ctx):
-    return _listing(ctx, CIRCUIT_SYMBOLS, _circuits(ctx), _circuit_values, render_circuits)
+    return _listing(ctx, CIRCUIT_SYMBOLS, _circuits(ctx), render_circuits)
 
 
 @op("GET", "/circuits/{id}", apis=FABRIC, op_id="detailCircuit", tag="circuits")
