@@ -40,6 +40,7 @@ bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP,
 	$(PY) benchmarks/router_bench.py
 	$(PY) benchmarks/login_bench.py
 	$(PY) benchmarks/scale_bench.py
+	$(PY) benchmarks/fabric_bench.py
 	$(PY) benchmarks/vs_openziti.py
 	$(PY) benchmarks/events_bench.py
 

@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("resources", ("ziti_lite.resources", "ziti_lite.resources.*")),
     # hand-written operations and hooks over the resources
     ("operations", ("ziti_lite.api.*", "ziti_lite.enroll.complete", "ziti_lite.policy.*", "ziti_lite.client.*",
-                    "ziti_lite.events.*")),
+                    "ziti_lite.events.*", "ziti_lite.fabric", "ziti_lite.fabric.*")),
     ("wiring", ("ziti_lite.wiring",)),
     # the routers: the embedded edge router, and the control channel of real routers (which
     # shares its checks, wire format and terminator strategy)

@@ -113,7 +113,7 @@ def test_routes_command_names_every_handler():
     assert generic == [["GET", "/identities", "management", "admin", "ziti_lite.api.crud:list_(identities)"]]
     for line in lines:
         method, path, api, level, handler = line.split()
-        assert level in AUTH_LEVELS and api in ("management", "client")
+        assert level in AUTH_LEVELS and api in ("management", "client", "fabric")
         module, _, function = handler.partition(":")
         assert module in sys.modules and function and "<locals>" not in function, line
     relation = [line.split() for line in lines if line.split()[:2] == ["GET", "/config-types/{id}/configs"]]

@@ -1,6 +1,7 @@
 """The controller: one Store, one route table, and the ASGI entry point.
 
 Path handling follows upstream: ``/edge/management/v1/...`` is the management API;
+``/fabric/v1/...`` the fabric management API (its read operations, ``ziti_lite/fabric``);
 ``/edge/client/v1/...``, the legacy ``/edge/v1/...`` and every path outside ``/edge``,
 ``/fabric`` and ``/.well-known`` are the client API (``/version`` and ``/`` included), and
 ``/.well-known/est/cacerts`` is served by both.
@@ -47,6 +48,7 @@ log = logging.getLogger("ziti_lite")
 
 MGMT = "/edge/management/v1"
 CLIENT = "/edge/client/v1"
+FABRIC = "/fabric/v1"
 CORS = [
     (b"access-control-allow-origin", b"*"),
     (b"access-control-allow-credentials", b"true"),
@@ -239,6 +241,10 @@ def split_path(path: str) -> tuple[str | None, str]:
         rest = path[len(CLIENT):]
         if rest == "" or rest.startswith("/"):
             return "client", rest or "/"
+    if path.startswith(FABRIC):
+        rest = path[len(FABRIC):]
+        if rest == "" or rest.startswith("/"):
+            return "fabric", rest or "/"
     if path.startswith("/edge/v1/") or path == "/edge/v1":
         return "client", path[len("/edge/v1"):] or "/"
     if path.startswith("/edge") or path.startswith("/fabric"):

@@ -342,7 +342,8 @@ def audit(db, since, identity, entity, limit, as_json) -> None:
 
 
 @cli.command()
-@click.option("--api", type=click.Choice(["management", "client"]), default=None, help="only this API's routes")
+@click.option("--api", type=click.Choice(["management", "client", "fabric"]), default=None,
+              help="only this API's routes")
 def routes(api) -> None:
     """Print every operation: method, path, API, auth level and the handler (module:function)."""
     from . import wiring

@@ -57,6 +57,9 @@ MODULES: tuple[tuple[str, str], ...] = (
     ("ziti_lite.auth.extjwt", "method ext-jwt; the EXT-JWT auth query"),
     ("ziti_lite.api.database", "ops: /database/* (integrity check and fix, snapshot)"),
     ("ziti_lite.integrity", "integrity checks of foreign keys and search indexes"),
+    # --- the fabric management API (/fabric/v1)
+    ("ziti_lite.fabric.entities", "ops: the fabric's routers, services, terminators (lists, details, sub-lists)"),
+    ("ziti_lite.fabric.live", "ops: the fabric's links and circuits (the control channel's live tables)"),
     # --- the client API
     ("ziti_lite.client.services", "ops: the client's /services; installs the asIdentity list condition"),
     ("ziti_lite.client.sessions", "ops: /sessions"),

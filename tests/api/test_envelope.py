@@ -41,7 +41,8 @@ def exact(r, status: int, code: str, cause: str | None = None) -> dict:
         "/no-such-collection",
         "/edge/management/v2/version",
         "/edge/whatever",
-        "/fabric/v1/routers",
+        "/fabric/v1/no-such-collection",
+        "/fabric/v2/routers",
         "/.well-known/unknown",
     ],
 )

@@ -36,7 +36,7 @@ class Ctx:
 
     ctl: Controller
     request: Request
-    api: str                                # "management" | "client"
+    api: str                                # "management" | "client" | "fabric"
     params: dict[str, str]                  # path parameters
     route: Route
     session: Session | None                 # set by Controller.authorize on non-public routes

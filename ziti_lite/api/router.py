@@ -14,13 +14,13 @@ from typing import Any, Literal, get_args
 # still owes a secondary factor (MFA, ext-jwt); a complete session; a complete admin session
 AuthLevel = Literal["public", "partial", "session", "admin"]
 AUTH_LEVELS: tuple[AuthLevel, ...] = get_args(AuthLevel)
-APIS = ("management", "client")
+APIS = ("management", "client", "fabric")
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
 @dataclass(eq=False)
 class Route:
-    api: str                          # "management" | "client"
+    api: str                          # "management" | "client" | "fabric"
     method: str
     path: str                         # template relative to the API base, e.g. /identities/{id}
     handler: Callable[..., Awaitable[Any]]

@@ -111,10 +111,10 @@ def build(ctl, api: str) -> dict:
             "content": {"application/json": {"schema": _ERROR}},
         }
         paths.setdefault(r.path, {})[r.method.lower()] = item
-    base = "/edge/management/v1" if api == "management" else "/edge/client/v1"
+    base = {"management": "/edge/management/v1", "fabric": "/fabric/v1"}.get(api, "/edge/client/v1")
     return {
         "openapi": "3.1.0",
-        "info": {"title": f"ziti-lite edge {api} API", "version": __version__},
+        "info": {"title": f"ziti-lite {'fabric' if api == 'fabric' else 'edge ' + api} API", "version": __version__},
         "servers": [{"url": base}],
         "paths": paths,
         "components": {
