@@ -147,7 +147,7 @@ def test_refusals_change_nothing_on_openziti(openziti, tmp_path):
         doc["configs"][1]["data"] = {"protocol": "tcp"}         # no address: host.v1 refuses it
         doc["services"].append({"name": "other", "encryptionRequired": True})
         r = on(url, "apply", write(tmp_path / "b.json", doc))
-        assert r.exit_code == 1 and "configs 'echo-host-config'" in r.output and "field 'data'" in r.output, r.output
+        assert r.exit_code == 1 and "configs 'echo-host-config'" in r.output and "field '(root)'" in r.output, r.output
         assert exchange.export(api) == before
     finally:
         api.close()

@@ -96,8 +96,13 @@ class CtrlServer:
                 await self._task
         if self.server is not None:
             self.server.close()
-        for ch in list(self.channels):
+        closing = list(self.channels)
+        for ch in closing:
             ch.close("controller stopping")
+        await asyncio.sleep(0.1)   # a moment for the TLS goodbyes, then no transport outlives the loop
+        for ch in closing:
+            if ch.transport is not None:
+                ch.transport.abort()
         if self.server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 2)
