@@ -225,7 +225,7 @@ def test_re_enroll_disconnects_and_the_old_certificate_is_refused(lab, ziti_bin,
         r.stop()
 
 
-def test_a_killed_or_silent_router_goes_offline_and_its_terminators_stay_as_upstream(lab, ziti_bin, net, peers):
+def test_a_killed_or_silent_router_goes_offline_and_its_terminators_stay_as_upstream(lab, ziti_bin, net, go):
     admin, ids = net
     r = RealRouter(ziti_bin, Path(lab.tmp), "site-k", lab.ctl.ctrl_server.port, admin, attrs=["site-k"])
     admin.create("edge-router-policies", {"name": "site-k-only", "semantic": "AnyOf",
@@ -234,7 +234,8 @@ def test_a_killed_or_silent_router_goes_offline_and_its_terminators_stay_as_upst
     r.start()
     try:
         wait_online(admin, r.id, timeout=10)
-        host(peers, ids["rr-host.file"], "rr-plain", "k")
+        h = go("host", go_identity(ids["rr-host.file"]), "rr-plain", "k")   # binds on every router it may use
+        assert h.next(kind="bound")["event"] == "bound"
         mine = lambda: [t for t in admin.get("/terminators?limit=500").json()["data"] if t["routerId"] == r.id]  # noqa: E731
         wait_for(mine, timeout=20)
         # SIGSTOP: the router no longer answers heartbeats; offline within the timeout (3 s here)

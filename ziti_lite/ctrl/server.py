@@ -99,7 +99,8 @@ class CtrlServer:
         closing = list(self.channels)
         for ch in closing:
             ch.close("controller stopping")
-        await asyncio.sleep(0.1)   # a moment for the TLS goodbyes, then no transport outlives the loop
+        if closing:   # a moment for the TLS goodbyes, then no transport outlives the loop
+            await asyncio.sleep(0.1)
         for ch in closing:
             if ch.transport is not None:
                 ch.transport.abort()

@@ -126,8 +126,14 @@ class EdgeRouter:
                 await self._task
         if self.server is not None:
             self.server.close()
-        for ch in list(self.channels):
+        closing = list(self.channels)
+        for ch in closing:
             ch.close("router stopping")
+        if closing:   # a moment for the TLS goodbyes, then no transport outlives the loop
+            await asyncio.sleep(0.1)
+            for ch in closing:
+                if ch.transport is not None:
+                    ch.transport.abort()
         self._cleanup_stale()
         if self.server is not None:
             with contextlib.suppress(Exception):   # a hung peer must not hold the shutdown
