@@ -23,8 +23,13 @@ serve: install  ## start a controller on $(DB)
 test: install  ## the fast tests: all but the slow (servers, TLS, SDKs, oracles) and interop ones
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n auto -m "not slow and not interop"
 
-test-slow: install  ## the slow tests only (test + test-slow = test-all: what CI runs)
+# the servers of the tests run on uvloop (serve's default); the TLS, connection and edge tests
+# run once more on asyncio's loop, which stays supported (serve --loop asyncio)
+LOOP_TESTS := tests/test_connections.py tests/test_server.py tests/test_tls.py tests/edge tests/enroll/test_live_tls.py
+
+test-slow: install  ## the slow tests only (test + test-slow = test-all: what CI runs), TLS ones also on asyncio's loop
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "slow and not interop"
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n auto -m "not interop" --loop asyncio $(LOOP_TESTS)
 
 test-all: install  ## every test but the interop ones, in one session
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not interop"

@@ -93,6 +93,14 @@ def cli() -> None:
     envvar="ZITI_LITE_MAX_CONNECTIONS",
     help="open connections at most [default: 3/4 of the file descriptor limit]",
 )
+@click.option(
+    "--loop",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "uvloop", "asyncio"]),
+    envvar="ZITI_LITE_LOOP",
+    help="event loop (auto: uvloop when installed)",
+)
 def serve(
     db,
     host,
@@ -108,6 +116,7 @@ def serve(
     idle_timeout,
     handshake_timeout,
     max_connections,
+    loop,
 ) -> None:
     """Create (if new) and serve a controller over HTTPS.
 
@@ -137,6 +146,7 @@ def serve(
             idle_timeout=idle_timeout,
             handshake_timeout=handshake_timeout,
             max_connections=max_connections,
+            loop=loop,
         ),
         log_level=log_level.lower(),
     )

@@ -25,6 +25,7 @@ class Settings:
     idle_timeout: float = 5.0               # seconds a connection may take to send a request head
     handshake_timeout: float = 5.0          # seconds a client may take to finish the TLS handshake
     max_connections: int | None = None      # open connections; None: 3/4 of the descriptor limit
+    loop: str = "auto"                      # event loop: "uvloop", "asyncio", "auto" (uvloop when installed)
     # clients of other services
     jwks_ca_file: str | None = None         # CA bundle for ext-jwt signers' JWKS endpoints (auth/extjwt.py)
     totp_issuer: str | None = None          # issuer in TOTP provisioning URLs; None: upstream's (auth/mfa.py)
