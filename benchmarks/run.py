@@ -211,7 +211,8 @@ def main() -> None:
                 shutil.copy(db, tmp / f"bench-{lp}.db")
             pair_db = db if not i else str(tmp / f"bench-{lp}.db")
             ziti = start([sys.executable, "-m", "ziti_lite", "serve", "--db", pair_db, "--host", "127.0.0.1", "--port",
-                          str(pa), "--admin-password", seeding.ADMIN_PASSWORD, "--log-level", "warning", "--loop", lp],
+                          str(pa), "--admin-password", seeding.ADMIN_PASSWORD, "--log-level", "warning", "--loop", lp,
+                          "--edge-port", str(free_port())],
                          tmp / f"ziti-lite-{lp}.log")
             procs.append(ziti)
             base = start([sys.executable, str(HERE / "baseline.py"), "--db", pair_db, "--port", str(pb), "--loop", lp],
@@ -221,11 +222,13 @@ def main() -> None:
         for ziti, a_url, base, b_url in pairs.values():
             wait_ready(a_url + "/version", ziti)
             wait_ready(b_url + "/static", base)
-        a_url0 = next(iter(pairs.values()))[1]
-        r = httpx.post(f"{a_url0}{MGMT}/authenticate?method=password", verify=False,
-                       json={"username": seeding.ADMIN_USER, "password": seeding.ADMIN_PASSWORD})
-        r.raise_for_status()
-        token = r.json()["data"]["token"]
+        tokens: dict[str, str] = {}     # each A serves its own file: its own admin session
+        for lp, (_, a_url, _, _) in pairs.items():
+            r = httpx.post(f"{a_url}{MGMT}/authenticate?method=password", verify=False,
+                           json={"username": seeding.ADMIN_USER, "password": seeding.ADMIN_PASSWORD})
+            r.raise_for_status()
+            tokens[lp] = r.json()["data"]["token"]
+        token = next(iter(tokens.values()))
 
         todo = [c for c in cases(sample, a.needle) if not a.only or a.only in c.name]
         for c in todo:  # correctness first: both answer 200, the lists agree on the count
@@ -248,13 +251,14 @@ def main() -> None:
               f" loopback; load average {' '.join(f'{x:.2f}' for x in load_before)}\n")
         summary: dict[str, list] = {lp: [] for lp in loops}
         for c in todo:
-            ha = {"zt-session": token} if c.a_session else {}
+            hs = {lp: {"zt-session": tokens[lp]} if c.a_session else {} for lp in loops}
             got: dict[str, tuple[list, list]] = {lp: ([], []) for lp in loops}
-            for ziti, a_url, base, b_url in pairs.values():   # warm up every side
-                load(a_url + c.a_path, ha, a.connections, a.threads, 1.0)
+            for lp, (ziti, a_url, base, b_url) in pairs.items():   # warm up every side
+                load(a_url + c.a_path, hs[lp], a.connections, a.threads, 1.0)
                 load(b_url + c.b_path, {}, a.connections, a.threads, 1.0)
             for i in range(a.rounds):
                 for lp, (ziti, a_url, base, b_url) in pairs.items():
+                    ha = hs[lp]
                     ra_list, rb_list = got[lp]
                     ra_list.append(measured(load, ziti, a_url + c.a_path, ha, a.connections, a.threads, a.seconds))
                     rb_list.append(measured(load, base, b_url + c.b_path, {}, a.connections, a.threads, a.seconds))
