@@ -32,6 +32,7 @@ The API port is open to whoever reaches the network, so every connection is boun
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
 import os
@@ -237,6 +238,46 @@ class _OffloopHandshake(sslproto.SSLProtocol):
     def get_buffer(self, n):
         return self._ssl_buffer_view    # shared: buffer_updated consumes it before the next read
 
+    # -- writes of one loop turn leave together -----------------------------------------------
+    # uvicorn writes a response as two writes (head, body), the router a frame per message:
+    # asyncio encrypts and sends each at once, one TLS record and one send() system call each.
+    # Held until the end of the loop turn, they leave as one record and one send (shutdown
+    # sends what is held first; abort drops it, as it drops any unsent data).
+    _zl_flush: asyncio.Handle | None = None
+    _write_backlog: collections.deque
+    _write_buffer_size: int
+    _control_app_writing: Callable[[], None]
+
+    def _write_appdata(self, list_of_data) -> None:
+        if self._state != sslproto.SSLProtocolState.WRAPPED:
+            return super()._write_appdata(list_of_data)
+        for data in list_of_data:
+            self._write_backlog.append(data)
+            self._write_buffer_size += len(data)
+        if self._zl_flush is None:
+            self._zl_flush = self._loop.call_soon(self._zl_flush_now)
+        self._control_app_writing()
+
+    def _zl_flush_now(self) -> None:
+        self._zl_flush = None
+        backlog = self._write_backlog
+        if self._state != sslproto.SSLProtocolState.WRAPPED or not backlog:
+            return
+        if len(backlog) > 1:
+            joined = b"".join(backlog)
+            backlog.clear()
+            backlog.append(joined)
+        try:
+            self._do_write()
+        except Exception as ex:  # noqa: BLE001 - as asyncio's own write path reports it
+            self._fatal_error(ex, "Fatal error on SSL protocol")
+
+    def _start_shutdown(self) -> None:
+        if self._zl_flush is not None:
+            self._zl_flush.cancel()
+            self._zl_flush_now()
+        super()._start_shutdown()
+
 
     _zl_busy = False
     _zl_pending: bytearray | None = None    # a bytearray while _zl_busy
@@ -253,6 +294,8 @@ class _OffloopHandshake(sslproto.SSLProtocol):
     _do_read: Callable[[], None]
     _do_flush: Callable[[], None]
     _do_shutdown: Callable[[], None]
+    _do_write: Callable[[], None]
+    _loop: asyncio.AbstractEventLoop
 
     def _do_handshake(self):
         if self._zl_busy:
