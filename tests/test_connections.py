@@ -112,7 +112,10 @@ def test_at_the_connection_cap_idle_connections_make_room(server):
     assert _closed_by_server(idle[0])
     for s in idle:
         s.close()
-    lines = [ln for ln in server.output.splitlines() if "connection limit" in ln]
+    deadline = time.monotonic() + GUARD   # the server's log is read by a thread: wait for the line
+    while not (lines := [ln for ln in server.output.splitlines() if "connection limit" in ln]):
+        assert time.monotonic() < deadline, "no connection-limit line logged"
+        time.sleep(0.05)
     assert len(lines) == 1, lines  # once, not a line (or a traceback) per accept
     assert "Traceback" not in server.output
 
@@ -226,7 +229,7 @@ def _client_cert(tmp_path) -> tuple[str, str, bytes]:
     from cryptography.x509.oid import NameOID
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "some-device")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
             .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
