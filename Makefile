@@ -37,14 +37,11 @@ test-all: install  ## every test but the interop ones, in one session
 interop: install  ## interop with real SDKs and the ziti CLI built here (needs go and the Go module proxy)
 	$(PY) -m pytest -m interop -q
 
-bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP, policy, client API)
-	$(PY) benchmarks/run.py
+bench: install  ## benchmarks: one table (vs bare stack, logins, router, OpenZiti), then policy, client API, scale
+	$(PY) benchmarks/table.py
 	$(PY) benchmarks/policy_bench.py
 	$(PY) benchmarks/client_bench.py
-	$(PY) benchmarks/edge_bench.py
-	$(PY) benchmarks/login_bench.py
 	$(PY) benchmarks/scale_bench.py
-	$(PY) benchmarks/vs_openziti.py
 
 fuzz: install  ## schemathesis against the served spec
 	$(VENV)/bin/pip install -q schemathesis

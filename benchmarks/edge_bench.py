@@ -51,7 +51,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from common import free_port, median_p99, start_server, stop_server, wait_ready  # noqa: E402
+from common import free_port, median_p99, row, start_server, stop_server, wait_ready, write_rows  # noqa: E402
 
 ADMIN_PASSWORD = "edge-bench-Admin-1"
 MGMT, CLIENT = "/edge/management/v1", "/edge/client/v1"
@@ -520,6 +520,7 @@ def main() -> None:
                     help="event loop of the router (serve --loop) and of the bare relay")
     ap.add_argument("--only", help="bulk, dials, conc or idle (comma-separated)")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--table-json", help="also write the figures as rows of make bench's table (table.py)")
     ap.add_argument("--relay", type=int, help=argparse.SUPPRESS)     # internal: run the bare relay
     ap.add_argument("--db", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -622,7 +623,10 @@ def main() -> None:
                                   f" {per_mb(r, 'dialer')} host {per_mb(r, 'host')}")
             figures["conc"] = {k: {"mbps": statistics.median(r[i]["mbps"] for r in rs)} for i, k in ((0, "A"), (1, "B"))}
         figures["loadavg"] = {"start": load0, "end": os.getloadavg()[0]}
-        report(figures, a)
+        rows = report(figures, a)
+        write_rows(a.table_json, f"embedded edge router vs a bare TLS relay ({a.loop}, same run)",
+                   [row(name, va, f"bare {vb}" if vb != "—" else "", float(ratio) if ratio not in ("—", "") else None,
+                        goal if goal != "—" else "", ok) for name, va, vb, ratio, goal, ok in rows])
         print(f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} CPUs):"
               " latency percentiles and MB/s move with it; the ratios much less")
         if a.json:
@@ -648,7 +652,7 @@ def default_loop() -> str:
     return "uvloop"
 
 
-def report(f: dict, a) -> None:
+def report(f: dict, a) -> list[tuple]:
     rows = []
     if "bulk" in f:
         A, B = f["bulk"]["A"], f["bulk"]["B"]
@@ -691,6 +695,7 @@ def report(f: dict, a) -> None:
         print(f"| {name} | {va} | {vb} | {ratio} | {goal} | {'' if ok is None else ('yes' if ok else '**no**')} |")
     goals = [ok for *_, ok in rows if ok is not None]
     print("\nall goals met" if all(goals) else "\nsome goals NOT met")
+    return rows
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import seed as seeding  # noqa: E402
-from common import free_port, stop_server  # noqa: E402
+from common import free_port, row, stop_server, write_rows  # noqa: E402
 
 MGMT = "/edge/management/v1"
 HARD_LIMIT_S = 330  # the whole run, whatever happens
@@ -177,6 +177,7 @@ def main() -> None:
     ap.add_argument("--needle", default="x", help='the "name contains" needle')
     ap.add_argument("--only", help="run only cases whose name contains this text")
     ap.add_argument("--python-load", action="store_true", help="use the Python load generator even if wrk exists")
+    ap.add_argument("--json", help="also write the figures as rows of make bench's table (table.py)")
     ap.add_argument("--loops", default=default_loop(),
                     help="event loops, comma-separated (uvloop,asyncio): a pair A/B per loop, all interleaved")
     a = ap.parse_args()
@@ -270,6 +271,7 @@ def main() -> None:
                 summary[lp].append((c, med(got[lp][0]), med(got[lp][1])))
 
         failed = False
+        rows = []
         for lp in loops:
             print(f"\nmedians over the rounds, {lp} loop (both sides):")
             print(f"  {'endpoint':<42} {'A req/s':>8} {'p50':>7} {'p99':>7} {'CPU/req':>7} | {'B req/s':>8} {'p50':>7}"
@@ -278,6 +280,8 @@ def main() -> None:
                 ratio = ra_.rps / rb_.rps
                 ok = ratio >= c.goal
                 failed |= not ok
+                rows.append(row(f"{c.name} ({lp})", f"{ra_.rps:.0f}/s, {ra_.cpu_us:.0f} µs CPU",
+                                f"bare {rb_.rps:.0f}/s, {rb_.cpu_us:.0f} µs CPU", ratio, f"≥ {c.goal:.2f}", ok))
                 print(f"  {c.name:<42} {ra_.rps:8.0f} {ra_.p50_ms:6.2f}ms {ra_.p99_ms:5.1f}ms {ra_.cpu_us:5.0f}µs |"
                       f" {rb_.rps:8.0f} {rb_.p50_ms:6.2f}ms {rb_.p99_ms:5.1f}ms {rb_.cpu_us:5.0f}µs | {ratio:5.2f}"
                       f" {'>=' if ok else '< '}{c.goal:.2f}  {ra_.p99_ms / rb_.p99_ms:4.2f}"
@@ -292,6 +296,7 @@ def main() -> None:
         print(f"\nload average before / after: {' '.join(f'{x:.2f}' for x in load_before)} /"
               f" {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print("\nall goals met" if not failed else "\nsome goals NOT met")
+        write_rows(a.json, "ziti-lite vs the bare Starlette + apsw stack (req/s, same loop)", rows)
     finally:
         for p in procs:
             stop_server(p)
