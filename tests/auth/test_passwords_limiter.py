@@ -101,7 +101,7 @@ def logins(client, creds: list[tuple[str, str]]) -> tuple[list[threading.Thread]
     return threads, answers
 
 
-@pytest.mark.parametrize("accounts", [1, 64])
+@pytest.mark.parametrize("accounts", [1, pytest.param(64, marks=pytest.mark.slow)])   # 64 users: 1 s to create
 def test_64_clients_with_a_slow_kdf_queue_and_all_log_in(net, client, held_kdf, accounts):
     """64 concurrent logins, all to one account (automation sharing a service identity) or one
     account each, while every derivation is held: all 64 wait in the queue at once (a 10 ms
