@@ -177,10 +177,13 @@ class GuardedServer(uvicorn.Server):
         limits = self.limits
 
         async def create_server(protocol_factory, *args, ssl=None, **kw):
+            # uvicorn's listener, and any other made while it starts (the lifespan's: the router)
             if ssl is None:
                 return await original(protocol_factory, *args, **kw)
-            return await create_tls_server(protocol_factory, ssl, *args, handshake_timeout=limits.handshake_timeout,
-                                           create_server=original, **kw)
+            handshake = kw.pop("ssl_handshake_timeout", None) or limits.handshake_timeout
+            shutdown = kw.pop("ssl_shutdown_timeout", None) or SSL_SHUTDOWN_TIMEOUT
+            return await create_tls_server(protocol_factory, ssl, *args, handshake_timeout=handshake,
+                                           shutdown_timeout=shutdown, create_server=original, **kw)
 
         try:
             loop.create_server = create_server  # type: ignore[method-assign]
