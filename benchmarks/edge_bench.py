@@ -110,6 +110,10 @@ async def _ziti_host(cfg: dict, q, stop) -> None:
             return
         if not expect:
             return
+        if expect < 0:   # traffic: take everything, answer nothing
+            qu = c.queue(conn_id)
+            while True:
+                await qu.get()
         got, qu = 0, c.queue(conn_id)
         while got < expect:
             m = await qu.get()
@@ -199,6 +203,27 @@ async def _ziti_dialer(cfg: dict, test: str, q, stop) -> None:
         q.put(("result", {"open": cfg["idle"]}))
         while not stop.is_set():
             await asyncio.sleep(0.05)
+    elif test == "traffic":   # ``idle`` SDK channels, one circuit each, each sending 1 KiB every 100 ms
+        sslproto.SSLProtocol.max_size = 16 * 1024   # this client's memory only (see idlech)
+        chans = []
+
+        async def sdk() -> None:
+            o = await EdgeClient.open("127.0.0.1", cfg["edge_port"], _identity(cfg["dial_id"]))
+            chans.append(o)
+            r = await o.hello(cfg["dial_token"])
+            assert r.headers.get(2) == b"\x01", "hello refused"
+            r = await o.dial(0, token)
+            assert r.content == STATE_CONNECTED, f"dial refused: {r.body!r}"
+        for s in range(0, cfg["idle"], 50):
+            await asyncio.gather(*(sdk() for _ in range(s, min(cfg["idle"], s + 50))))
+        payload = os.urandom(1024)
+        q.put(("result", {"open": cfg["idle"]}))
+        while not stop.is_set():
+            for o in chans:
+                o.data(0, payload)
+            await asyncio.sleep(0.1)
+        for o in chans:
+            o.writer.close()
     elif test == "idlech":   # one channel per connection, as ``idle`` SDKs with one circuit each
         # the load client's own memory: asyncio gives each client TLS connection a 256 KiB read
         # buffer (2.5 GiB for 10,000); 16 KiB holds a TLS record. Only this process is changed.
@@ -531,7 +556,7 @@ def main() -> None:
                     help="idle SDK channels for the per-channel RSS figures (comma-separated counts)")
     ap.add_argument("--loop", default=default_loop(), choices=("uvloop", "asyncio"),
                     help="event loop of the router (serve --loop) and of the bare relay")
-    ap.add_argument("--only", help="bulk, dials, dials1k, conc or idle (comma-separated)")
+    ap.add_argument("--only", help="bulk, dials, dials1k, rest, conc or idle (comma-separated)")
     ap.add_argument("--dial-channels", type=int, default=1000, help="channels connected during dials1k")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--table-json", help="also write the figures as rows of make bench's table (table.py)")
@@ -543,7 +568,7 @@ def main() -> None:
         return
     signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(SystemExit("edge bench: hard time limit reached")))
     signal.alarm(HARD_LIMIT_S)
-    only = set(a.only.split(",")) if a.only else {"bulk", "dials", "dials1k", "conc", "idle"}
+    only = set(a.only.split(",")) if a.only else {"bulk", "dials", "dials1k", "rest", "conc", "idle"}
 
     tmp = Path(tempfile.mkdtemp(prefix="ziti-lite-edge-bench-"))
     procs: list[subprocess.Popen] = []
@@ -641,6 +666,26 @@ def main() -> None:
                       f" A p50 {pairs[-1][0]:5.2f} ms p99 {pairs[-1][1]:5.2f} ms", flush=True)
             figures["dials1k"] = {"p50_ms": statistics.median(p[0] for p in pairs),
                                   "p99_ms": statistics.median(p[1] for p in pairs)}
+        if "rest" in only:   # the API's latency, alone and while channels carry traffic, alternating
+            def rest(seconds: float = 5.0) -> tuple[float, float]:
+                import httpx
+                lat = []
+                with httpx.Client(verify=False, timeout=10) as client:
+                    client.get(url + CLIENT + "/version")
+                    stop_at = time.perf_counter() + seconds
+                    while (t0 := time.perf_counter()) < stop_at:
+                        assert client.get(url + CLIENT + "/version").status_code == 200
+                        lat.append((time.perf_counter() - t0) * 1e3)
+                return median_p99(lat)
+            quiet, loaded = [], []
+            cfg = {"test": "traffic", "idle": a.dial_channels, "expect": -1, "pool": 1}
+            for i in range(2):
+                quiet.append(rest())
+                loaded.append(run.run("A", "traffic", cfg, lambda pid: {"rest": rest()})["rest"])
+                print(f"  GET /version p50/p99 round {i + 1}: alone {quiet[-1][0]:.2f}/{quiet[-1][1]:.2f} ms,"
+                      f" with {a.dial_channels} channels sending {loaded[-1][0]:.2f}/{loaded[-1][1]:.2f} ms", flush=True)
+            figures["rest"] = {"quiet_p99": statistics.median(x[1] for x in quiet),
+                               "loaded_p99": statistics.median(x[1] for x in loaded)}
         if "conc" in only:
             per = int(a.per_conn * MiB)
             cfg = {"test": "conc", "expect": per, "chunk": chunk, "conns": a.conns, "pool": a.conns}
@@ -699,6 +744,11 @@ def report(f: dict, a) -> list[tuple]:
         A = f["dials1k"]
         rows.append((f"dial setup p99 ({a.dials} dials, {a.dial_channels} other channels connected)",
                      f"{A['p99_ms']:.2f} ms", "—", "—", "< 10 ms", A["p99_ms"] < 10))
+    if "rest" in f:
+        R = f["rest"]
+        rows.append((f"GET /version p99 while {a.dial_channels} channels send 1 KiB / 100 ms each",
+                     f"{R['loaded_p99']:.2f} ms", f"{R['quiet_p99']:.2f} ms (alone)",
+                     f"{R['loaded_p99'] / R['quiet_p99']:.2f}", "—", None))
     if "conc" in f:
         A, B = f["conc"]["A"], f["conc"]["B"]
         r = A["mbps"] / B["mbps"]
