@@ -244,8 +244,9 @@ class _OffloopHandshake(sslproto.SSLProtocol):
     # -- writes of one loop turn leave together -----------------------------------------------
     # uvicorn writes a response as two writes (head, body), the router a frame per message:
     # asyncio encrypts and sends each at once, one TLS record and one send() system call each.
-    # Held until the end of the loop turn, they leave as one record and one send (shutdown
-    # sends what is held first; abort drops it, as it drops any unsent data).
+    # Held until the end of the loop turn, they leave as one send, and as one record when they
+    # are small (up to JOIN_BELOW: joining relayed 32 KiB frames would only copy them again);
+    # shutdown sends what is held first; abort drops it, as it drops any unsent data.
     _zl_flush: asyncio.Handle | None = None
     _write_backlog: collections.deque
     _write_buffer_size: int
@@ -266,8 +267,8 @@ class _OffloopHandshake(sslproto.SSLProtocol):
         backlog = self._write_backlog
         if self._state != sslproto.SSLProtocolState.WRAPPED or not backlog:
             return
-        if len(backlog) > 1:
-            joined = b"".join(backlog)
+        if 1 < len(backlog) and self._write_buffer_size <= JOIN_BELOW:
+            joined = b"".join(backlog)   # small writes: one record (large ones: no copy, one send still)
             backlog.clear()
             backlog.append(joined)
         try:
@@ -366,6 +367,7 @@ class _OffloopHandshake(sslproto.SSLProtocol):
         super().connection_lost(exc)
 
 
+JOIN_BELOW = 16 * 1024   # writes held in one loop turn are joined into one TLS record up to this size
 _AGAIN = object()
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 
