@@ -23,8 +23,13 @@ serve: install  ## start a controller on $(DB)
 test: install  ## the fast tests: all but the slow (servers, TLS, SDKs, oracles) and interop ones
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n auto -m "not slow and not interop"
 
-test-slow: install  ## the slow tests only (test + test-slow = test-all: what CI runs)
+# the servers of the tests run on uvloop (serve's default); the TLS, connection and edge tests
+# run once more on asyncio's loop, which stays supported (serve --loop asyncio)
+LOOP_TESTS := tests/test_connections.py tests/test_server.py tests/test_tls.py tests/edge tests/enroll/test_live_tls.py
+
+test-slow: install  ## the slow tests only (test + test-slow = test-all: what CI runs), TLS ones also on asyncio's loop
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "slow and not interop"
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n auto -m "not interop" --loop asyncio $(LOOP_TESTS)
 
 test-all: install  ## every test but the interop ones, in one session
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not interop"
@@ -32,16 +37,13 @@ test-all: install  ## every test but the interop ones, in one session
 interop: install  ## interop with real SDKs and the ziti CLI built here (needs go and the Go module proxy)
 	$(PY) -m pytest -m interop -q
 
-bench: install  ## benchmarks vs bare starlette+apsw / bare SQL baselines (HTTP, policy, client API)
-	$(PY) benchmarks/run.py
+bench: install  ## benchmarks: one table (vs bare stack, logins, router, OpenZiti), then policy, client API, real routers, scale, fabric, events
+	$(PY) benchmarks/table.py
 	$(PY) benchmarks/policy_bench.py
 	$(PY) benchmarks/client_bench.py
-	$(PY) benchmarks/edge_bench.py
 	$(PY) benchmarks/router_bench.py
-	$(PY) benchmarks/login_bench.py
 	$(PY) benchmarks/scale_bench.py
 	$(PY) benchmarks/fabric_bench.py
-	$(PY) benchmarks/vs_openziti.py
 	$(PY) benchmarks/events_bench.py
 
 fuzz: install  ## schemathesis against the served spec

@@ -92,10 +92,12 @@ def main() -> None:
     ap.add_argument("--db", required=True)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--loop", default="auto", choices=("auto", "uvloop", "asyncio"),
+                    help="uvicorn's event loop (run.py gives both sides the same)")
     a = ap.parse_args()
     open_db(a.db)
     state = {k: v for k, v in _conn().execute("SELECT key, value FROM controller")}
-    config = uvicorn.Config(app, host=a.host, port=a.port, log_level="warning", lifespan="off",
+    config = uvicorn.Config(app, host=a.host, port=a.port, log_level="warning", lifespan="off", loop=a.loop,
                             server_header=False, date_header=True, access_log=False)
     config.load()
     config.ssl = _ssl_context(state)

@@ -122,3 +122,19 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+def write_rows(path: str | None, section: str, rows: list[dict]) -> None:
+    """A benchmark's ``--json FILE``: its figures as rows of ``make bench``'s one table
+    (``table.py``). A row: ``name``, ``value`` (ziti-lite), ``baseline`` (what it is compared with,
+    from the same run), ``ratio``, ``goal``, ``met`` (True/False/None)."""
+    if not path:
+        return
+    Path(path).write_text(json.dumps({"section": section, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                      "loadavg": os.getloadavg(), "rows": rows}, indent=1))
+
+
+def row(name: str, value: str, baseline: str = "", ratio: float | None = None, goal: str = "",
+        met: bool | None = None) -> dict:
+    return {"name": name, "value": value, "baseline": baseline,
+            "ratio": None if ratio is None else round(ratio, 2), "goal": goal, "met": met}

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import seed as seeding  # noqa: E402
-from common import free_port, stop_server  # noqa: E402
+from common import free_port, row, stop_server, write_rows  # noqa: E402
 
 MGMT = "/edge/management/v1"
 HARD_LIMIT_S = 330  # the whole run, whatever happens
@@ -82,11 +82,11 @@ def measured(load, proc: subprocess.Popen, *args) -> Result:
 def cases(sample_id: str, needle: str) -> list[Case]:
     flt = quote(f'name contains "{needle}"')
     return [
-        Case("GET /identities/{id}", f"{MGMT}/identities/{sample_id}", f"{MGMT}/identities/{sample_id}", 0.60),
+        Case("GET /identities/{id}", f"{MGMT}/identities/{sample_id}", f"{MGMT}/identities/{sample_id}", 0.75),
         Case(f'GET /identities?filter=name contains "{needle}"', f"{MGMT}/identities?filter={flt}",
-             f"{MGMT}/identities?contains={quote(needle)}&limit=10", 0.50),
-        Case("GET /identities?limit=10", f"{MGMT}/identities?limit=10", f"{MGMT}/identities?limit=10", 0.50),
-        Case("GET /version (client API)", "/edge/client/v1/version", "/static", 0.75, a_session=False),
+             f"{MGMT}/identities?contains={quote(needle)}&limit=10", 0.60),
+        Case("GET /identities?limit=10", f"{MGMT}/identities?limit=10", f"{MGMT}/identities?limit=10", 0.60),
+        Case("GET /version (client API)", "/edge/client/v1/version", "/static", 0.85, a_session=False),
     ]
 
 
@@ -177,9 +177,13 @@ def main() -> None:
     ap.add_argument("--needle", default="x", help='the "name contains" needle')
     ap.add_argument("--only", help="run only cases whose name contains this text")
     ap.add_argument("--python-load", action="store_true", help="use the Python load generator even if wrk exists")
+    ap.add_argument("--json", help="also write the figures as rows of make bench's table (table.py)")
+    ap.add_argument("--loops", default=default_loop(),
+                    help="event loops, comma-separated (uvloop,asyncio): a pair A/B per loop, all interleaved")
     a = ap.parse_args()
+    loops = [x.strip() for x in a.loops.split(",") if x.strip()]
     signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(SystemExit("bench: hard time limit reached")))
-    signal.alarm(HARD_LIMIT_S)
+    signal.alarm(HARD_LIMIT_S * len(loops))
 
     load = wrk if shutil.which("wrk") and not a.python_load else pyload
     tmp = Path(tempfile.mkdtemp(prefix="ziti-lite-bench-"))
@@ -201,23 +205,35 @@ def main() -> None:
             sample = s["sample_id"]
             print(f"seeded {s['identities']} identities in {time.perf_counter() - t0:.1f} s ({db})")
 
-        pa, pb = free_port(), free_port()
-        ziti = start([sys.executable, "-m", "ziti_lite", "serve", "--db", db, "--host", "127.0.0.1", "--port", str(pa), "--ctrl-port", "0",
-                      "--admin-password", seeding.ADMIN_PASSWORD, "--log-level", "warning"], tmp / "ziti-lite.log")
-        procs.append(ziti)
-        base = start([sys.executable, str(HERE / "baseline.py"), "--db", db, "--port", str(pb)], tmp / "baseline.log")
-        procs.append(base)
-        a_url, b_url = f"https://127.0.0.1:{pa}", f"https://127.0.0.1:{pb}"
-        wait_ready(a_url + "/version", ziti)
-        wait_ready(b_url + "/static", base)
-
-        r = httpx.post(f"{a_url}{MGMT}/authenticate?method=password", verify=False,
-                       json={"username": seeding.ADMIN_USER, "password": seeding.ADMIN_PASSWORD})
-        r.raise_for_status()
-        token = r.json()["data"]["token"]
+        pairs: dict[str, tuple[subprocess.Popen, str, subprocess.Popen, str]] = {}
+        for i, lp in enumerate(loops):   # A and B on the same loop, a copy of the file per pair
+            pa, pb = free_port(), free_port()
+            if i:   # one serving process per database file (serve's lock)
+                shutil.copy(db, tmp / f"bench-{lp}.db")
+            pair_db = db if not i else str(tmp / f"bench-{lp}.db")
+            ziti = start([sys.executable, "-m", "ziti_lite", "serve", "--db", pair_db, "--host", "127.0.0.1", "--port",
+                          str(pa), "--admin-password", seeding.ADMIN_PASSWORD, "--log-level", "warning", "--loop", lp,
+                          "--edge-port", str(free_port()), "--ctrl-port", "0"],
+                         tmp / f"ziti-lite-{lp}.log")
+            procs.append(ziti)
+            base = start([sys.executable, str(HERE / "baseline.py"), "--db", pair_db, "--port", str(pb), "--loop", lp],
+                         tmp / f"baseline-{lp}.log")
+            procs.append(base)
+            pairs[lp] = (ziti, f"https://127.0.0.1:{pa}", base, f"https://127.0.0.1:{pb}")
+        for ziti, a_url, base, b_url in pairs.values():
+            wait_ready(a_url + "/version", ziti)
+            wait_ready(b_url + "/static", base)
+        tokens: dict[str, str] = {}     # each A serves its own file: its own admin session
+        for lp, (_, a_url, _, _) in pairs.items():
+            r = httpx.post(f"{a_url}{MGMT}/authenticate?method=password", verify=False,
+                           json={"username": seeding.ADMIN_USER, "password": seeding.ADMIN_PASSWORD})
+            r.raise_for_status()
+            tokens[lp] = r.json()["data"]["token"]
+        token = next(iter(tokens.values()))
 
         todo = [c for c in cases(sample, a.needle) if not a.only or a.only in c.name]
         for c in todo:  # correctness first: both answer 200, the lists agree on the count
+            _, a_url, _, b_url = next(iter(pairs.values()))
             ra = httpx.get(a_url + c.a_path, verify=False, headers={"zt-session": token} if c.a_session else {})
             rb = httpx.get(b_url + c.b_path, verify=False)
             assert ra.status_code == 200 and rb.status_code == 200, (c.name, ra.status_code, ra.text[:300], rb.status_code)
@@ -230,41 +246,72 @@ def main() -> None:
                 print(f"  {c.name}: {len(ra.content)} vs {len(rb.content)} bytes")
 
         gen = "wrk" if load is wrk else "python asyncio+httpx"
-        print(f"\nload: {gen}, c={a.connections}, {a.rounds} rounds x {a.seconds:g} s per side, alternating A B A B;"
-              f" A = ziti-lite (pid {ziti.pid}), B = baseline (pid {base.pid}), both 1 worker, TLS, loopback\n")
-        summary = []
+        load_before = os.getloadavg()
+        print(f"\nload: {gen}, c={a.connections}, {a.rounds} rounds x {a.seconds:g} s per side, alternating"
+              f" {' '.join(f'A-{lp} B-{lp}' for lp in loops)}; A = ziti-lite, B = baseline, both 1 worker, TLS,"
+              f" loopback; load average {' '.join(f'{x:.2f}' for x in load_before)}\n")
+        summary: dict[str, list] = {lp: [] for lp in loops}
         for c in todo:
-            ha = {"zt-session": token} if c.a_session else {}
-            load(a_url + c.a_path, ha, a.connections, a.threads, 1.0)  # warm up both
-            load(b_url + c.b_path, {}, a.connections, a.threads, 1.0)
-            ra_list, rb_list = [], []
+            hs = {lp: {"zt-session": tokens[lp]} if c.a_session else {} for lp in loops}
+            got: dict[str, tuple[list, list]] = {lp: ([], []) for lp in loops}
+            for lp, (ziti, a_url, base, b_url) in pairs.items():   # warm up every side
+                load(a_url + c.a_path, hs[lp], a.connections, a.threads, 1.0)
+                load(b_url + c.b_path, {}, a.connections, a.threads, 1.0)
             for i in range(a.rounds):
-                ra_list.append(measured(load, ziti, a_url + c.a_path, ha, a.connections, a.threads, a.seconds))
-                rb_list.append(measured(load, base, b_url + c.b_path, {}, a.connections, a.threads, a.seconds))
-                ra_, rb_ = ra_list[-1], rb_list[-1]
-                print(f"  {c.name:<42} round {i + 1}: A {ra_.rps:7.0f} req/s {ra_.cpu_us:5.0f} µs CPU/req"
-                      f"  B {rb_.rps:7.0f} req/s {rb_.cpu_us:5.0f} µs CPU/req  ratio {ra_.rps / rb_.rps:.2f}", flush=True)
-            summary.append((c, med(ra_list), med(rb_list)))
+                for lp, (ziti, a_url, base, b_url) in pairs.items():
+                    ha = hs[lp]
+                    ra_list, rb_list = got[lp]
+                    ra_list.append(measured(load, ziti, a_url + c.a_path, ha, a.connections, a.threads, a.seconds))
+                    rb_list.append(measured(load, base, b_url + c.b_path, {}, a.connections, a.threads, a.seconds))
+                    ra_, rb_ = ra_list[-1], rb_list[-1]
+                    print(f"  {c.name:<42} {lp:<7} round {i + 1}: A {ra_.rps:7.0f} req/s {ra_.cpu_us:5.0f} µs CPU/req"
+                          f"  B {rb_.rps:7.0f} req/s {rb_.cpu_us:5.0f} µs CPU/req  ratio {ra_.rps / rb_.rps:.2f}",
+                          flush=True)
+            for lp in loops:
+                summary[lp].append((c, med(got[lp][0]), med(got[lp][1])))
 
-        print("\nmedians over the rounds:")
-        print(f"  {'endpoint':<42} {'A req/s':>8} {'p50':>7} {'p99':>7} {'CPU/req':>7} | {'B req/s':>8} {'p50':>7}"
-              f" {'p99':>7} {'CPU/req':>7} | {'ratio':>5} goal   p99 A/B")
         failed = False
-        for c, ra_, rb_ in summary:
-            ratio = ra_.rps / rb_.rps
-            ok = ratio >= c.goal
-            failed |= not ok
-            print(f"  {c.name:<42} {ra_.rps:8.0f} {ra_.p50_ms:6.2f}ms {ra_.p99_ms:5.1f}ms {ra_.cpu_us:5.0f}µs | {rb_.rps:8.0f}"
-                  f" {rb_.p50_ms:6.2f}ms {rb_.p99_ms:5.1f}ms {rb_.cpu_us:5.0f}µs | {ratio:5.2f} {'>=' if ok else '< '}{c.goal:.2f}"
-                  f"  {ra_.p99_ms / rb_.p99_ms:4.2f}" + (f"  errors A {ra_.errors} B {rb_.errors}"
-                                                        if ra_.errors or rb_.errors else ""))
+        rows = []
+        for lp in loops:
+            print(f"\nmedians over the rounds, {lp} loop (both sides):")
+            print(f"  {'endpoint':<42} {'A req/s':>8} {'p50':>7} {'p99':>7} {'CPU/req':>7} | {'B req/s':>8} {'p50':>7}"
+                  f" {'p99':>7} {'CPU/req':>7} | {'ratio':>5} goal   p99 A/B")
+            for c, ra_, rb_ in summary[lp]:
+                ratio = ra_.rps / rb_.rps
+                ok = ratio >= c.goal
+                failed |= not ok
+                rows.append(row(f"{c.name} ({lp})", f"{ra_.rps:.0f}/s, {ra_.cpu_us:.0f} µs CPU",
+                                f"bare {rb_.rps:.0f}/s, {rb_.cpu_us:.0f} µs CPU", ratio, f"≥ {c.goal:.2f}", ok))
+                print(f"  {c.name:<42} {ra_.rps:8.0f} {ra_.p50_ms:6.2f}ms {ra_.p99_ms:5.1f}ms {ra_.cpu_us:5.0f}µs |"
+                      f" {rb_.rps:8.0f} {rb_.p50_ms:6.2f}ms {rb_.p99_ms:5.1f}ms {rb_.cpu_us:5.0f}µs | {ratio:5.2f}"
+                      f" {'>=' if ok else '< '}{c.goal:.2f}  {ra_.p99_ms / rb_.p99_ms:4.2f}"
+                      + (f"  errors A {ra_.errors} B {rb_.errors}" if ra_.errors or rb_.errors else ""))
+        if len(loops) > 1:
+            first, *others = loops
+            for lp in others:
+                print(f"\nloop decision: ziti-lite on {first} / on {lp} (req/s; server CPU per request):")
+                for (c, ra1, rb1), (_, ra2, rb2) in zip(summary[first], summary[lp]):
+                    print(f"  {c.name:<42} A {ra1.rps / ra2.rps:5.2f}x  CPU {ra1.cpu_us / ra2.cpu_us:5.2f}x"
+                          f"   |  bare: {rb1.rps / rb2.rps:5.2f}x  CPU {rb1.cpu_us / rb2.cpu_us:5.2f}x")
+        print(f"\nload average before / after: {' '.join(f'{x:.2f}' for x in load_before)} /"
+              f" {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print("\nall goals met" if not failed else "\nsome goals NOT met")
+        write_rows(a.json, "ziti-lite vs the bare Starlette + apsw stack (req/s, same loop)", rows)
     finally:
         for p in procs:
             stop_server(p)
         if os.environ.get("BENCH_KEEP") is None:
             shutil.rmtree(tmp, ignore_errors=True)
         signal.alarm(0)
+
+
+def default_loop() -> str:
+    """``serve``'s own choice (--loop auto): uvloop when installed."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
 
 
 def med(results: list[Result]) -> Result:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import free_port, start_server, stop_server, wait_ready  # noqa: E402
+from benchmarks.common import free_port, row, start_server, stop_server, wait_ready, write_rows  # noqa: E402
 from benchmarks.login_bench import Conn, request, tls_context  # noqa: E402
 from benchmarks.scale_bench import rss_mb  # noqa: E402
 
@@ -244,6 +244,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("-c", type=int, default=16)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--json", help="also write the figures as rows of make bench's table (table.py)")
     a = ap.parse_args()
     binary = ziti_binary()
     if not binary:
@@ -276,6 +277,7 @@ def main() -> None:
               f" c={a.c} keep-alive TLS connections, median req/s\n")
         print(f"{'operation':42} {'ziti-lite':>10} {'OpenZiti':>10} {'ratio':>7}   errors lite/oz")
         ops = {t.name: operations(t) for t in targets}
+        rows = []
         for k in range(len(ops["ziti-lite"])):
             rates: dict[str, list[float]] = {"ziti-lite": [], "openziti": []}
             errors = {"ziti-lite": 0, "openziti": 0}
@@ -288,8 +290,13 @@ def main() -> None:
             lr, orr = statistics.median(rates["ziti-lite"]), statistics.median(rates["openziti"])
             print(f"{ops['ziti-lite'][k][0]:42} {lr:10.0f} {orr:10.0f} {lr / orr if orr else float('inf'):7.2f}"
                   f"   {errors['ziti-lite']}/{errors['openziti']}")
+            rows.append(row(ops["ziti-lite"][k][0], f"{lr:.0f}/s ({errors['ziti-lite']} errors)",
+                            f"OpenZiti {orr:.0f}/s ({errors['openziti']} errors)", lr / orr if orr else None))
         lm, om = rss_mb(lite.pid), rss_mb(oz.pid)
         print(f"{'memory RSS now / peak (MB)':42} {lm[0]:5.0f}/{lm[1]:<4.0f} {om[0]:5.0f}/{om[1]:<4.0f} {lm[0] / om[0]:7.2f}")
+        rows.append(row("memory RSS now / peak", f"{lm[0]:.0f} / {lm[1]:.0f} MB", f"OpenZiti {om[0]:.0f} / {om[1]:.0f} MB",
+                        lm[0] / om[0]))
+        write_rows(a.json, f"ziti-lite vs the OpenZiti controller ({a.identities:,} identities, c={a.c})", rows)
     finally:
         stop_server(lite)
         oz.send_signal(signal.SIGINT)

@@ -28,6 +28,23 @@ from ziti_lite.config import Settings  # noqa: E402
 
 T = TypeVar("T")
 
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--loop", choices=("auto", "uvloop", "asyncio"), default=None,
+                     help="event loop of the servers the tests start (ziti-lite serve --loop); "
+                          "default: ZITI_LITE_LOOP, else auto (uvloop when installed)")
+
+
+def pytest_configure(config) -> None:
+    # servers in subprocesses read ZITI_LITE_LOOP as `serve` does; in-process ones (tests/enroll's
+    # `running`) read it too. xdist workers get the option and the environment both.
+    if config.getoption("--loop"):
+        os.environ["ZITI_LITE_LOOP"] = config.getoption("--loop")
+
+
+def pytest_report_header(config) -> str:
+    return f"ziti-lite servers' event loop: {os.environ.get('ZITI_LITE_LOOP', 'auto')}"
+
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "admin-Passw0rd"
 MGMT = "/edge/management/v1"

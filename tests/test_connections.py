@@ -7,6 +7,8 @@ Waits here are hang guards, not measurements (benchmarks/chaos.py measures): a d
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import os
 import signal
 import socket
@@ -19,6 +21,8 @@ import httpx
 import pytest
 
 from tests.test_server import REPO, Server
+from ziti_lite import connections, tls
+from ziti_lite import server as ziti_server
 
 pytestmark = pytest.mark.slow   # real servers in subprocesses
 
@@ -108,7 +112,10 @@ def test_at_the_connection_cap_idle_connections_make_room(server):
     assert _closed_by_server(idle[0])
     for s in idle:
         s.close()
-    lines = [ln for ln in server.output.splitlines() if "connection limit" in ln]
+    deadline = time.monotonic() + GUARD   # the server's log is read by a thread: wait for the line
+    while not (lines := [ln for ln in server.output.splitlines() if "connection limit" in ln]):
+        assert time.monotonic() < deadline, "no connection-limit line logged"
+        time.sleep(0.05)
     assert len(lines) == 1, lines  # once, not a line (or a traceback) per accept
     assert "Traceback" not in server.output
 
@@ -202,3 +209,102 @@ def test_accept_failures_are_one_line_a_minute_not_a_traceback_each(caplog):
     lines = [r for r in caplog.records if "accept() failed" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is None
     assert "Traceback" not in caplog.text
+
+
+# ------------------------------------------------------------------ create_tls_server, on both loops
+def _loops():
+    loops = [pytest.param(asyncio.new_event_loop, id="asyncio")]
+    try:
+        import uvloop
+        loops.append(pytest.param(uvloop.new_event_loop, id="uvloop"))
+    except ImportError:  # pragma: no cover - uvloop is a dependency where it installs
+        loops.append(pytest.param(None, id="uvloop", marks=pytest.mark.skip(reason="uvloop is not installed")))
+    return loops
+
+
+def _client_cert(tmp_path) -> tuple[str, str, bytes]:
+    """A self-signed client certificate (cert file, key file, DER) from no CA the server knows."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "some-device")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    cert_file, key_file = tmp_path / "c.pem", tmp_path / "c.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_file), str(key_file), cert.public_bytes(serialization.Encoding.DER)
+
+
+class _Echo(asyncio.Protocol):
+    """Answers each read with the bytes read; keeps what the handshake gave the app."""
+
+    made: list = []
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        _Echo.made.append((tls.tls_extension(transport), transport))
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(data)
+
+
+@pytest.mark.parametrize("new_loop", _loops())
+def test_tls_servers_keep_chains_deadlines_and_one_read_buffer_on_both_loops(ctl, tmp_path, new_loop):
+    """What every listener relies on, on asyncio's loop and on uvloop: a client chain from an
+    unknown CA passes the handshake and reaches the protocol, bytes cross both ways (64 KiB:
+    more than one TLS record and one read), a client that never handshakes is dropped at the
+    deadline, and all connections read through the one buffer of their thread."""
+    context = ziti_server.ssl_context(ctl.state)
+    cert_file, key_file, der = _client_cert(tmp_path)
+    client = _tls_client()
+    client.load_cert_chain(cert_file, key_file)
+    _Echo.made = []
+    loop = new_loop()
+    try:
+        async def main():
+            srv = await connections.create_tls_server(_Echo, context, host="127.0.0.1", port=0,
+                                                      handshake_timeout=0.5)
+            port = srv.sockets[0].getsockname()[1]
+            payload = os.urandom(64 * 1024)
+            streams = [await asyncio.open_connection("127.0.0.1", port, ssl=client, server_hostname="localhost")
+                       for _ in range(2)]
+            for reader, writer in streams:
+                writer.write(payload)
+                assert await asyncio.wait_for(reader.readexactly(len(payload)), GUARD) == payload
+            silent_reader, silent_writer = await asyncio.open_connection("127.0.0.1", port)
+            assert await asyncio.wait_for(silent_reader.read(), GUARD) == b""   # the deadline closed it
+            for _, transport in _Echo.made:
+                transport.abort()
+            for reader, writer in streams + [(silent_reader, silent_writer)]:
+                await asyncio.wait_for(reader.read(), GUARD)    # the server's side is gone
+                writer.transport.abort()
+            srv.close()
+            await srv.wait_closed()
+            for _ in range(3):      # let the aborts' connection_lost callbacks run before the loop closes
+                await asyncio.sleep(0)
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert len(_Echo.made) == 2
+    for ext, _ in _Echo.made:
+        assert ext is not None and ext["client_cert_chain"] == [ssl.DER_cert_to_PEM_cert(der)]
+        assert ext["tls_version"] in (0x0303, 0x0304)
+    first, second = (t._ssl_protocol for _, t in _Echo.made)
+    assert isinstance(first, connections._OffloopHandshake)
+    assert first._ssl_buffer_view is second._ssl_buffer_view
+
+
+def test_the_loop_option_picks_the_loop():
+    assert ziti_server.loop_name("asyncio") == "asyncio"
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:  # pragma: no cover
+        assert ziti_server.loop_name("auto") == "asyncio"
+    else:
+        assert ziti_server.loop_name("auto") == ziti_server.loop_name("uvloop") == "uvloop"

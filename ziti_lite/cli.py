@@ -132,6 +132,14 @@ def cli() -> None:
               envvar="ZITI_LITE_AUDIT_DAYS", help="keep audit rows this long (0: no audit trail)")
 @click.option("--audit-max-rows", default=1_000_000, show_default=True, type=click.IntRange(min=1),
               envvar="ZITI_LITE_AUDIT_MAX_ROWS", help="keep at most this many audit rows")
+@click.option(
+    "--loop",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "uvloop", "asyncio"]),
+    envvar="ZITI_LITE_LOOP",
+    help="event loop (auto: uvloop when installed)",
+)
 def serve(
     db,
     host,
@@ -157,6 +165,7 @@ def serve(
     events_counts_interval,
     audit_days,
     audit_max_rows,
+    loop,
 ) -> None:
     """Create (if new) and serve a controller over HTTPS.
 
@@ -200,6 +209,7 @@ def serve(
             events_counts_interval=events_counts_interval,
             audit_days=audit_days,
             audit_max_rows=audit_max_rows,
+            loop=loop,
         ),
         log_level=log_level.lower(),
     )

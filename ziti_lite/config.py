@@ -37,6 +37,7 @@ class Settings:
     events_counts_interval: float = 300.0   # seconds between edge.entityCounts events (upstream: 5m)
     audit_days: float = 90.0                # audit rows older than this are deleted; 0: no audit trail
     audit_max_rows: int = 1_000_000         # and the oldest beyond this many
+    loop: str = "auto"                      # event loop: "uvloop", "asyncio", "auto" (uvloop when installed)
     # clients of other services
     jwks_ca_file: str | None = None         # CA bundle for ext-jwt signers' JWKS endpoints (auth/extjwt.py)
     totp_issuer: str | None = None          # issuer in TOTP provisioning URLs; None: upstream's (auth/mfa.py)

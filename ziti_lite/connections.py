@@ -18,6 +18,12 @@ The API port is open to whoever reaches the network, so every connection is boun
 * **TLS handshakes off the loop**: each handshake step runs in a small thread pool
   (:class:`_OffloopHandshake`), so 200 clients connecting at once do not stall the requests
   of the connected ones behind ~1 ms of RSA signature each.
+* **One TLS layer on every event loop**: :func:`create_tls_server` is how every TLS listener
+  (the API's, the embedded router's) is made: a plain TCP server of the running loop (asyncio's
+  or uvloop's) whose connections get asyncio's own TLS protocol with the off-loop handshake, the
+  handshake and shutdown deadlines and a read buffer shared by all connections of a thread
+  (asyncio gives each its own 256 KiB one: 250 MiB for 1,000 idle router channels). The TLS
+  behaviour (client chains, deadlines, flow control) is thereby the same on both loops.
 * **Shutdown**: idle keep-alive connections are aborted at once instead of waiting up to 30 s
   for the client's TLS close_notify (asyncio's ``ssl_shutdown_timeout``, shortened too); the
   lifespan shutdown (final WAL checkpoint) follows within a second or two.
@@ -26,12 +32,13 @@ The API port is open to whoever reaches the network, so every connection is boun
 from __future__ import annotations
 
 import asyncio
-import asyncio.selector_events
+import collections
 import concurrent.futures
 import logging
 import os
 import resource
 import ssl
+import threading
 import time
 from asyncio import sslproto
 from collections.abc import Callable
@@ -185,21 +192,23 @@ class GuardedServer(uvicorn.Server):
     async def startup(self, sockets=None) -> None:
         loop = asyncio.get_running_loop()
         self._zl_install_exception_handler(loop)
-        if not offload_handshakes(loop):
-            log.warning("TLS handshakes run on the event loop (%s)", type(loop).__name__)
         original = loop.create_server
         limits = self.limits
 
-        async def create_server(*args, **kw):
-            if kw.get("ssl") is not None:
-                kw.setdefault("ssl_handshake_timeout", limits.handshake_timeout)
-                kw.setdefault("ssl_shutdown_timeout", SSL_SHUTDOWN_TIMEOUT)
-            return await original(*args, **kw)
+        async def create_server(protocol_factory, *args, ssl=None, **kw):
+            # uvicorn's listener, and any other made while it starts (the lifespan's: the router)
+            if ssl is None:
+                return await original(protocol_factory, *args, **kw)
+            handshake = kw.pop("ssl_handshake_timeout", None) or limits.handshake_timeout
+            shutdown = kw.pop("ssl_shutdown_timeout", None) or SSL_SHUTDOWN_TIMEOUT
+            return await create_tls_server(protocol_factory, ssl, *args, handshake_timeout=handshake,
+                                           shutdown_timeout=shutdown, create_server=original, **kw)
 
         try:
             loop.create_server = create_server  # type: ignore[method-assign]
-        except AttributeError:  # a loop implementation that does not allow it: asyncio's defaults
-            log.warning("TLS handshake deadline not installed on %s", type(loop).__name__)
+        except AttributeError:  # a loop implementation that does not allow it: its own TLS, asyncio's deadlines
+            log.warning("TLS handshakes run on the event loop (%s), without ziti-lite's deadlines",
+                        type(loop).__name__)
             return await super().startup(sockets)
         try:
             await super().startup(sockets)
@@ -232,11 +241,66 @@ class _OffloopHandshake(sslproto.SSLProtocol):
     loop. While a step runs the thread owns the memory BIOs: bytes, EOF and connection loss that
     arrive meanwhile are held back and applied, in order, once it is done."""
 
-    # asyncio reads each connection into a fresh zero-filled 256 KiB buffer: above glibc's mmap
-    # threshold, so every new connection pays an mmap, 64 page faults and an munmap on the loop
-    # (11 % of the loop's time under a burst of 200 new connections). 64 KiB holds four full TLS
-    # records and comes from the heap.
-    max_size = 64 * 1024
+    # asyncio reads each connection into its own zero-filled 256 KiB buffer: resident memory for
+    # as long as the connection lives (304 KiB an idle router channel), and above glibc's mmap
+    # threshold, so each new connection paid an mmap, 64 page faults and an munmap on the loop.
+    # The bytes read are copied into the connection's incoming BIO before the read returns, so
+    # one buffer serves every connection of the thread's loop (get_buffer). asyncio's __init__
+    # sizes its own buffer by the class's max_size (4 KiB, dropped at once); the instance's
+    # max_size, what one SSLObject.read may return, is 64 KiB as before.
+    max_size = 4 * 1024
+    READ_SIZE = 256 * 1024      # the shared buffer: up to 16 full TLS records per socket read
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.max_size = 64 * 1024  # type: ignore[misc]
+        self._ssl_buffer_view = _shared_read_buffer(self.READ_SIZE)
+        self._ssl_buffer = None
+
+    def get_buffer(self, n):
+        return self._ssl_buffer_view    # shared: buffer_updated consumes it before the next read
+
+    # -- writes of one loop turn leave together -----------------------------------------------
+    # uvicorn writes a response as two writes (head, body), the router a frame per message:
+    # asyncio encrypts and sends each at once, one TLS record and one send() system call each.
+    # Held until the end of the loop turn, they leave as one send, and as one record when they
+    # are small (up to JOIN_BELOW: joining relayed 32 KiB frames would only copy them again);
+    # shutdown sends what is held first; abort drops it, as it drops any unsent data.
+    _zl_flush: asyncio.Handle | None = None
+    _write_backlog: collections.deque
+    _write_buffer_size: int
+    _control_app_writing: Callable[[], None]
+
+    def _write_appdata(self, list_of_data) -> None:
+        if self._state != sslproto.SSLProtocolState.WRAPPED:
+            return super()._write_appdata(list_of_data)
+        for data in list_of_data:
+            self._write_backlog.append(data)
+            self._write_buffer_size += len(data)
+        if self._zl_flush is None:
+            self._zl_flush = self._loop.call_soon(self._zl_flush_now)
+        self._control_app_writing()
+
+    def _zl_flush_now(self) -> None:
+        self._zl_flush = None
+        backlog = self._write_backlog
+        if self._state != sslproto.SSLProtocolState.WRAPPED or not backlog:
+            return
+        if 1 < len(backlog) and self._write_buffer_size <= JOIN_BELOW:
+            joined = b"".join(backlog)   # small writes: one record (large ones: no copy, one send still)
+            backlog.clear()
+            backlog.append(joined)
+        try:
+            self._do_write()
+        except Exception as ex:  # noqa: BLE001 - as asyncio's own write path reports it
+            self._fatal_error(ex, "Fatal error on SSL protocol")
+
+    def _start_shutdown(self) -> None:
+        if self._zl_flush is not None:
+            self._zl_flush.cancel()
+            self._zl_flush_now()
+        super()._start_shutdown()
+
 
     _zl_busy = False
     _zl_pending: bytearray | None = None    # a bytearray while _zl_busy
@@ -253,6 +317,8 @@ class _OffloopHandshake(sslproto.SSLProtocol):
     _do_read: Callable[[], None]
     _do_flush: Callable[[], None]
     _do_shutdown: Callable[[], None]
+    _do_write: Callable[[], None]
+    _loop: asyncio.AbstractEventLoop
 
     def _do_handshake(self):
         if self._zl_busy:
@@ -320,6 +386,7 @@ class _OffloopHandshake(sslproto.SSLProtocol):
         super().connection_lost(exc)
 
 
+JOIN_BELOW = 16 * 1024   # writes held in one loop turn are joined into one TLS record up to this size
 _AGAIN = object()
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -342,29 +409,30 @@ def _handshake_step(sslobj):
     return None
 
 
-def offload_handshakes(loop) -> bool:
-    """Make ``loop`` run the TLS handshakes of the connections it accepts in worker threads.
-    Only on asyncio's selector loop of a CPython whose protocol is known; False elsewhere."""
-    if not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop) or not hasattr(sslproto, "SSLProtocolState"):
-        return False
-    # asyncio's private transport and SSL transport factory, on purpose (typeshed leaves them out)
-    transport_class = asyncio.selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
+_buffers = threading.local()
 
-    def make_ssl_transport(rawsock, protocol, sslcontext, waiter=None, *, server_side=False, server_hostname=None,
-                           extra=None, server=None, ssl_handshake_timeout=None, ssl_shutdown_timeout=None):
-        if not server_side:  # our own outgoing TLS (none today): asyncio's protocol
-            return type(loop)._make_ssl_transport(  # type: ignore[attr-defined]
-                loop, rawsock, protocol, sslcontext, waiter, server_side=server_side,
-                server_hostname=server_hostname, extra=extra, server=server,
-                ssl_handshake_timeout=ssl_handshake_timeout, ssl_shutdown_timeout=ssl_shutdown_timeout)
-        ssl_protocol = _OffloopHandshake(loop, protocol, sslcontext, waiter, server_side, server_hostname,
-                                         ssl_handshake_timeout=ssl_handshake_timeout,
-                                         ssl_shutdown_timeout=ssl_shutdown_timeout)
-        transport_class(loop, rawsock, ssl_protocol, extra=extra, server=server)
-        return ssl_protocol._app_transport
 
-    try:
-        loop._make_ssl_transport = make_ssl_transport  # type: ignore[attr-defined]
-    except AttributeError:
-        return False
-    return True
+def _shared_read_buffer(size: int) -> memoryview:
+    """The TLS read buffer of this thread's loop (one per thread: each loop runs in one)."""
+    view = getattr(_buffers, "view", None)
+    if view is None or len(view) < size:
+        view = _buffers.view = memoryview(bytearray(size))
+    return view
+
+
+async def create_tls_server(protocol_factory: Callable[[], asyncio.BaseProtocol], context: ssl.SSLContext,
+                            *args: Any, handshake_timeout: float, shutdown_timeout: float = SSL_SHUTDOWN_TIMEOUT,
+                            create_server: Callable[..., Any] | None = None, **kw: Any) -> asyncio.Server:
+    """A TLS server on the running loop, whatever its implementation: ``loop.create_server``
+    (or ``create_server``, the same method unpatched) without ``ssl``, each connection served by
+    :class:`_OffloopHandshake` around ``protocol_factory()`` (which sees the decrypted stream
+    and the client chain in ``get_extra_info("ssl_object")``). ``args``/``kw``: the rest of
+    ``create_server``'s arguments (host, port, sock, backlog, ...). Every TLS listener of the
+    process uses this, so its connections behave the same on asyncio's loop and on uvloop."""
+    loop = asyncio.get_running_loop()
+
+    def make() -> asyncio.BaseProtocol:
+        return _OffloopHandshake(loop, protocol_factory(), context, None, server_side=True,
+                                 ssl_handshake_timeout=handshake_timeout, ssl_shutdown_timeout=shutdown_timeout)
+
+    return await (create_server or loop.create_server)(make, *args, **kw)

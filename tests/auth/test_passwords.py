@@ -1,6 +1,6 @@
 """Password hashing: argon2-cffi gives the Argon2id bytes that ziti-lite stored with cryptography
 before (fixed vectors, and a stored row logging in through the API), and concurrent logins all
-get a right answer (or 429 RATE_LIMITED from the admission limit), never an error.
+get a right answer, never an error nor a 429 (48 clients are far below a second of queued work).
 ``tests/auth/test_passwords_limiter.py`` covers the limiter itself."""
 
 from __future__ import annotations
@@ -77,15 +77,13 @@ def test_concurrent_logins(net, client):
         t.join()
     assert not errors
     assert len(results) == 48
-    assert all(got in (want, 429) for got, want in results), results
-    assert sum(got == want for got, want in results) >= passwords.Limiter.MIN  # admitted at least
+    assert all(got == want for got, want in results), results
 
 
 # ---------------------------------------------------------------------------- turn order
 @pytest.fixture
 def one_worker():
     lim = passwords.Limiter(workers=1)
-    lim.limit = 100.0
     yield lim
     lim.pool.shutdown(wait=True)
 
@@ -107,7 +105,7 @@ def test_waiting_work_takes_turns_by_username(one_worker):
         await asyncio.sleep(0.01)
         gate.set()
         await asyncio.gather(*tasks)
-        assert not one_worker.waiting and one_worker.pending == 0
+        assert not any(one_worker.lanes) and one_worker.pending == 0
 
     asyncio.run(main())
     assert order == ["a0", "a1", "b0", "a2", "a3", "a4"]
@@ -128,7 +126,7 @@ def test_a_cancelled_waiter_is_skipped(one_worker):
         gate.set()
         await first
         assert await one_worker.run(lambda: "again", key="k") == "again"
-        assert one_worker.pending == 0 and not one_worker.waiting
+        assert one_worker.pending == 0 and not any(one_worker.lanes)
 
     asyncio.run(main())
     assert ran == []

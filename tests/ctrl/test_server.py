@@ -44,7 +44,7 @@ def test_a_router_comes_online_and_goes_offline_when_it_closes(live, admin):
     assert detail["supportedProtocols"] == {"tls": "tls://127.0.0.1:4567"}
     assert detail["versionInfo"] == {"version": "v1.3.3", "revision": "fake", "buildDate": "2026-01-01",
                                      "os": "linux", "arch": "amd64"}
-    listed = admin.get('/edge-routers?filter=isOnline=true').json()["data"]
+    listed = admin.get('/edge-routers?filter=online=true').json()["data"]   # upstream's symbol
     assert router.id in {x["id"] for x in listed}
     health = live.client().get("/health-checks").json()["data"]
     ctrl = next(c for c in health["checks"] if c["id"] == "ctrl.listener")

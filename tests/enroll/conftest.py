@@ -237,6 +237,7 @@ def running(template_db, tmp, edge: bool = False, db=None, ctrl: bool = False, *
         shutil.copy(template_db, db)
     sock = _loopback_socket()
     port = sock.getsockname()[1]
+    extra.setdefault("loop", os.environ.get("ZITI_LITE_LOOP", "auto"))   # tests/conftest.py's --loop
     settings = Settings(db=str(db), host="127.0.0.1", port=port, admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD,
                         **extra)
     server = build(settings, log_level="warning")

@@ -70,7 +70,8 @@ async def password_login(ctx: Ctx, body: Authenticate) -> Login:
         (body.username,),
     )
     if auth is None:
-        await passwords.verify_async(body.password, None, None, key=body.username)  # same cost as a wrong password
+        # the same cost as a wrong password, in the lane of logins that cannot succeed
+        await passwords.verify_async(body.password, None, None, key=body.username, trusted=False)
         raise InvalidAuth()
     found = identity_policy(store, auth["identity_id"])
     if found is None:
@@ -78,9 +79,11 @@ async def password_login(ctx: Ctx, body: Authenticate) -> Login:
     ident, policy = found
     updb = primary_rules(policy, "updb")
     if is_disabled(ident) or not updb["allowed"]:
-        await passwords.verify_async(body.password, None, None, key=body.username)
+        await passwords.verify_async(body.password, None, None, key=body.username, trusted=False)
         raise InvalidAuth()
-    ok = await passwords.verify_async(body.password, auth["password_hash"], auth["salt"], key=body.username)
+    # an account whose last password check failed waits in the untrusted lane until one succeeds
+    ok = await passwords.verify_async(body.password, auth["password_hash"], auth["salt"], key=body.username,
+                                      trusted=not ident["failed_logins"])
     max_attempts = max(0, updb.get("maxAttempts") or 0)
     with store.write():
         # re-read: a concurrent login may have counted or locked meanwhile

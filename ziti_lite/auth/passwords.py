@@ -8,13 +8,17 @@ two threads derive at once; it is used, behind a process-wide lock, only where a
 missing.)
 
 Requests never derive on the event loop: ``hash_async``/``verify_async`` run the KDF in a small
-dedicated pool (one thread per CPU, at most 4), behind an adaptive admission limit in the
-manner of upstream's authentication rate limiter: at most ``limit`` derivations may be queued
-or running; one more is refused at once with 429 ``RATE_LIMITED``, so a flood of bad logins
-costs the attacker round trips instead of making every real login wait behind it. The limit
-shrinks while derivations wait longer than ``TARGET_WAIT`` to start and grows back while they
-do not. Admitted work takes the workers in turn by username (round-robin): a burst of wrong
-passwords against one account queues behind itself, not in front of other users' logins.
+dedicated pool (one thread per CPU, at most 4). Admission is bounded by time, not by a count: a
+derivation is queued when the work ahead of it would let it start within ``MAX_WAIT`` (1 s, at the
+measured cost of a derivation, so a slow box queues fewer), and refused at once with 429
+``RATE_LIMITED`` beyond it. A legitimate client has one login in flight, so 16 or 64 of them,
+even all on one account, queue and are served; a flood beyond a second of work is refused and
+costs the attacker round trips. Two lanes keep the flood behind the users: logins that cannot
+succeed (unknown user, disabled identity) and those for an account whose last password check
+failed go to the untrusted lane, which runs only when the trusted lane is empty and is admitted
+against both lanes' work, so a flood of unknown names never refuses nor delays a known user.
+Within a lane the workers take the keys (usernames) in turn: a burst of wrong passwords against
+one account queues behind itself, not in front of other users' logins.
 """
 
 from __future__ import annotations
@@ -70,71 +74,95 @@ def verify_password(password: str, hashed: str | None, salt: str | None) -> bool
 
 
 # ------------------------------------------------------------------ off the loop, admitted
-class Limiter:
-    """Adaptive admission for KDF work (see the module docstring)."""
+TRUSTED, UNTRUSTED = 0, 1   # the two lanes: see the module docstring
 
-    MIN, MAX, START = 4, 32, 8
-    TARGET_WAIT = 0.1  # seconds a derivation may wait for a worker before the limit shrinks
+
+class Limiter:
+    """Admission and turn order for KDF work (see the module docstring)."""
+
+    MAX_WAIT = 1.0      # seconds a derivation may be expected to wait for a worker; beyond it: 429
+    START_COST = 0.02   # a derivation's seconds until one is measured (an estimate on the slow side)
+    SMOOTHING = 0.2     # weight of the newest derivation in the moving average of the cost
 
     def __init__(self, workers: int | None = None):
         self.workers = workers or max(1, min(4, os.cpu_count() or 1))
         self.pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="ziti-lite-kdf")
-        self.limit = float(self.START)
-        self.pending = 0
+        self.cost = self.START_COST     # moving average of one derivation's seconds, in a worker
         self.rejected = 0
-        # admitted work waits in one FIFO per key (the username); each pool thread, when free,
-        # takes the next key's oldest job in turn (round-robin), in the thread itself (no trip
-        # through the event loop), so a burst against one account waits behind itself while
-        # other users' logins are served
-        self.waiting: collections.OrderedDict[str, collections.deque] = collections.OrderedDict()
+        # per lane, admitted work waits in one FIFO per key (the username); each pool thread,
+        # when free, takes the trusted lane's next key's oldest job in turn (round-robin), the
+        # untrusted lane's only when the trusted lane is empty, in the thread itself (no trip
+        # through the event loop)
+        self.lanes: tuple[collections.OrderedDict[str, collections.deque], ...] = (
+            collections.OrderedDict(), collections.OrderedDict())
+        self.queued = [0, 0]    # jobs admitted and not started, per lane
+        self.running = 0
         self._lock = threading.Lock()
 
-    async def run(self, fn, *args, key: str = ""):
-        if self.pending >= int(self.limit):
+    @property
+    def pending(self) -> int:
+        """Derivations admitted and not finished."""
+        return self.queued[TRUSTED] + self.queued[UNTRUSTED] + self.running
+
+    def expected_wait(self, lane: int = TRUSTED) -> float:
+        """Seconds a job admitted now to ``lane`` would wait for a worker: the work ahead of it
+        (the trusted lane's for a trusted job, both lanes' for an untrusted one, and what runs)
+        spread over the workers."""
+        ahead = self.running + self.queued[TRUSTED] + (self.queued[UNTRUSTED] if lane == UNTRUSTED else 0)
+        return ahead * self.cost / self.workers
+
+    async def run(self, fn, *args, key: str = "", lane: int = TRUSTED):
+        if self.expected_wait(lane) > self.MAX_WAIT:
             self.rejected += 1
             raise ApiError("RATE_LIMITED", message="too many authentication requests; try again later")
-        self.pending += 1
-        queued = time.monotonic()
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        job = (done, loop, fn, args)
+        with self._lock:
+            self.lanes[lane].setdefault(key, collections.deque()).append(job)
+            self.queued[lane] += 1
+        self.pool.submit(self._work)    # one turn per job: the thread takes whichever job is next
         try:
-            loop = asyncio.get_running_loop()
-            done = loop.create_future()
-            with self._lock:
-                self.waiting.setdefault(key, collections.deque()).append((done, loop, queued, fn, args))
-            self.pool.submit(self._work)    # one turn per job: the thread takes whichever job is next
             return await done
-        finally:
-            self.pending -= 1
+        except asyncio.CancelledError:  # the client went away: a job not started leaves the queue
+            with self._lock:
+                queue = self.lanes[lane].get(key)
+                if queue is not None and job in queue:
+                    queue.remove(job)
+                    self.queued[lane] -= 1
+                    if not queue:
+                        del self.lanes[lane][key]
+            raise
 
     def _next(self):
         with self._lock:
-            while self.waiting:
-                key, queue = self.waiting.popitem(last=False)
-                job = queue.popleft()
-                if queue:
-                    self.waiting[key] = queue   # the key goes to the back of the ring
-                if not job[0].done():           # its request was cancelled meanwhile: skip it
-                    return job
+            for lane, waiting in enumerate(self.lanes):
+                while waiting:
+                    key, queue = waiting.popitem(last=False)
+                    job = queue.popleft()
+                    if queue:
+                        waiting[key] = queue    # the key goes to the back of the ring
+                    self.queued[lane] -= 1
+                    if not job[0].done():       # its request was cancelled meanwhile: skip it
+                        self.running += 1
+                        return job
         return None
 
     def _work(self) -> None:
         job = self._next()
         if job is None:
             return
-        done, loop, queued, fn, args = job
+        done, loop, fn, args = job
+        started = time.monotonic()
         try:
-            result, error = self._timed(queued, fn, args), None
+            result, error = fn(*args), None
         except BaseException as e:  # handed to the waiting request
             result, error = None, e
+        took = time.monotonic() - started
+        with self._lock:
+            self.running -= 1
+            self.cost += (took - self.cost) * self.SMOOTHING
         loop.call_soon_threadsafe(_settle, done, result, error)
-
-    def _timed(self, queued: float, fn, args):
-        waited = time.monotonic() - queued
-        # the limit moves with how long work waits for a worker (float updates: races only blur it)
-        if waited > self.TARGET_WAIT:
-            self.limit = max(self.MIN, self.limit * 0.9)
-        elif waited < self.TARGET_WAIT / 4:
-            self.limit = min(self.MAX, self.limit + 0.5)
-        return fn(*args)
 
 
 def _settle(done: asyncio.Future, result, error) -> None:
@@ -159,6 +187,10 @@ async def hash_async(password: str, key: str = "") -> tuple[str, str]:
     return await limiter().run(hash_password, password, key=key)
 
 
-async def verify_async(password: str, hashed: str | None, salt: str | None, key: str = "") -> bool:
-    """``key``: whose login this is (the username), for the turn order among waiting work."""
-    return await limiter().run(verify_password, password, hashed, salt, key=key)
+async def verify_async(password: str, hashed: str | None, salt: str | None, key: str = "",
+                       trusted: bool = True) -> bool:
+    """``key``: whose login this is (the username), for the turn order among waiting work;
+    ``trusted=False`` for a login that cannot succeed (no such user, disabled) or whose account's
+    last password check failed: it waits in the second lane."""
+    return await limiter().run(verify_password, password, hashed, salt, key=key,
+                               lane=TRUSTED if trusted else UNTRUSTED)

@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from .. import connections
 from ..auth import certs as certauth
 from ..config import url_host
 from ..edge import router as edge_router
@@ -80,10 +81,10 @@ class CtrlServer:
         return f"tls:{url_host(self.advertise)}:{self.port}"
 
     async def start(self, sock=None) -> None:
-        loop = asyncio.get_running_loop()
         kw = {"sock": sock} if sock is not None else {"host": self.host, "port": self.port}
-        self.server = await loop.create_server(lambda: RouterChannel(self), ssl=self.context,
-                                               ssl_handshake_timeout=10.0, backlog=256, **kw)
+        # the process's one way to listen with TLS (the same TLS layer on asyncio's loop and uvloop)
+        self.server = await connections.create_tls_server(lambda: RouterChannel(self), self.context,
+                                                          handshake_timeout=10.0, backlog=256, **kw)
         if not self.port:
             self.port = self.server.sockets[0].getsockname()[1]
         self._task = asyncio.create_task(self._loop())

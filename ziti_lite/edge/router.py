@@ -28,7 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from .. import __version__, clock
+from .. import __version__, clock, connections
 from ..config import url_host
 from ..events import fabric
 from . import checks, strategy, wire
@@ -109,10 +109,10 @@ class EdgeRouter:
         return f"tls://{url_host(self.advertise)}:{self.port}"
 
     async def start(self, sock=None) -> None:
-        loop = asyncio.get_running_loop()
         kw = {"sock": sock} if sock is not None else {"host": self.host, "port": self.port}
-        self.server = await loop.create_server(lambda: Channel(self), ssl=self.context,
-                                               ssl_handshake_timeout=10.0, backlog=1024, **kw)
+        # the process's one way to listen with TLS (the same TLS layer on asyncio's loop and uvloop)
+        self.server = await connections.create_tls_server(lambda: Channel(self), self.context,
+                                                          handshake_timeout=10.0, backlog=1024, **kw)
         if not self.port:
             self.port = self.server.sockets[0].getsockname()[1]
         self._cleanup_stale()
