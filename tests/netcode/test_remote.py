@@ -29,7 +29,12 @@ def live_export(ctl) -> dict:
 
 
 def named(doc: dict, kinds) -> dict:
-    return {k: sorted(doc[k], key=lambda e: e["name"]) for k in kinds}
+    """By name; a service's configs as the set they are (stored in id order, as upstream)."""
+    out = {k: sorted(doc[k], key=lambda e: e["name"]) for k in kinds}
+    for e in out.get("services", []):
+        if e.get("configs"):
+            e["configs"] = sorted(e["configs"])
+    return out
 
 
 def test_apply_test_and_why_on_a_controller(ziti_lite_clean, fresh_db):

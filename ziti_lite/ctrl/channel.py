@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from .. import tls
 from ..edge import wire
+from ..edge.replies import Replies
 from ..edge.wire import Content, H, Message
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,7 +38,7 @@ class RouterChannel(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.decoder = wire.Decoder(MAX_HEADERS, MAX_BODY)
         self.seq = 0
-        self.waiters: dict[int, asyncio.Future] = {}
+        self.replies = Replies()
         self.fingerprints: set[str] = set()   # SHA-1 of the verified client certificate
         self.peer_name = "?"
         self.router_id: str | None = None     # set when the hello is accepted
@@ -96,13 +97,8 @@ class RouterChannel(asyncio.Protocol):
             self._pending_beat = beat
         if H.HEARTBEAT_RESPONSE in m.headers:
             self.last_beat_answer = time.monotonic()
-        rf = m.headers.get(H.REPLY_FOR)
-        if rf is not None and m.content != Content.HELLO:
-            waiter = self.waiters.pop(int.from_bytes(rf[:4], "little", signed=True), None)
-            if waiter is not None:
-                if not waiter.done():
-                    waiter.set_result(m)
-                return
+        if m.content != Content.HELLO and self.replies.resolve(m):
+            return
         if m.content == Content.HEARTBEAT:
             self._answer_beat()
             return
@@ -147,22 +143,8 @@ class RouterChannel(asyncio.Protocol):
         self.reply(to, Content.RESULT, {H.RESULT_SUCCESS: b"\x01" if ok else b"\x00"}, text.encode())
 
     def request(self, content: int, headers: dict[int, bytes], body: bytes, timeout: float) -> asyncio.Future:
-        """Send a message that expects a reply; the future ends with the reply, or with
-        TimeoutError / ConnectionError."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future = loop.create_future()
-        if self.closed:
-            fut.set_exception(ConnectionError("control channel closed"))
-            return fut
-        seq = self.send(content, headers, body)
-        self.waiters[seq] = fut
-
-        def expire() -> None:
-            if self.waiters.pop(seq, None) is fut and not fut.done():
-                fut.set_exception(TimeoutError())
-        handle = loop.call_later(timeout, expire)
-        fut.add_done_callback(lambda _f: handle.cancel())
-        return fut
+        """Send a message that expects a reply (``edge/replies.py``)."""
+        return self.replies.request(lambda: self.send(content, headers, body), self.closed, timeout)
 
     def heartbeat(self, interval: float, timeout: float) -> None:
         """Called about once a second: send our heartbeat when due, close an unresponsive router."""
@@ -197,9 +179,6 @@ class RouterChannel(asyncio.Protocol):
         if self._torn:
             return
         self._torn = self.closed = True
-        for fut in self.waiters.values():
-            if not fut.done():
-                fut.set_exception(ConnectionError("control channel closed"))
-        self.waiters.clear()
+        self.replies.fail_all()
         self.server.lost(self, reason)
 

@@ -25,6 +25,7 @@ import time
 from typing import TYPE_CHECKING
 
 from . import wire
+from .replies import Replies
 from .wire import Content, H, Message
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,7 +70,7 @@ class Channel(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.decoder = wire.Decoder()
         self.seq = 0
-        self.waiters: dict[int, asyncio.Future] = {}
+        self.replies = Replies()
         self.api_session: ApiSession | None = None   # once the hello passed
         self.fingerprint: str | None = None
         self.peer_name = ""
@@ -140,13 +141,8 @@ class Channel(asyncio.Protocol):
         self.backlog = messages
 
     def _dispatch(self, m: Message) -> None:
-        rf = m.headers.get(H.REPLY_FOR)
-        if rf is not None:
-            waiter = self.waiters.pop(int.from_bytes(rf[:4], "little", signed=True), None)
-            if waiter is not None:
-                if not waiter.done():
-                    waiter.set_result(m)
-                return
+        if self.replies.resolve(m):
+            return
         if m.content == Content.LATENCY:
             self.reply(m, Content.RESULT, {H.RESULT_SUCCESS: b"\x01"})
             return
@@ -209,22 +205,8 @@ class Channel(asyncio.Protocol):
         self.send(content, h, body, seq)
 
     def request(self, content: int, headers: dict[int, bytes], body: bytes, timeout: float) -> asyncio.Future:
-        """Send a message that expects a reply; the future ends with the reply, or with
-        TimeoutError / ConnectionError."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future = loop.create_future()
-        if self.closed:
-            fut.set_exception(ConnectionError("channel closed"))
-            return fut
-        seq = self.send(content, headers, body)
-        self.waiters[seq] = fut
-
-        def expire() -> None:
-            if self.waiters.pop(seq, None) is fut and not fut.done():
-                fut.set_exception(TimeoutError())
-        handle = loop.call_later(timeout, expire)
-        fut.add_done_callback(lambda _f: handle.cancel())
-        return fut
+        """Send a message that expects a reply (``edge/replies.py``)."""
+        return self.replies.request(lambda: self.send(content, headers, body), self.closed, timeout)
 
     # ------------------------------------------------------------------ relayed data
     def send_data(self, conn: Conn, frame: bytes, source: Channel) -> None:
@@ -321,10 +303,7 @@ class Channel(asyncio.Protocol):
         self.closed = True
         if self.hello_timer is not None:
             self.hello_timer.cancel()
-        for fut in self.waiters.values():
-            if not fut.done():
-                fut.set_exception(ConnectionError("channel closed"))
-        self.waiters.clear()
+        self.replies.fail_all()
         for conn in list(self.paused_by):
             conn.blocking = None
             conn.channel.blocked.discard(conn)
