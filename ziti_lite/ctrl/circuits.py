@@ -111,9 +111,6 @@ class Circuits:
         return {C.CREATE_CIRCUIT_V2: self._create_v2, C.CREATE_CIRCUIT: self._create_v1, C.FAULT: self._fault,
                 C.CIRCUIT_CONFIRMATION: self._confirmation, C.ROUTE_RESULT: self._late_result}
 
-    def tick(self) -> None:
-        pass
-
     def router_lost(self, router_id: str) -> None:
         for cid in [c.id for c in self.live.values() if router_id in c.path]:
             self.end(cid, now=True)

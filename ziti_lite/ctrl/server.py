@@ -120,7 +120,6 @@ class CtrlServer:
                     self._housekeeping(now)
                 if self.routers:
                     self.sync.tick()
-                    self.circuits.tick()
             except Exception:
                 log.exception("control channel tick")
 
@@ -150,7 +149,6 @@ class CtrlServer:
         fabric.router_online(self.ctl.events, rid, False)
         self.circuits.router_lost(rid)
         self.links.router_lost(rid, removed=ch.close_reason == "router deleted")
-        self.tunnel.router_lost(rid)
         log.info("router %s offline (%s)", ch.label, reason)
 
     def verify_chain(self, chain: list[bytes]) -> str:

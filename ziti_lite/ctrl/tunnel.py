@@ -13,6 +13,8 @@ on; the policies reach it by ``@name`` or by the role attributes given to that i
   and a terminator with binding ``tunnel`` on the router, dialled by ``Route`` like any other;
 * removal, cost/precedence updates and health events of those terminators.
 
+Its API session and sessions outlive a reconnect of the router, as upstream's do.
+
 Any other router asking is answered upstream's ``tunneling not enabled`` (code 7), and exits:
 a router that is not tunneler-enabled must be configured with ``--tunnelerMode none``. Dialing
 from the router's own intercepts (``CreateCircuitForService``) is not served.
@@ -244,6 +246,3 @@ class Tunnel:
 
     def _health(self, ch: RouterChannel, m: Message) -> None:
         self.server.terminators.health(m.text(messages.TUNNEL_TERMINATOR_ID), m.flag(messages.TUNNEL_CHECK_PASSED))
-
-    def router_lost(self, router_id: str) -> None:
-        """The router keeps its API session and sessions across reconnects (as upstream's)."""
