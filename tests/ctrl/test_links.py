@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.ctrl.conftest import enroll_router, wait_for
-from tests.ctrl.fake_router import f_int, f_str, read_pb
+from tests.ctrl.fake_router import f_int, f_str, read_pb, varint
 from tests.ctrl.test_circuits import dial, route_of, route_result
 from tests.ctrl.test_terminators import Identity, create_v2
 
@@ -145,3 +145,30 @@ def test_a_link_fault_reroutes_a_circuit_when_another_path_exists(live, net):
     assert circuit.path == [rs[0].id, rs[1].id, rs[2].id] and circuit.links == ["tri-ab", "tri-bc"]
     for r in (a, b, c):
         r.close()
+
+
+def test_link_latencies_from_the_routers_metrics_enter_the_path_cost(live, net):
+    """Upstream's link cost: static 1 + both ends' mean link latency and queue time in ms."""
+    import struct
+
+    from tests.ctrl.fake_router import f_int, f_str
+
+    def histogram(name: str, mean_ns: float) -> bytes:
+        entry = f_str(1, name) + f_str(2, f_int(1, 10) + varint(3 << 3 | 1) + struct.pack("<d", mean_ns))
+        return f_str(8, entry)
+    admin, *_ = net
+    ra, rb = enroll_router(live, admin, "lk-lat-a"), enroll_router(live, admin, "lk-lat-b")
+    a = ra.online(link_listener="tls:127.0.0.1:7021")
+    b = rb.online(link_listener="tls:127.0.0.1:7022")
+    report_link(a, "lat-ab", rb.id)
+    table = live.ctl.ctrl_server.links.table
+    assert wait_for(lambda: "lat-ab" in table) and table["lat-ab"].cost == 1
+    a.send(1007, {}, f_str(2, ra.id) + histogram("link.lat-ab.latency", 4_000_000)
+           + histogram("link.lat-ab.queue_time", 1_000_000) + histogram("link.other.latency", 9e9))
+    b.send(1007, {}, f_str(2, rb.id) + histogram("link.lat-ab.latency", 3_000_000))
+    assert wait_for(lambda: (table["lat-ab"].src_latency, table["lat-ab"].dst_latency) == (5_000_000, 3_000_000))
+    assert table["lat-ab"].cost == 1 + 5 + 3
+    cost, path, _ = live.ctl.ctrl_server.links.path(ra.id, rb.id)
+    assert path == [ra.id, rb.id] and cost == 9 + 10          # the link, then router B's minimum cost
+    a.close()
+    b.close()

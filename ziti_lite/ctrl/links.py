@@ -9,9 +9,9 @@ and the dialer reports the link (``RouterLinks`` for links it holds, ``LinkConne
 pending one connects). A link goes with a ``LinkFault`` or with either router.
 
 Paths follow upstream's cost model: Dijkstra over the links of online routers, each hop costing
-the link's cost (static cost 1, as upstream's default; latencies are not measured here) plus the
-next router's cost (at least upstream's minimum router cost, 10); a router with ``noTraversal``
-is never a transit hop, only an end.
+the link's cost (static cost 1 plus the latencies in milliseconds both ends report in their
+metrics: mean link latency and queue time) plus the next router's cost (at least upstream's
+minimum router cost, 10); a router with ``noTraversal`` is never a transit hop, only an end.
 """
 
 from __future__ import annotations
@@ -48,10 +48,13 @@ class Link:
     state: str = "Connected"  # upstream's modes: Pending, Connected
     static_cost: int = STATIC_LINK_COST
     created: float = field(default_factory=time.time)
+    src_latency: int = 0      # ns, from the routers' metrics (link latency + queue time), as upstream
+    dst_latency: int = 0
 
     @property
     def cost(self) -> int:
-        return self.static_cost
+        """Upstream's link cost: the static cost plus both ends' latencies in milliseconds."""
+        return self.static_cost + self.src_latency // 1_000_000 + self.dst_latency // 1_000_000
 
 
 class Links:
@@ -62,7 +65,7 @@ class Links:
 
     def handlers(self) -> dict:
         return {C.ROUTER_LINKS: self._router_links, C.LINK_CONNECTED: self._link_connected,
-                C.VERIFY_ROUTER: self._verify_router}
+                C.VERIFY_ROUTER: self._verify_router, C.METRICS: self._metrics}
 
     # ------------------------------------------------------------------ peers
     def hello(self, ch: RouterChannel, m: Message) -> None:
@@ -153,6 +156,21 @@ class Links:
     def _name(self, rid: str) -> str:
         ch = self.server.routers.get(rid)
         return ch.name if ch is not None and ch.name else rid
+
+    def _metrics(self, ch: RouterChannel, m: Message) -> None:
+        """A router's metrics (every minute): the mean latency and queue time it measured on each
+        of its links become that end's latency (upstream's ``link.<id>.latency``)."""
+        histograms = pb.decode(messages.METRICS, m.body)["histograms"]
+        for link in self.table.values():
+            latency = histograms.get(f"link.{link.id}.latency")
+            if latency is None:
+                continue
+            queued = histograms.get(f"link.{link.id}.queue_time")
+            ns = int(latency["mean"] + (queued["mean"] if queued else 0))
+            if link.src == ch.router_id:
+                link.src_latency = ns
+            elif link.dst == ch.router_id:
+                link.dst_latency = ns
 
     def _verify_router(self, ch: RouterChannel, m: Message) -> None:
         """A router asks whether a peer dialing a link to it is who it says (its fingerprints)."""

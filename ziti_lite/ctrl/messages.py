@@ -285,6 +285,10 @@ IDENTITY_CONNECT_EVENTS = Msg("IdentityConnectEvents", (Field(1, "identityId", "
                                                         Field(3, "connectTimes", CONNECT_DETAILS, True)))
 CONNECT_EVENTS = Msg("ConnectEvents", (Field(1, "events", IDENTITY_CONNECT_EVENTS, True),
                                        Field(2, "fullState", "bool")))
+# the routers' metrics (1007): the histograms only, for the links' latencies
+HISTOGRAM = Msg("Histogram", (Field(1, "count", "int64"), Field(3, "mean", "double")))
+METRICS = Msg("MetricsMessage", (Field(2, "sourceId", "string"),
+                                 Field(8, "histograms", "map", key="string", value=HISTOGRAM)))
 # TunnelHealthEvent: headers only
 TUNNEL_TERMINATOR_ID = 1022
 TUNNEL_CHECK_PASSED = 1023

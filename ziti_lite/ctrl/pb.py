@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
-NUMERIC = frozenset({"bool", "uint32", "uint64", "int32", "int64", "enum"})
+NUMERIC = frozenset({"bool", "uint32", "uint64", "int32", "int64", "enum"})   # varints
 DEPTH = 16
 
 
@@ -77,6 +77,8 @@ def _scalar(kind: str, value: Any) -> tuple[int, bytes]:
         return VARINT, b"\x01" if value else b"\x00"
     if kind in ("uint32", "uint64", "int32", "int64", "enum"):
         return VARINT, _varint(int(value))
+    if kind == "double":
+        return I64, struct.pack("<d", value)
     raise PbError(f"unknown kind {kind}")
 
 
@@ -87,7 +89,7 @@ def _default(f: Field) -> Any:
         return []
     if isinstance(f.kind, Msg):
         return None
-    return {"string": "", "bytes": b"", "bool": False}.get(f.kind, 0)
+    return {"string": "", "bytes": b"", "bool": False, "double": 0.0}.get(f.kind, 0)
 
 
 def _one(kind: str | Msg, value: Any) -> tuple[int, bytes]:
@@ -185,6 +187,10 @@ def _value(kind: str | Msg, wt: int, raw: Any, depth: int) -> Any:
         if wt != LEN:
             raise PbError(f"{kind.name}: expected a nested message")
         return decode(kind, raw, depth + 1)
+    if kind == "double":
+        if wt != I64:
+            raise PbError("expected a double")
+        return struct.unpack("<d", struct.pack("<Q", raw))[0]
     if kind in ("string", "bytes"):
         if wt != LEN:
             raise PbError(f"expected {kind}")

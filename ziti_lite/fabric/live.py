@@ -93,18 +93,13 @@ def _links(ctx: Ctx) -> dict:
     return server.links.table if server is not None else {}
 
 
-def _latency(link, end: str) -> int:
-    """Nanoseconds, where the link table measures it (``src_latency``/``dst_latency``), else 0."""
-    return int(getattr(link, f"{end}_latency", 0) or 0)
-
-
 # upstream's symbols of its in-memory link store: name -> (kind, value of a Link)
 LINK_SYMBOLS: dict[str, tuple[str, Getter]] = {
     "id": ("string", lambda x: x.id), "protocol": ("string", lambda x: x.protocol),
     "dialAddress": ("string", lambda x: x.dial_address), "sourceRouter": ("string", lambda x: x.src),
     "destRouter": ("string", lambda x: x.dst), "cost": ("int", lambda x: x.cost),
-    "staticCost": ("int", lambda x: x.static_cost), "destLatency": ("int", lambda x: _latency(x, "dst")),
-    "sourceLatency": ("int", lambda x: _latency(x, "src")), "state": ("string", lambda x: x.state),
+    "staticCost": ("int", lambda x: x.static_cost), "destLatency": ("int", lambda x: x.dst_latency),
+    "sourceLatency": ("int", lambda x: x.src_latency), "state": ("string", lambda x: x.state),
     "iteration": ("int", lambda x: x.iteration),
 }
 
@@ -117,8 +112,8 @@ def render_links(ctx: Ctx, links: list) -> list[dict]:
             if rid not in routers and server is not None and rid in server.routers:
                 routers[rid] = server.routers[rid].name
     return [{"id": link.id, "protocol": link.protocol, "state": link.state, "iteration": link.iteration,
-             "staticCost": link.static_cost, "cost": link.cost, "down": bool(getattr(link, "down", False)),
-             "sourceLatency": _latency(link, "src"), "destLatency": _latency(link, "dst"),
+             "staticCost": link.static_cost, "cost": link.cost, "down": False,   # a down link leaves the table
+             "sourceLatency": link.src_latency, "destLatency": link.dst_latency,
              "sourceRouter": ref("routers", link.src, routers.get(link.src, "")),
              "destRouter": ref("routers", link.dst, routers.get(link.dst, ""))} for link in links]
 
