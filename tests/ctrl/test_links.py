@@ -4,6 +4,8 @@ link faults and a router lost mid-route handled without touching other circuits.
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from tests.ctrl.conftest import enroll_router, wait_for
@@ -149,10 +151,6 @@ def test_a_link_fault_reroutes_a_circuit_when_another_path_exists(live, net):
 
 def test_link_latencies_from_the_routers_metrics_enter_the_path_cost(live, net):
     """Upstream's link cost: static 1 + both ends' mean link latency and queue time in ms."""
-    import struct
-
-    from tests.ctrl.fake_router import f_int, f_str
-
     def histogram(name: str, mean_ns: float) -> bytes:
         entry = f_str(1, name) + f_str(2, f_int(1, 10) + varint(3 << 3 | 1) + struct.pack("<d", mean_ns))
         return f_str(8, entry)
