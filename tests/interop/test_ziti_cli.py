@@ -204,3 +204,28 @@ def test_the_commands_that_tripped(ziti_bin, either, tmp_path):
 
     out = cli.run("edge", "trace", "identity", "dave-cli")
     assert re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", out), out
+
+
+def test_traceroute_through_the_embedded_router(ziti_bin, network, tmp_path, gopeer):
+    """``ziti edge traceroute`` of a service a Go SDK hosts: every hop answers (the embedded
+    router as ingress and egress, then the hosting SDK), none times out."""
+    from tests.edge.test_go_sdk import GoPeer
+    cli = Cli(ziti_bin, str(tmp_path / "home"))
+    cli.login(network)
+    cli.run("edge", "create", "identity", "device", "tr-host", "-a", "tr-host", "-o", str(tmp_path / "h.jwt"))
+    cli.run("edge", "create", "identity", "device", "tr-client", "-a", "tr-client", "-o", str(tmp_path / "c.jwt"))
+    for who in ("h", "c"):
+        cli.run("edge", "enroll", str(tmp_path / f"{who}.jwt"), "-o", str(tmp_path / f"{who}.json"))
+    cli.run("edge", "create", "service", "tr-svc", "-a", "tr")
+    cli.run("edge", "create", "service-policy", "tr-bind", "Bind", "--identity-roles", "#tr-host",
+            "--service-roles", "#tr")
+    cli.run("edge", "create", "service-policy", "tr-dial", "Dial", "--identity-roles", "#tr-client",
+            "--service-roles", "#tr")
+    host = GoPeer(gopeer, "host", str(tmp_path / "h.json"), "tr-svc", "tr")
+    try:
+        assert host.next(kind="bound")["event"] == "bound"
+        out = cli.run("edge", "traceroute", "tr-svc", "-c", str(tmp_path / "c.json"), "-t", "3s")
+        hops = [line for line in out.splitlines() if re.match(r"\s*\d+\s", line)]
+        assert len(hops) >= 3 and "xgress/edge" in out and "timeout" not in out.lower(), out
+    finally:
+        host.stop()

@@ -91,7 +91,6 @@ class EdgeRouter:
         self.circuit_facts: dict[str, dict] = {}
         self.closed_bytes = [0, 0]               # bytes in, out of the channels closed since start
         self.dial_timeout = DIAL_TIMEOUT
-        self.traces: set[asyncio.Task] = set()   # traceroute probes waiting for the far end
         self.dial_budget = DIAL_BUDGET
         # what an SDK may send once its hello passed, by content type
         self._handlers = {
@@ -100,7 +99,7 @@ class EdgeRouter:
             Content.HEALTH_EVENT: self._health_event,
             # SDK -> router, 60800 is UpdateToken (router -> SDK it is BindSuccess); C SDK 1.5+ sends 60803
             Content.BIND_SUCCESS: self._update_token, Content.UPDATE_TOKEN: self._update_token,
-            Content.TRACE_ROUTE: self._trace_route,
+            Content.TRACE_ROUTE: self._trace_route, Content.TRACE_ROUTE_RESPONSE: self._trace_route_response,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -537,41 +536,35 @@ class EdgeRouter:
     def _trace_route(self, ch: Channel, m: Message) -> None:
         """``ziti edge traceroute``: each hop answers when the hop count reaches it, as upstream's
         router: this router as the circuit's ingress (``xgress/edge``), then as its egress, then
-        the SDK at the other end (the probe is passed on and its answer passed back)."""
+        the SDK at the other end, whose answer names the request it answers (header 1019) and is
+        passed back by ``_trace_route_response``."""
         cid = m.conn_id
-        hops = m.u32(H.TRACE_HOP_COUNT) or 0
-        hops = hops - 1 if hops > 0 else 0
+        hops = max(0, (m.u32(H.TRACE_HOP_COUNT) or 0) - 1)     # this router as the circuit's ingress
         conn = ch.conns.get(cid) if cid is not None else None
-        if hops == 0 or conn is None or conn.peer is None or hops == 1:
-            self._trace_answer(ch, m, hops, "xgress/edge")
+        if hops > 0 and conn is not None and conn.peer is not None:
+            hops -= 1                                           # ... and as its egress
+        if hops == 0 or conn is None or conn.peer is None:
+            # the probe ends here; hops left over tell the client the path ended before them
+            headers = {H.CONN_ID: wire.u32(cid or 0), H.TRACE_HOP_COUNT: wire.u32(hops),
+                       H.TIMESTAMP: m.headers.get(H.TIMESTAMP, wire.U64.pack(0)),
+                       H.TRACE_HOP_TYPE: b"xgress/edge", H.TRACE_HOP_ID: b""}
+            ch.reply(m, Content.TRACE_ROUTE_RESPONSE, headers)
             return
-        task = asyncio.create_task(self._trace_far(ch, m, conn.peer, hops - 1))
-        self.traces.add(task)
-        task.add_done_callback(self.traces.discard)
+        far = conn.peer
+        far.channel.send(Content.TRACE_ROUTE, {
+            H.CONN_ID: wire.u32(far.id), H.TRACE_HOP_COUNT: wire.u32(hops),
+            H.TIMESTAMP: m.headers.get(H.TIMESTAMP, wire.U64.pack(0)), H.TRACE_SOURCE_REQUEST_ID: wire.u32(m.seq)})
 
-    def _trace_answer(self, ch: Channel, m: Message, hops: int, hop_type: str, hop_id: str = "",
-                      error: str = "") -> None:
-        headers = {H.CONN_ID: wire.u32(m.conn_id or 0), H.TRACE_HOP_COUNT: wire.u32(hops),
-                   H.TIMESTAMP: m.headers.get(H.TIMESTAMP, wire.U64.pack(0)), H.TRACE_HOP_TYPE: hop_type.encode(),
-                   H.TRACE_HOP_ID: hop_id.encode()}
-        if error:
-            headers[H.TRACE_ERROR] = error.encode()
-        ch.reply(m, Content.TRACE_ROUTE_RESPONSE, headers)
-
-    async def _trace_far(self, ch: Channel, m: Message, far: Conn, hops: int) -> None:
-        headers = {H.CONN_ID: wire.u32(far.id), H.TRACE_HOP_COUNT: wire.u32(hops),
-                   H.TIMESTAMP: m.headers.get(H.TIMESTAMP, wire.U64.pack(0)),
-                   H.TRACE_SOURCE_REQUEST_ID: wire.u32(m.seq)}
-        try:
-            answer = await far.channel.request(Content.TRACE_ROUTE, headers, b"", self.dial_timeout)
-        except (TimeoutError, ConnectionError):
-            self._trace_answer(ch, m, hops, "xgress/edge", error="no answer from the far end")
+    def _trace_route_response(self, ch: Channel, m: Message) -> None:
+        """The far SDK's answer to a probe: back to the prober, as the reply to its request."""
+        conn = ch.conns.get(m.conn_id) if m.conn_id is not None else None
+        if conn is None or conn.peer is None or conn.peer.channel.closed:
             return
-        if not ch.closed:
-            out = {H.CONN_ID: wire.u32(m.conn_id or 0)}
-            out.update({k: v for k, v in answer.headers.items()
+        near = conn.peer
+        headers = {H.REPLY_FOR: wire.i32(m.i32(H.TRACE_SOURCE_REQUEST_ID) or 0), H.CONN_ID: wire.u32(near.id)}
+        headers.update({k: v for k, v in m.headers.items()
                         if k in (H.TRACE_HOP_COUNT, H.TIMESTAMP, H.TRACE_HOP_TYPE, H.TRACE_HOP_ID, H.TRACE_ERROR)})
-            ch.reply(m, Content.TRACE_ROUTE_RESPONSE, out)
+        near.channel.send(Content.TRACE_ROUTE_RESPONSE, headers)
 
     # ------------------------------------------------------------------ relay
     def _data(self, ch: Channel, m: Message) -> None:
