@@ -41,6 +41,8 @@ from .events import tables as event_tables
 from .events.bus import Bus
 from .lifecycle import renewal
 from .observe import PATHS, Observer
+from .oidc import tokens as oidc_tokens
+from .oidc.provider import Provider as OidcProvider
 from .zac import Console
 
 log = logging.getLogger("ziti_lite")
@@ -67,7 +69,7 @@ class Controller:
                  "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "periodic",
                  "ctrl_ssl_context", "ctrl_sock", "ctrl_server",
                  "session_rows", "extjwt_keys", "posture_states", "service_change_memory", "service_override_sigs",
-                 "traces", "tls_contexts", "cert_renewals", "events", "_headers")
+                 "traces", "tls_contexts", "cert_renewals", "events", "oidc", "oidc_verified", "_headers")
 
     settings: Settings
     store: Store
@@ -88,6 +90,8 @@ class Controller:
     periodic: list[Callable[[Controller], object]]  # run by the janitor every few seconds (client.sessions)
     session_rows: tuple[tuple[int, int], dict[str, Any]] | None  # the session lookup cache (auth.sessions)
     extjwt_keys: dict[str, Any]             # JWKS keys of ext-jwt signers (auth.extjwt)
+    oidc: OidcProvider | None               # the OIDC provider under /oidc (None: --no-oidc)
+    oidc_verified: dict[str, dict]          # verified OIDC access tokens -> claims (oidc.tokens)
     posture_states: dict[str, PostureState]  # identity id -> posture responses (client.posture_checks)
     service_change_memory: dict[str, str]   # identity id -> in-memory lastChangeAt (client.changes)
     service_override_sigs: dict[str, str]   # identity id -> its service-config overrides' digest (client.changes)
@@ -124,6 +128,8 @@ class Controller:
         self.events = Bus(self.instance_id)
         event_tables.watch(self.store, self.events)  # API session, session, terminator rows
         self.router = wiring.router()
+        self.oidc_verified = {}
+        self.oidc = OidcProvider(self) if settings.oidc else None
         self._headers = [(b"server", f"ziti-controller/v{UPSTREAM_VERSION}".encode()),
                          (b"ziti-instance-id", self.instance_id.encode())]
 
@@ -209,6 +215,8 @@ class Controller:
         token = headers.get("zt-session")
         await sessions.warm(self, headers)  # JWKS keys for a secondary ext-jwt factor
         session = sessions.lookup(self, token, headers)
+        if session is None and not token and self.oidc is not None:
+            session = oidc_tokens.lookup(self, headers)   # an OIDC access token as Authorization: Bearer
         if session is None:
             raise Unauthorized(challenge="no zt-session header" if not token else
                                "the zt-session is not valid (unknown, expired or logged out): authenticate again")
@@ -257,6 +265,8 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
             checkpointer.start()
         if renewal.tick not in ctl.periodic:   # certificates renewed while serving
             ctl.periodic.append(renewal.tick)
+        if ctl.oidc is not None and oidc_tokens.prune not in ctl.periodic:   # revocations of expired tokens
+            ctl.periodic.append(oidc_tokens.prune)
         task = asyncio.create_task(_janitor(ctl))
         events_runtime.start(ctl)   # the events file, entity counts, audit retention
         await edge.start(ctl)
@@ -300,6 +310,10 @@ class _App(Starlette):
             special = self.specials.get(path)
             if special is not None:
                 await special(scope, receive, send)
+                return
+            oidc = self.controller.oidc
+            if oidc is not None and oidc.handles(path):
+                await oidc(scope, receive, send)
                 return
             if self.console is not None and self.console.handles(path):
                 await self.console(scope, receive, send, self.controller)

@@ -1,0 +1,197 @@
+"""The OIDC provider as a client drives it over HTTP: discovery, keys, the authorization-code flow
+with PKCE S256, refresh rotation, and upstream's OAuth error answers for each bad input."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import urllib.parse
+
+import jwt
+import pytest
+
+from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, CLIENT, MGMT, assert_error
+from ziti_lite.oidc import provider
+
+REDIRECT = "http://127.0.0.1:20202/auth/callback"
+
+
+def challenge(verifier: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+
+
+def start(client, verifier: str, redirect: str = REDIRECT, **extra) -> str:
+    """GET /oidc/authorize; returns the auth request id from the login redirect."""
+    q = {"client_id": "openziti", "response_type": "code", "scope": "openid offline_access",
+         "redirect_uri": redirect, "state": "st4te", "code_challenge": challenge(verifier),
+         "code_challenge_method": "S256", **extra}
+    r = client.get("/oidc/authorize?" + urllib.parse.urlencode(q), follow_redirects=False)
+    assert r.status_code == 302, r.text
+    loc = urllib.parse.urlparse(r.headers["location"])
+    assert loc.path == "/oidc/login/username"
+    return urllib.parse.parse_qs(loc.query)["authRequestID"][0]
+
+
+def login(client, req_id: str, username=ADMIN_USER, password=ADMIN_PASSWORD):
+    return client.post(f"/oidc/login/password?authRequestID={req_id}", json={"username": username,
+                       "password": password}, headers={"accept": "application/json"}, follow_redirects=False)
+
+
+def code_for(client, verifier: str, **kw) -> str:
+    req_id = start(client, verifier)
+    r = login(client, req_id, **kw)
+    assert r.status_code == 302, r.text
+    r = client.get(r.headers["location"], follow_redirects=False)
+    assert r.status_code == 302, r.text
+    target = urllib.parse.urlparse(r.headers["location"])
+    assert target.scheme + "://" + target.netloc + target.path == REDIRECT
+    q = urllib.parse.parse_qs(target.query)
+    assert q["state"] == ["st4te"]
+    return q["code"][0]
+
+
+def exchange(client, code: str, verifier: str, redirect: str = REDIRECT):
+    return client.post("/oidc/token", data={"grant_type": "authorization_code", "code": code,
+                                            "code_verifier": verifier, "redirect_uri": redirect,
+                                            "client_id": "openziti"})
+
+
+def tokens_for(client, **kw) -> dict:
+    verifier = secrets.token_urlsafe(40)
+    r = exchange(client, code_for(client, verifier, **kw), verifier)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def bearer(token: str) -> dict:
+    return {"authorization": f"Bearer {token}"}
+
+
+def test_discovery_under_both_paths_names_the_endpoints(client, ctl):
+    a = client.get("/.well-known/openid-configuration").json()
+    b = client.get("/oidc/.well-known/openid-configuration").json()
+    assert a == b
+    assert a["issuer"].endswith("/oidc")
+    assert a["token_endpoint"] == a["issuer"] + "/token"
+    assert a["jwks_uri"] == a["issuer"] + "/keys"
+    assert a["code_challenge_methods_supported"] == ["S256"]
+
+
+def test_tokens_verify_against_the_published_keys_with_upstreams_claims(client):
+    keys = client.get("/oidc/keys").json()["keys"]
+    assert len(keys) == 1 and "d" not in keys[0]   # the public half only
+    answer = tokens_for(client)
+    assert answer["token_type"] == "Bearer" and answer["expires_in"] == 1800
+    head = jwt.get_unverified_header(answer["access_token"])
+    assert head["kid"] == keys[0]["kid"]
+    public = jwt.PyJWK(keys[0]).key
+    claims = jwt.decode(answer["access_token"], public, algorithms=[keys[0]["alg"]], options={"verify_aud": False})
+    assert claims["z_t"] == "a" and claims["aud"] == ["openziti"] and claims["amr"] == ["password"]
+    assert claims["z_ia"] is True and claims["z_asid"]
+    refresh = jwt.decode(answer["refresh_token"], public, algorithms=[keys[0]["alg"]], options={"verify_aud": False})
+    assert refresh["z_t"] == "r" and refresh["z_asid"] == claims["z_asid"] and refresh["jti"] != claims["jti"]
+    ident = jwt.decode(answer["id_token"], public, algorithms=[keys[0]["alg"]], audience="openziti")
+    assert ident["sub"] == claims["sub"]
+
+
+def test_wrong_verifier_is_invalid_grant_and_burns_the_code(client):
+    verifier = secrets.token_urlsafe(40)
+    code = code_for(client, verifier)
+    r = exchange(client, code, "x" + verifier)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_grant"
+    assert exchange(client, code, verifier).json()["error"] == "invalid_grant"
+
+
+def test_a_replayed_code_is_invalid_grant(client):
+    verifier = secrets.token_urlsafe(40)
+    code = code_for(client, verifier)
+    assert exchange(client, code, verifier).status_code == 200
+    r = exchange(client, code, verifier)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_grant"
+
+
+def test_a_redirect_uri_other_than_the_authorized_one_is_invalid_grant(client):
+    verifier = secrets.token_urlsafe(40)
+    code = code_for(client, verifier)
+    r = exchange(client, code, verifier, redirect="http://127.0.0.1:1/auth/callback")
+    assert r.status_code == 400 and r.json()["error"] == "invalid_grant"
+
+
+def test_an_unregistered_redirect_uri_is_refused_without_redirecting(client):
+    r = client.get("/oidc/authorize?" + urllib.parse.urlencode({
+        "client_id": "openziti", "response_type": "code", "scope": "openid", "redirect_uri": "https://evil.example/cb",
+        "code_challenge": "x", "code_challenge_method": "S256"}), follow_redirects=False)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_request"
+
+
+def test_without_pkce_the_client_is_sent_back_an_error(client):
+    r = client.get("/oidc/authorize?" + urllib.parse.urlencode({
+        "client_id": "openziti", "response_type": "code", "scope": "openid", "redirect_uri": REDIRECT,
+        "state": "s"}), follow_redirects=False)
+    assert r.status_code == 302
+    q = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers["location"]).query)
+    assert q["error"] == ["invalid_request"] and q["state"] == ["s"]
+
+
+def test_an_expired_auth_request_cannot_log_in_nor_be_exchanged(client, ctl, monkeypatch):
+    verifier = secrets.token_urlsafe(40)
+    req_id = start(client, verifier)
+    ctl.oidc.requests[req_id].created -= provider.AUTH_REQUEST_SECONDS + 1
+    assert login(client, req_id).status_code == 401
+    code = code_for(client, verifier)
+    for r in ctl.oidc.requests.values():
+        r.created -= provider.AUTH_REQUEST_SECONDS + 1
+    r = exchange(client, code, verifier)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_grant"
+
+
+def test_a_wrong_password_gets_no_code(client):
+    req_id = start(client, secrets.token_urlsafe(40))
+    r = login(client, req_id, password="wrong-Passw0rd")
+    assert r.status_code == 401
+    r = client.get(f"/oidc/authorize/callback?id={req_id}", follow_redirects=False)
+    q = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers["location"]).query)
+    assert q["error"] == ["interaction_required"] and "code" not in q
+
+
+@pytest.mark.parametrize("form", [{}, {"grant_type": "password"}, {"grant_type": "refresh_token"},
+                                  {"grant_type": "authorization_code", "code": "nope"}])
+def test_bad_token_requests_get_oauth_errors_not_500(client, form):
+    r = client.post("/oidc/token", data=form)
+    assert r.status_code == 400
+    assert r.json()["error"] in ("invalid_request", "unsupported_grant_type", "invalid_grant")
+
+
+def test_refresh_rotates_and_the_old_refresh_token_is_refused(client):
+    first = tokens_for(client)
+    r = client.post("/oidc/token", data={"grant_type": "refresh_token", "refresh_token": first["refresh_token"],
+                                         "client_id": "openziti"})
+    assert r.status_code == 200, r.text
+    second = r.json()
+    assert second["refresh_token"] != first["refresh_token"]
+    assert client.get(CLIENT + "/current-identity", headers=bearer(second["access_token"])).status_code == 200
+    again = client.post("/oidc/token", data={"grant_type": "refresh_token", "refresh_token": first["refresh_token"]})
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
+    third = client.post("/oidc/token", data={"grant_type": "refresh_token", "refresh_token": second["refresh_token"]})
+    assert third.status_code == 200
+
+
+def test_revoking_a_refresh_token_ends_its_use(client):
+    t = tokens_for(client)
+    assert client.post("/oidc/revoke", data={"token": t["refresh_token"]}).status_code == 200
+    r = client.post("/oidc/token", data={"grant_type": "refresh_token", "refresh_token": t["refresh_token"]})
+    assert r.json()["error"] == "invalid_grant"
+
+
+def test_without_oidc_nothing_is_served(tmp_path):
+    from starlette.testclient import TestClient
+
+    from ziti_lite.app import create_app
+    from ziti_lite.config import Settings
+    app = create_app(Settings(db=str(tmp_path / "x.db"), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD,
+                              oidc=False))
+    with TestClient(app) as c:
+        assert c.get("/oidc/keys").status_code == 404
+        assert_error(c.get(MGMT + "/identities", headers={"authorization": "Bearer a.b.c"}), 401, "UNAUTHORIZED")
+    app.state.controller.store.close()
