@@ -39,6 +39,7 @@ from ..auth import mfa, sessions
 from ..auth.methods import Login
 from ..auth.policy import policy_secondary
 from ..errors import ApiError
+from ..pki.ca import fingerprint
 from ..tls import peer_certs
 from . import tokens
 
@@ -72,6 +73,7 @@ class AuthRequest:
     sdk_info: Any = None
     env_info: Any = None
     code: str = ""
+    fingerprints: list[str] = field(default_factory=list)   # certificates shown on the way (z_cfs)
 
     def done(self) -> bool:
         return bool(self.identity_id) and (not self.totp_required or tokens.AMR_TOTP in self.amr)
@@ -187,7 +189,7 @@ class Provider:
                                    state)
         id = secrets.token_hex(16)
         self.requests[id] = AuthRequest(id, client_id, redirect_uri, state, q.get("nonce", ""), scopes, challenge,
-                                        time.monotonic())
+                                        time.monotonic(), fingerprints=_fingerprints(request))
         method = q.get("method", "")
         step = "cert" if method == "cert" or (method != "password" and _peer_cert(request)) else "username"
         return RedirectResponse(f"/oidc/login/{step}?authRequestID={id}", status_code=302)
@@ -251,6 +253,9 @@ class Provider:
                 return _login_html(r.id, "The authentication request failed", status=401)
             return PlainTextResponse("The authentication request failed", status_code=401)
         store = self.ctl.store
+        for fp in _fingerprints(request):
+            if fp not in r.fingerprints:
+                r.fingerprints.append(fp)
         r.identity_id, r.authenticator_id = login.identity_id, login.authenticator_id
         r.cert_extendable = login.cert_extendable
         if method not in r.amr:
@@ -335,7 +340,8 @@ class Provider:
             self.ctl, identity_id=r.identity_id, api_session_id=row["id"], client_id=r.client_id, amr=r.amr,
             config_types=r.config_types, scopes=r.scopes, auth_time=r.auth_time,
             is_admin=bool(ident["is_admin"] or ident["is_default_admin"]), external_id=ident["external_id"],
-            remote_address=ip, cert_extendable=r.cert_extendable, nonce=r.nonce, sdk_info=r.sdk_info,
+            remote_address=ip, cert_extendable=r.cert_extendable, cert_fingerprints=r.fingerprints,
+            nonce=r.nonce, sdk_info=r.sdk_info,
             env_info=r.env_info)
         return JSONResponse(answer)
 
@@ -364,7 +370,8 @@ class Provider:
             amr=claims.get("amr") or [], config_types=claims.get("z_ct") or [], scopes=scopes,
             auth_time=claims.get("auth_time", 0), is_admin=bool(ident["is_admin"] or ident["is_default_admin"]),
             external_id=ident["external_id"], remote_address=claims.get("z_ra", ""),
-            cert_extendable=bool(claims.get("z_ice")), sdk_info=claims.get("z_sdk"), env_info=claims.get("z_env"))
+            cert_extendable=bool(claims.get("z_ice")), cert_fingerprints=claims.get("z_cfs"),
+            sdk_info=claims.get("z_sdk"), env_info=claims.get("z_env"))
         return JSONResponse(answer)
 
     # ------------------------------------------------------------------ revocation, end session, userinfo
@@ -417,6 +424,12 @@ def _auth_queries(r: AuthRequest) -> list[dict]:
 
 def _peer_cert(request: Request) -> bool:
     return bool(peer_certs(request))
+
+
+def _fingerprints(request: Request) -> list[str]:
+    """SHA-1 hex of the client's leaf certificate on this request (none: [])."""
+    certs = peer_certs(request)
+    return [fingerprint(certs[0])] if certs else []
 
 
 def _str(v: Any) -> str | None:
