@@ -53,7 +53,7 @@ class OidcWho:
         assert r.status_code == 302, r.text
         r = self.http.get(r.headers["location"])
         code = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers["location"]).query)["code"][0]
-        r = self.http.post("/oidc/token", data={"grant_type": "authorization_code", "code": code,
+        r = self.http.post("/oidc/oauth/token", data={"grant_type": "authorization_code", "code": code,
                                                 "code_verifier": verifier, "redirect_uri": REDIRECT})
         assert r.status_code == 200, r.text
         self.token = r.json()["access_token"]

@@ -52,7 +52,7 @@ def code_for(client, verifier: str, **kw) -> str:
 
 
 def exchange(client, code: str, verifier: str, redirect: str = REDIRECT):
-    return client.post("/oidc/token", data={"grant_type": "authorization_code", "code": code,
+    return client.post("/oidc/oauth/token", data={"grant_type": "authorization_code", "code": code,
                                             "code_verifier": verifier, "redirect_uri": redirect,
                                             "client_id": "openziti"})
 
@@ -73,7 +73,7 @@ def test_discovery_under_both_paths_names_the_endpoints(client, ctl):
     b = client.get("/oidc/.well-known/openid-configuration").json()
     assert a == b
     assert a["issuer"].endswith("/oidc")
-    assert a["token_endpoint"] == a["issuer"] + "/token"
+    assert a["token_endpoint"] == a["issuer"] + "/oauth/token"
     assert a["jwks_uri"] == a["issuer"] + "/keys"
     assert a["code_challenge_methods_supported"] == ["S256"]
 
@@ -158,29 +158,31 @@ def test_a_wrong_password_gets_no_code(client):
 @pytest.mark.parametrize("form", [{}, {"grant_type": "password"}, {"grant_type": "refresh_token"},
                                   {"grant_type": "authorization_code", "code": "nope"}])
 def test_bad_token_requests_get_oauth_errors_not_500(client, form):
-    r = client.post("/oidc/token", data=form)
+    r = client.post("/oidc/oauth/token", data=form)
     assert r.status_code == 400
     assert r.json()["error"] in ("invalid_request", "unsupported_grant_type", "invalid_grant")
 
 
 def test_refresh_rotates_and_the_old_refresh_token_is_refused(client):
     first = tokens_for(client)
-    r = client.post("/oidc/token", data={"grant_type": "refresh_token", "refresh_token": first["refresh_token"],
+    r = client.post("/oidc/oauth/token", data={"grant_type": "refresh_token", "refresh_token": first["refresh_token"],
                                          "client_id": "openziti"})
     assert r.status_code == 200, r.text
     second = r.json()
     assert second["refresh_token"] != first["refresh_token"]
     assert client.get(CLIENT + "/current-identity", headers=bearer(second["access_token"])).status_code == 200
-    again = client.post("/oidc/token", data={"grant_type": "refresh_token", "refresh_token": first["refresh_token"]})
+    again = client.post("/oidc/oauth/token",
+                        data={"grant_type": "refresh_token", "refresh_token": first["refresh_token"]})
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
-    third = client.post("/oidc/token", data={"grant_type": "refresh_token", "refresh_token": second["refresh_token"]})
+    third = client.post("/oidc/oauth/token",
+                        data={"grant_type": "refresh_token", "refresh_token": second["refresh_token"]})
     assert third.status_code == 200
 
 
 def test_revoking_a_refresh_token_ends_its_use(client):
     t = tokens_for(client)
     assert client.post("/oidc/revoke", data={"token": t["refresh_token"]}).status_code == 200
-    r = client.post("/oidc/token", data={"grant_type": "refresh_token", "refresh_token": t["refresh_token"]})
+    r = client.post("/oidc/oauth/token", data={"grant_type": "refresh_token", "refresh_token": t["refresh_token"]})
     assert r.json()["error"] == "invalid_grant"
 
 
@@ -195,3 +197,42 @@ def test_without_oidc_nothing_is_served(tmp_path):
         assert c.get("/oidc/keys").status_code == 404
         assert_error(c.get(MGMT + "/identities", headers={"authorization": "Bearer a.b.c"}), 401, "UNAUTHORIZED")
     app.state.controller.store.close()
+
+
+TE = "urn:ietf:params:oauth:grant-type:token-exchange"
+TT_REFRESH = "urn:ietf:params:oauth:token-type:refresh_token"
+TT_ID = "urn:ietf:params:oauth:token-type:id_token"
+
+
+def test_token_exchange_refreshes_as_newer_sdks_do(client):
+    """The Go SDK's refresh: the refresh token for new tokens, then (with the same refresh token)
+    for an ID token; a third use of it is refused."""
+    first = tokens_for(client)
+    r = client.post("/oidc/oauth/token", data={"grant_type": TE, "subject_token": first["refresh_token"],
+                                               "subject_token_type": TT_REFRESH, "requested_token_type": TT_REFRESH,
+                                               "client_id": "native"})
+    assert r.status_code == 200, r.text
+    new = r.json()
+    assert new["issued_token_type"] == TT_REFRESH and new["refresh_token"] != first["refresh_token"]
+    assert client.get(CLIENT + "/current-identity", headers=bearer(new["access_token"])).status_code == 200
+    r = client.post("/oidc/oauth/token", data={"grant_type": TE, "subject_token": first["refresh_token"],
+                                               "subject_token_type": TT_REFRESH, "requested_token_type": TT_ID})
+    assert r.status_code == 200 and r.json()["token_type"] == "N_A"
+    assert jwt.decode(r.json()["access_token"], options={"verify_signature": False})["sub"]
+    # the ID token grants nothing on the APIs
+    assert_error(client.get(CLIENT + "/current-identity", headers=bearer(r.json()["access_token"])), 401,
+                 "UNAUTHORIZED")
+    r = client.post("/oidc/oauth/token", data={"grant_type": TE, "subject_token": first["refresh_token"],
+                                               "subject_token_type": TT_REFRESH})
+    assert r.status_code == 400 and r.json()["error"] == "invalid_request"
+
+
+@pytest.mark.parametrize("form", [
+    {"subject_token_type": TT_REFRESH},
+    {"subject_token": "x"},
+    {"subject_token": "x", "subject_token_type": TT_ID},
+    {"subject_token": "x.y.z", "subject_token_type": TT_REFRESH},
+])
+def test_bad_token_exchanges_are_invalid_request(client, form):
+    r = client.post("/oidc/oauth/token", data={"grant_type": TE, **form})
+    assert r.status_code == 400 and r.json()["error"] == "invalid_request"

@@ -29,7 +29,7 @@ def test_current_api_session_answers_for_the_token_as_upstream(client, ctl):
     data = r.json()["data"]
     claims = jwt.decode(t["access_token"], options={"verify_signature": False})
     assert data["id"] == claims["z_asid"] and data["token"] == t["access_token"]
-    assert data["authenticatorId"] == "oidc" and 0 < data["expirationSeconds"] <= tokens.ACCESS_SECONDS
+    assert data["authenticatorId"] == "oidc" and 0 < data["expirationSeconds"] <= ctl.settings.oidc_access_seconds
 
 
 def test_a_forged_or_foreign_token_is_refused(client):
@@ -48,7 +48,7 @@ def test_logout_revokes_the_access_and_refresh_tokens(client, ctl):
     assert_error(client.get(CLIENT + "/current-identity", headers=h), 401, "UNAUTHORIZED")
     claims = jwt.decode(t["access_token"], options={"verify_signature": False})
     assert tokens.is_revoked(ctl.store, claims["jti"])
-    r = client.post("/oidc/token", data={"grant_type": "refresh_token", "refresh_token": t["refresh_token"]})
+    r = client.post("/oidc/oauth/token", data={"grant_type": "refresh_token", "refresh_token": t["refresh_token"]})
     assert r.status_code == 400 and r.json()["error"] == "invalid_grant"
 
 

@@ -51,6 +51,10 @@ REDIRECT_GLOBS = ("openziti://auth/callback", "https://127.0.0.1:*/auth/callback
 LOGOUT_GLOBS = ("https://127.0.0.1:*/auth/logout", "http://127.0.0.1:*/auth/logout",
                 "https://localhost:*/auth/logout", "http://localhost:*/auth/logout")
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+TT_REFRESH = "urn:ietf:params:oauth:token-type:refresh_token"
+TT_ACCESS = "urn:ietf:params:oauth:token-type:access_token"
+TT_ID = "urn:ietf:params:oauth:token-type:id_token"
+ID_TOKEN_GRACE_SECONDS = 60     # see _exchange_grant
 
 
 @dataclass
@@ -142,15 +146,15 @@ class Provider:
         return JSONResponse({
             "issuer": iss,
             "authorization_endpoint": iss + "/authorize",
-            "token_endpoint": iss + "/token",
-            "introspection_endpoint": iss + "/introspect",
+            "token_endpoint": iss + "/oauth/token",
+            "introspection_endpoint": iss + "/oauth/introspect",
             "userinfo_endpoint": iss + "/userinfo",
             "revocation_endpoint": iss + "/revoke",
             "end_session_endpoint": iss + "/end_session",
             "jwks_uri": iss + "/keys",
             "scopes_supported": ["openid", "profile", "email", "phone", "address", "offline_access"],
             "response_types_supported": ["code"],
-            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "grant_types_supported": ["authorization_code", "refresh_token", TOKEN_EXCHANGE],
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": [alg],
             "request_object_signing_alg_values_supported": [alg],
@@ -302,6 +306,8 @@ class Provider:
             return self._code_grant(request, form)
         if grant == "refresh_token":
             return self._refresh_grant(form)
+        if grant == TOKEN_EXCHANGE:
+            return self._exchange_grant(form)
         if not grant:
             return oauth_error("invalid_request", "grant_type missing")
         return oauth_error("unsupported_grant_type", f"{grant} not supported")
@@ -352,10 +358,51 @@ class Provider:
             return oauth_error("invalid_grant", f"invalid refresh token: {e}")
         if form.get("client_id", claims.get("client_id")) != claims.get("client_id"):
             return oauth_error("invalid_client", "the refresh token was issued to another client")
+        return self._renew(claims)
+
+    def _exchange_grant(self, form: dict[str, str]) -> Response:
+        """RFC 8693 token exchange, as newer SDKs refresh: a refresh token for new access and
+        refresh tokens (rotated like the refresh grant), or for an ID token; an access token for
+        a new access token."""
+        subject, kind = form.get("subject_token", ""), form.get("subject_token_type", "")
+        wanted = form.get("requested_token_type") or TT_REFRESH
+        if not subject:
+            return oauth_error("invalid_request", "subject_token missing")
+        if not kind:
+            return oauth_error("invalid_request", "subject_token_type missing")
+        if kind not in (TT_REFRESH, TT_ACCESS):
+            return oauth_error("invalid_request", "subject_token_type is not supported")
+        if wanted not in (TT_REFRESH, TT_ACCESS, TT_ID):
+            return oauth_error("invalid_request", "requested_token_type is invalid")
+        for aud in form.get("audience", "").split():
+            if aud not in tokens.CLIENT_IDS:
+                return oauth_error("invalid_request", f"invalid audience requested [{aud}]")
+        try:
+            if kind == TT_REFRESH:
+                # an ID token may still be asked for with a refresh token rotated moments ago (the
+                # SDK asks for both with the same subject token)
+                grace = ID_TOKEN_GRACE_SECONDS if wanted == TT_ID else 0
+                claims = tokens.verify_refresh(self.ctl, subject, grace=grace)
+            else:
+                if wanted != TT_ACCESS:
+                    return oauth_error("invalid_request", "an access token is exchanged only for an access token")
+                claims = tokens.verify_access(self.ctl, subject)
+        except tokens.Rejected as e:
+            return oauth_error("invalid_request", f"subject_token is invalid: {e}")
+        if wanted == TT_ID:
+            if tokens.session_row(self.ctl, claims) is None:
+                return oauth_error("invalid_grant", "the API session of the token has ended")
+            id_token = tokens.id_token(self.ctl, claims)
+            return JSONResponse({"access_token": id_token, "issued_token_type": TT_ID, "token_type": "N_A",
+                                 "expires_in": tokens.ID_SECONDS, "scope": " ".join(claims.get("scopes") or [])})
+        return self._renew(claims, exchange=wanted, rotate=kind == TT_REFRESH)
+
+    def _renew(self, claims: dict, exchange: str = "", rotate: bool = True) -> Response:
+        """New tokens for the API session a verified refresh (or access) token names."""
         store = self.ctl.store
         if tokens.session_row(self.ctl, claims) is None:
             return oauth_error("invalid_grant", "the API session of the refresh token has ended")
-        if not tokens.revoke(store, claims["jti"], claims["exp"]):   # rotation: each refresh token works once
+        if rotate and not tokens.revoke(store, claims["jti"], claims["exp"]):   # each refresh token works once
             return oauth_error("invalid_grant", "invalid refresh token: already used")
         ident = store.one("SELECT is_admin, is_default_admin, external_id, disabled_at FROM identities WHERE id = ?",
                           (claims["sub"],))
@@ -371,7 +418,9 @@ class Provider:
             auth_time=claims.get("auth_time", 0), is_admin=bool(ident["is_admin"] or ident["is_default_admin"]),
             external_id=ident["external_id"], remote_address=claims.get("z_ra", ""),
             cert_extendable=bool(claims.get("z_ice")), cert_fingerprints=claims.get("z_cfs"),
-            sdk_info=claims.get("z_sdk"), env_info=claims.get("z_env"))
+            sdk_info=claims.get("z_sdk"), env_info=claims.get("z_env"), with_id_token=not exchange)
+        if exchange:
+            answer["issued_token_type"] = exchange
         return JSONResponse(answer)
 
     # ------------------------------------------------------------------ revocation, end session, userinfo
@@ -453,15 +502,44 @@ async def _form(request: Request) -> dict[str, str]:
     return out
 
 
+_SDK_FIELDS = {"sdkAppID": "appId", "sdkAppVersion": "appVersion", "sdkBranch": "branch", "sdkRevision": "revision",
+               "sdkType": "type", "sdkVersion": "version"}
+_ENV_FIELDS = {"envArch": "arch", "envOs": "os", "envOsRelease": "osRelease", "envOsVersion": "osVersion"}
+
+
 async def _payload(request: Request) -> dict[str, Any]:
-    """A login step's body: JSON or a form."""
+    """A login step's body: JSON, or a form as SDKs post it (``configTypes`` repeated, SDK and
+    environment info as flat ``sdk…``/``env…`` fields)."""
+    raw = await request.body()
     if _is_json(request):
         try:
-            data = json.loads(await request.body() or b"{}")
+            data = json.loads(raw or b"{}")
         except ValueError:
             return {}
         return data if isinstance(data, dict) else {}
-    return dict(await _form(request))
+    try:
+        pairs = urllib.parse.parse_qsl(raw.decode(), keep_blank_values=True)
+    except UnicodeDecodeError:
+        return {}
+    out: dict[str, Any] = {}
+    sdk: dict[str, str] = {}
+    env: dict[str, str] = {}
+    for k, v in pairs:
+        if k == "configTypes":
+            out.setdefault(k, []).append(v)
+        elif k in _SDK_FIELDS:
+            if v:
+                sdk[_SDK_FIELDS[k]] = v
+        elif k in _ENV_FIELDS:
+            if v:
+                env[_ENV_FIELDS[k]] = v
+        else:
+            out.setdefault(k, v)
+    if sdk:
+        out["sdkInfo"] = sdk
+    if env:
+        out["envInfo"] = env
+    return out
 
 
 def _login_html(id: str, error: str | None, status: int = 200, headers: dict | None = None) -> Response:
@@ -487,7 +565,7 @@ _ROUTES = {
     ("GET", "/login/cert"): Provider.login_get,
     ("POST", "/login/cert"): Provider.login_cert,
     ("POST", "/login/totp"): Provider.totp,
-    ("POST", "/token"): Provider.token,
+    ("POST", "/oauth/token"): Provider.token,
     ("POST", "/revoke"): Provider.revoke,
     ("GET", "/end_session"): Provider.end_session,
     ("POST", "/end_session"): Provider.end_session,

@@ -40,8 +40,7 @@ from ..pki.tokens import jwt_alg_for_key, sign_jwt
 
 CLIENT_IDS = ("openziti", "native")     # upstream's client, and its legacy one for early HA SDKs
 AUDIENCE = "openziti"
-ACCESS_SECONDS = 30 * 60                # upstream's defaults
-REFRESH_SECONDS = 24 * 60 * 60
+REFRESH_SECONDS = 24 * 60 * 60           # upstream's defaults
 ID_SECONDS = 30 * 60
 TYPE_ACCESS, TYPE_REFRESH = "a", "r"
 AMR_TOTP = "totp"
@@ -102,13 +101,14 @@ def issue(ctl, *, identity_id: str, api_session_id: str, client_id: str, amr: li
         custom["z_eid"] = external_id
     base = {"iss": issuer(ctl), "sub": identity_id, "aud": [client_id if client_id in CLIENT_IDS else AUDIENCE],
             "iat": now, "nbf": now, "auth_time": auth_time, "amr": amr}
-    access = {"jti": str(uuid.uuid4()), **base, "exp": now + ACCESS_SECONDS, "client_id": client_id,
+    access_seconds = ctl.settings.oidc_access_seconds   # upstream: 30 minutes, as are ID tokens
+    access = {"jti": str(uuid.uuid4()), **base, "exp": now + access_seconds, "client_id": client_id,
               "scope": " ".join(scopes), **custom, "z_t": TYPE_ACCESS}
     refresh = {"jti": str(uuid.uuid4()), **base, "exp": now + REFRESH_SECONDS, "client_id": client_id,
                **custom, "z_t": TYPE_REFRESH}
     access_token = sign_jwt(pair, access)
     out = {"access_token": access_token, "token_type": "Bearer", "refresh_token": sign_jwt(pair, refresh),
-           "expires_in": ACCESS_SECONDS, "scope": " ".join(scopes)}
+           "expires_in": access_seconds, "scope": " ".join(scopes)}
     if with_id_token:
         ident = {**base, "exp": now + ID_SECONDS, "azp": client_id, "at_hash": at_hash(access_token)}
         if nonce:
@@ -162,11 +162,25 @@ def prune(ctl) -> None:
         ctl.store.execute("DELETE FROM revocations WHERE expires_at < ?", (clock.stamp(),))
 
 
-def verify_refresh(ctl, token: str) -> dict:
+def verify_refresh(ctl, token: str, grace: int = 0) -> dict:
+    """The claims of a valid refresh token not on the revocation list (or put there less than
+    ``grace`` seconds ago), or Rejected."""
     claims = _verify(ctl, token, TYPE_REFRESH)
-    if is_revoked(ctl.store, claims["jti"]):
-        raise Rejected("the refresh token has been revoked (used already, or logged out)")
+    revoked_at = ctl.store.value("SELECT created_at FROM revocations WHERE id = ?", (claims["jti"],))
+    if revoked_at is not None:
+        since = (clock.now() - clock.parse(revoked_at)).total_seconds()
+        if since >= grace:
+            raise Rejected("the refresh token has been revoked (used already, or logged out)")
     return claims
+
+
+def id_token(ctl, claims: dict) -> str:
+    """An ID token for the subject of verified ``claims`` (token exchange)."""
+    now = _epoch()
+    return sign_jwt(server_keypair(ctl), {
+        "iss": issuer(ctl), "sub": claims["sub"], "aud": claims.get("aud"), "iat": now, "nbf": now,
+        "exp": now + ID_SECONDS, "auth_time": claims.get("auth_time", now), "amr": claims.get("amr") or [],
+        "azp": claims.get("client_id", "")})
 
 
 _CACHE_MAX = 10_000
