@@ -236,3 +236,15 @@ def test_token_exchange_refreshes_as_newer_sdks_do(client):
 def test_bad_token_exchanges_are_invalid_request(client, form):
     r = client.post("/oidc/oauth/token", data={"grant_type": TE, **form})
     assert r.status_code == 400 and r.json()["error"] == "invalid_request"
+
+
+def test_logins_leave_their_audit_rows_under_oidc(client, admin):
+    tokens_for(client)
+    req_id = start(client, secrets.token_urlsafe(40))
+    assert login(client, req_id, password="wrong-Passw0rd").status_code == 401
+    r = admin.client.get('/ziti-lite/v1/audit?filter=operation="authenticate"&sort=id desc&limit=2',
+                         headers={"zt-session": admin.token})
+    assert r.status_code == 200, r.text
+    failed, ok = r.json()["data"]
+    assert (failed["path"], failed["outcome"], failed["reason"]) == ("/oidc/login/password", "failure", "INVALID_AUTH")
+    assert (ok["path"], ok["outcome"], ok["identityName"]) == ("/oidc/login/password", "success", "Default Admin")

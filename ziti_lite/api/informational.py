@@ -31,7 +31,8 @@ def version_doc(ctl) -> dict:
         "revision": REVISION,
         "buildDate": BUILD_DATE,
         "runtimeVersion": f"ziti-lite {__version__} (Python {platform.python_version()})",
-        "capabilities": [],
+        # OIDC_AUTH: the /oidc provider, bearer tokens on the APIs and in the router's hello
+        "capabilities": ["OIDC_AUTH"] if ctl.oidc is not None else [],
         "apiVersions": {
             "edge": client,
             "edge-client": client,

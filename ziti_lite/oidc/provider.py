@@ -16,6 +16,7 @@ asks for was given (else the callback answers ``interaction_required``), as upst
 
 from __future__ import annotations
 
+import collections
 import fnmatch
 import html
 import json
@@ -36,9 +37,10 @@ from ..api.authentication import Authenticate, password_login
 from ..api.context import Ctx
 from ..api.enrollment import cert_login
 from ..auth import mfa, sessions
-from ..auth.methods import Login
+from ..api.router import Route
+from ..auth.methods import Login, login_outcome
 from ..auth.policy import policy_secondary
-from ..errors import ApiError
+from ..errors import ApiError, InvalidAuth
 from ..pki.ca import fingerprint
 from ..tls import peer_certs
 from . import tokens
@@ -106,6 +108,7 @@ class Provider:
         self.ctl = ctl
         self.requests: dict[str, AuthRequest] = {}
         self.codes: dict[str, str] = {}
+        self.grants: collections.Counter[str] = collections.Counter()   # tokens issued, by grant type
 
     @staticmethod
     def handles(path: str) -> bool:
@@ -244,7 +247,8 @@ class Provider:
         if r is None:
             return PlainTextResponse("The authentication request failed: the auth request was not found or expired",
                                      status_code=401)
-        ctx = Ctx(self.ctl, request, "client", {}, None)  # type: ignore[arg-type]  # no API route: a login step
+        ctx = Ctx(self.ctl, request, "client", {}, _LOGIN_ROUTE)
+        username = _str(payload.get("username"))
         try:
             if method == "password":
                 body = msgspec.convert({k: v for k, v in payload.items() if k in ("username", "password")},
@@ -252,10 +256,12 @@ class Provider:
                 login: Login = await password_login(ctx, body)
             else:
                 login = await cert_login(ctx, None)
-        except (ApiError, msgspec.ValidationError):
+        except (ApiError, msgspec.ValidationError) as e:
+            login_outcome(ctx, method, None, None, e if isinstance(e, ApiError) else InvalidAuth(), username)
             if method == "password" and not wants_json:
                 return _login_html(r.id, "The authentication request failed", status=401)
             return PlainTextResponse("The authentication request failed", status_code=401)
+        login_outcome(ctx, method, login, None, None, username)   # the authentication event and audit row
         store = self.ctl.store
         for fp in _fingerprints(request):
             if fp not in r.fingerprints:
@@ -303,14 +309,18 @@ class Provider:
         form = await _form(request)
         grant = form.get("grant_type", "")
         if grant == "authorization_code":
-            return self._code_grant(request, form)
-        if grant == "refresh_token":
-            return self._refresh_grant(form)
-        if grant == TOKEN_EXCHANGE:
-            return self._exchange_grant(form)
-        if not grant:
+            response = self._code_grant(request, form)
+        elif grant == "refresh_token":
+            response = self._refresh_grant(form)
+        elif grant == TOKEN_EXCHANGE:
+            response = self._exchange_grant(form)
+        elif not grant:
             return oauth_error("invalid_request", "grant_type missing")
-        return oauth_error("unsupported_grant_type", f"{grant} not supported")
+        else:
+            return oauth_error("unsupported_grant_type", f"{grant} not supported")
+        if response.status_code == 200:
+            self.grants[grant] += 1
+        return response
 
     def _code_grant(self, request: Request, form: dict[str, str]) -> Response:
         code = form.get("code", "")
@@ -550,6 +560,13 @@ def _login_html(id: str, error: str | None, status: int = 200, headers: dict | N
             f" name=\"password\"></label><button type=\"submit\">Login</button>{err}</form></body></html>")
     return HTMLResponse(page, status_code=status, headers=headers)
 
+
+async def _no_handler(ctx: Ctx) -> Response:
+    raise AssertionError("the login steps are dispatched by Provider")
+
+
+# what the login outcome hooks (events, audit) see of a login step: no edge API route serves it
+_LOGIN_ROUTE = Route("client", "POST", "/oidc/login", _no_handler, auth="public", op_id="oidcLogin", tag="oidc")
 
 _ROUTES = {
     ("GET", "/.well-known/openid-configuration"): Provider.discovery,
