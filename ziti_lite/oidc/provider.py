@@ -36,8 +36,8 @@ from .. import clock
 from ..api.authentication import Authenticate, password_login
 from ..api.context import Ctx
 from ..api.enrollment import cert_login
-from ..auth import mfa, sessions
 from ..api.router import Route
+from ..auth import mfa, sessions
 from ..auth.methods import Login, login_outcome
 from ..auth.policy import policy_secondary
 from ..errors import ApiError, InvalidAuth
