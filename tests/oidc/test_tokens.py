@@ -75,7 +75,7 @@ def test_with_totp_the_code_comes_only_after_the_totp_step(client, admin):
     req_id = start(client, verifier)
     r = login(client, req_id)
     assert r.status_code == 200 and r.headers["totp-required"] == "true"
-    assert r.json()["authQueries"][0]["typeId"] == "MFA"
+    assert r.json()["authQueries"][0]["typeId"] == "TOTP"
     cb = client.get(f"/oidc/authorize/callback?id={req_id}", follow_redirects=False)
     assert urllib.parse.parse_qs(urllib.parse.urlparse(cb.headers["location"]).query)["error"] == [
         "interaction_required"]

@@ -38,6 +38,7 @@ from ..api.context import Ctx
 from ..api.enrollment import cert_login
 from ..api.router import Route
 from ..auth import mfa, sessions
+from ..auth.extjwt import ext_jwt_login
 from ..auth.methods import Login, login_outcome
 from ..auth.policy import policy_secondary
 from ..errors import ApiError, InvalidAuth
@@ -74,6 +75,7 @@ class AuthRequest:
     amr: list[str] = field(default_factory=list)
     config_types: list[str] = field(default_factory=list)
     totp_required: bool = False
+    totp_enrolled: bool = False
     cert_extendable: bool = False
     auth_time: int = 0
     sdk_info: Any = None
@@ -238,6 +240,9 @@ class Provider:
     async def login_cert(self, request: Request) -> Response:
         return await self._login(request, "cert")
 
+    async def login_ext_jwt(self, request: Request) -> Response:
+        return await self._login(request, "ext-jwt")
+
     async def _login(self, request: Request, method: str) -> Response:
         payload = await _payload(request)
         id = (request.query_params.get("authRequestID") or request.query_params.get("id")
@@ -254,8 +259,10 @@ class Provider:
                 body = msgspec.convert({k: v for k, v in payload.items() if k in ("username", "password")},
                                        Authenticate, strict=False)
                 login: Login = await password_login(ctx, body)
-            else:
+            elif method == "cert":
                 login = await cert_login(ctx, None)
+            else:   # ext-jwt: the external JWT as Authorization: Bearer, as /authenticate takes it
+                login = await ext_jwt_login(ctx, None)
         except (ApiError, msgspec.ValidationError) as e:
             login_outcome(ctx, method, None, None, e if isinstance(e, ApiError) else InvalidAuth(), username)
             if method == "password" and not wants_json:
@@ -275,6 +282,7 @@ class Provider:
         r.auth_time = int(clock.now().timestamp())
         verified = store.value("SELECT 1 FROM mfa WHERE identity_id = ? AND is_verified = 1", (login.identity_id,))
         r.totp_required = verified is not None or bool(policy_secondary(store, login.identity_id).get("requireTotp"))
+        r.totp_enrolled = verified is not None
         headers = {"totp-required": "true"} if r.totp_required else {}
         if not r.done():
             return JSONResponse({"authQueries": _auth_queries(r)}, headers=headers)
@@ -298,8 +306,45 @@ class Provider:
                 code = _str(payload.get("code"))
                 ok = rec is not None and bool(rec["is_verified"]) and mfa.check_code(store, rec, code)
         if r is None or not ok:
-            return JSONResponse({"error": {"code": "INVALID TOTP CODE", "message": "an invalid TOTP code was supplied"},
-                                 "meta": {}}, status_code=400)
+            return _api_error(400, "INVALID TOTP CODE", "an invalid TOTP code was supplied")   # upstream's code
+        if tokens.AMR_TOTP not in r.amr:
+            r.amr.append(tokens.AMR_TOTP)
+        return RedirectResponse(f"/oidc/authorize/callback?id={r.id}", status_code=302)
+
+    async def totp_enroll(self, request: Request) -> Response:
+        """Start a TOTP enrollment for the identity of a logged-in auth request (the policy asks
+        for TOTP, the identity has none): 201 with the MFA detail, as newer SDKs expect."""
+        payload = await _payload(request)
+        r = self._request_for(_str(payload.get("id")) or request.query_params.get("id"))
+        if r is None or not r.identity_id:
+            return _api_error(401, "UNAUTHORIZED", "the auth request is unknown, expired or not logged in")
+        store = self.ctl.store
+        with store.write():
+            rec = mfa.get(store, r.identity_id)
+            if rec is not None and rec["is_verified"]:
+                return _api_error(409, "ALREADY_EXISTS", "the identity has a verified TOTP enrollment")
+            if rec is None:
+                rec = mfa.create(store, r.identity_id)
+        name = store.value("SELECT name FROM identities WHERE id = ?", (r.identity_id,)) or r.identity_id
+        return JSONResponse({"id": rec["id"], "isVerified": False, "recoveryCodes": rec["recovery_codes"],
+                             "provisioningUrl": mfa.provisioning_url(mfa.issuer(self.ctl), name, rec["secret"])},
+                            status_code=201)
+
+    async def totp_enroll_verify(self, request: Request) -> Response:
+        """Finish the enrollment with a current code: the TOTP factor counts for this login too."""
+        payload = await _payload(request)
+        r = self._request_for(_str(payload.get("id")) or request.query_params.get("id"))
+        if r is None or not r.identity_id:
+            return _api_error(401, "UNAUTHORIZED", "the auth request is unknown, expired or not logged in")
+        store = self.ctl.store
+        with store.write():
+            rec = mfa.get(store, r.identity_id)
+            if rec is None or rec["is_verified"]:
+                return _api_error(404, "NOT_FOUND", "no TOTP enrollment is waiting for verification")
+            if not mfa.check_code(store, rec, _str(payload.get("code")), recovery=False):
+                return _api_error(400, "INVALID_TOTP_CODE", "an invalid TOTP code was supplied")
+            mfa.mark_verified(store, rec)
+        r.totp_enrolled = True
         if tokens.AMR_TOTP not in r.amr:
             r.amr.append(tokens.AMR_TOTP)
         return RedirectResponse(f"/oidc/authorize/callback?id={r.id}", status_code=302)
@@ -475,10 +520,16 @@ def jwks_alg(ctl) -> str:
 
 
 def _auth_queries(r: AuthRequest) -> list[dict]:
+    """Upstream's TOTP query of a login step (``isTotpEnrolled`` as newer controllers add it:
+    without it an SDK would try to enroll)."""
     if r.totp_required and tokens.AMR_TOTP not in r.amr:
-        return [{"format": "numeric", "httpMethod": "POST", "id": "TOTP", "maxLength": 8, "minLength": 6,
-                 "provider": "ziti", "typeId": "MFA"}]
+        return [{"format": "numeric", "httpMethod": "POST", "httpUrl": "./oidc/login/totp", "maxLength": 8,
+                 "minLength": 6, "provider": "ziti", "typeId": "TOTP", "isTotpEnrolled": r.totp_enrolled}]
     return []
+
+
+def _api_error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}, "meta": {}}, status_code=status)
 
 
 def _peer_cert(request: Request) -> bool:
@@ -581,7 +632,11 @@ _ROUTES = {
     ("POST", "/login/username"): Provider.login_password,
     ("GET", "/login/cert"): Provider.login_get,
     ("POST", "/login/cert"): Provider.login_cert,
+    ("GET", "/login/ext-jwt"): Provider.login_get,
+    ("POST", "/login/ext-jwt"): Provider.login_ext_jwt,
     ("POST", "/login/totp"): Provider.totp,
+    ("POST", "/login/totp/enroll"): Provider.totp_enroll,
+    ("POST", "/login/totp/enroll/verify"): Provider.totp_enroll_verify,
     ("POST", "/oauth/token"): Provider.token,
     ("POST", "/revoke"): Provider.revoke,
     ("GET", "/end_session"): Provider.end_session,
