@@ -68,6 +68,10 @@ def bearer(token: str) -> dict:
     return {"authorization": f"Bearer {token}"}
 
 
+def test_version_advertises_oidc_auth(client):
+    assert client.get("/version").json()["data"]["capabilities"] == ["OIDC_AUTH"]
+
+
 def test_discovery_under_both_paths_names_the_endpoints(client, ctl):
     a = client.get("/.well-known/openid-configuration").json()
     b = client.get("/oidc/.well-known/openid-configuration").json()
@@ -194,6 +198,7 @@ def test_without_oidc_nothing_is_served(tmp_path):
     app = create_app(Settings(db=str(tmp_path / "x.db"), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD,
                               oidc=False))
     with TestClient(app) as c:
+        assert c.get("/version").json()["data"]["capabilities"] == []
         assert c.get("/oidc/keys").status_code == 404
         assert_error(c.get(MGMT + "/identities", headers={"authorization": "Bearer a.b.c"}), 401, "UNAUTHORIZED")
     app.state.controller.store.close()
