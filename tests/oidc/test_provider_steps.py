@@ -80,3 +80,22 @@ def test_the_password_step_shares_the_lockout_of_authenticate(client, admin):
     # locked: the right password is refused on both paths now
     assert login(client, start(client, verifier), username=username, password=PASSWORD).status_code == 401
     assert net.authenticate(username).status_code == 401
+
+
+def test_an_ext_jwt_secondary_factor_goes_beside_the_access_token(client, admin):
+    """A policy's ``requireExtJwtSigner``: the OIDC token alone is partial; with the external
+    JWT as a second ``Authorization: Bearer`` (as beside a zt-session) it is a full session."""
+    net = Net(admin)
+    signer = cert_signer(admin)
+    policy = net.policy(secondary={"requireExtJwtSigner": signer})
+    ident, username = net.user(policy=policy)
+    verifier = secrets.token_urlsafe(40)
+    r = login(client, start(client, verifier), username=username, password=PASSWORD)
+    assert r.status_code == 302, r.text
+    t = finish(client, r.headers["location"], verifier)
+    ours = ("authorization", f"Bearer {t['access_token']}")
+    theirs = ("authorization", f"Bearer {sign(Keys.main, fp_kid(), claims(ident))}")
+    assert client.get(CLIENT + "/services", headers=[ours]).status_code == 401
+    assert client.get(CLIENT + "/current-api-session", headers=[ours]).status_code == 200   # partial
+    assert client.get(CLIENT + "/services", headers=[ours, theirs]).status_code == 200
+    assert client.get(CLIENT + "/services", headers=[theirs, ours]).status_code == 200

@@ -204,11 +204,12 @@ def verify_access(ctl, token: str) -> dict:
     return claims
 
 
-def bearer(headers) -> str | None:
-    """The first ``Authorization: Bearer`` value that looks like one of our JWTs (three parts whose
-    header names our kid's algorithm family), else None."""
+def bearers(headers) -> list[str]:
+    """The ``Authorization: Bearer`` values that look like JWTs with a ``kid`` (ours, or an
+    external signer's for a secondary ext-jwt factor, sent beside ours)."""
     if headers is None:
-        return None
+        return []
+    out = []
     for value in headers.getlist("authorization") if hasattr(headers, "getlist") else [headers.get("authorization")]:
         if value and value[:7].lower() == "bearer ":
             token = value[7:].strip()
@@ -217,8 +218,14 @@ def bearer(headers) -> str | None:
             except (ValueError, IndexError):
                 continue
             if isinstance(head, dict) and head.get("kid"):
-                return token
-    return None
+                out.append(token)
+    return out
+
+
+def bearer(headers) -> str | None:
+    """The first of ``bearers``, else None."""
+    found = bearers(headers)
+    return found[0] if found else None
 
 
 def session_row(ctl, claims: dict) -> dict | None:
@@ -232,12 +239,13 @@ def session_row(ctl, claims: dict) -> dict | None:
 def lookup(ctl, headers) -> sessions.Session | None:
     """The Session a bearer access token on the request stands for, or None: the same identity,
     partial state, inactivity expiry and revocation as the API session row it names."""
-    token = bearer(headers)
-    if token is None:
-        return None
-    try:
-        claims = verify_access(ctl, token)
-    except Rejected:
+    for token in bearers(headers):
+        try:
+            claims = verify_access(ctl, token)
+        except Rejected:
+            continue
+        break
+    else:
         return None
     row = session_row(ctl, claims)
     if row is None:
