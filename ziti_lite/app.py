@@ -129,9 +129,10 @@ class Controller:
         event_tables.watch(self.store, self.events)  # API session, session, terminator rows
         self.router = wiring.router()
         self.oidc_verified = {}
-        self.oidc = OidcProvider(self) if settings.oidc else None
         self._headers = [(b"server", f"ziti-controller/v{UPSTREAM_VERSION}".encode()),
                          (b"ziti-instance-id", self.instance_id.encode())]
+        # the OIDC provider answers with the same server, instance and CORS headers (browser consoles)
+        self.oidc = OidcProvider(self, self._headers + CORS) if settings.oidc else None
 
     # ---------------------------------------------------------------- ASGI
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

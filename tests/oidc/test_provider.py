@@ -253,3 +253,10 @@ def test_logins_leave_their_audit_rows_under_oidc(client, admin):
     failed, ok = r.json()["data"]
     assert (failed["path"], failed["outcome"], failed["reason"]) == ("/oidc/login/password", "failure", "INVALID_AUTH")
     assert (ok["path"], ok["outcome"], ok["identityName"]) == ("/oidc/login/password", "success", "Default Admin")
+
+
+def test_answers_carry_the_controllers_headers_and_preflights_pass(client):
+    r = client.get("/oidc/keys")
+    assert r.headers["access-control-allow-origin"] == "*" and r.headers["server"].startswith("ziti-controller/")
+    r = client.options("/oidc/oauth/token")
+    assert r.status_code == 200 and "authorization" in r.headers["access-control-allow-headers"]

@@ -106,8 +106,9 @@ def _redirect_error(req_uri: str, error: str, description: str, state: str) -> R
 class Provider:
     """The OIDC endpoints of one controller (``Controller.oidc``)."""
 
-    def __init__(self, ctl):
+    def __init__(self, ctl, headers: list[tuple[bytes, bytes]] | None = None):
         self.ctl = ctl
+        self.headers = headers or []     # added to every answer (the controller's server and CORS headers)
         self.requests: dict[str, AuthRequest] = {}
         self.codes: dict[str, str] = {}
         self.grants: collections.Counter[str] = collections.Counter()   # tokens issued, by grant type
@@ -124,8 +125,10 @@ class Provider:
             path = path[len("/oidc"):]
         handler = _ROUTES.get((scope["method"] if scope["method"] != "HEAD" else "GET", path))
         try:
-            if handler is None:
-                response: Response = PlainTextResponse("404 page not found", status_code=404)
+            if scope["method"] == "OPTIONS" and any(p == path for _, p in _ROUTES):   # a CORS preflight
+                response: Response = Response(b"", status_code=200)
+            elif handler is None:
+                response = PlainTextResponse("404 page not found", status_code=404)
             else:
                 self._clean()
                 response = await handler(self, request)
@@ -136,6 +139,7 @@ class Provider:
             log.exception("OIDC %s %s", scope["method"], scope["path"])
             response = oauth_error("server_error", "internal error", 500)
         response.headers["cache-control"] = "no-store"
+        response.raw_headers.extend(self.headers)
         await response(scope, receive, send)
 
     def _clean(self) -> None:
