@@ -260,3 +260,19 @@ def test_answers_carry_the_controllers_headers_and_preflights_pass(client):
     assert r.headers["access-control-allow-origin"] == "*" and r.headers["server"].startswith("ziti-controller/")
     r = client.options("/oidc/oauth/token")
     assert r.status_code == 200 and "authorization" in r.headers["access-control-allow-headers"]
+
+
+GARBAGE = [b"", b"{", b"[1,2]", b'{"username": 5, "password": [], "configTypes": {"a": 1}, "sdkInfo": [1]}',
+           b'{"id": {"x": 1}, "code": 123}', b"\xff\xfe", b"a=%ff&&=&grant_type=authorization_code&code=%00"]
+
+
+@pytest.mark.parametrize("path", ["/oidc/login/password", "/oidc/login/cert", "/oidc/login/ext-jwt", "/oidc/login/totp",
+                                  "/oidc/login/totp/enroll", "/oidc/login/totp/enroll/verify", "/oidc/oauth/token",
+                                  "/oidc/revoke", "/oidc/authorize", "/oidc/end_session", "/oidc/userinfo"])
+def test_garbage_never_gets_a_500(client, path):
+    req_id = start(client, secrets.token_urlsafe(40))
+    for body in GARBAGE:
+        for ctype in ("application/json", "application/x-www-form-urlencoded"):
+            r = client.post(f"{path}?authRequestID={req_id}", content=body, headers={"content-type": ctype,
+                            "authorization": "Bearer e30.e30.e30"}, follow_redirects=False)
+            assert r.status_code < 500, (path, body, r.text)

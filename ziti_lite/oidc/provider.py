@@ -281,8 +281,8 @@ class Provider:
         r.cert_extendable = login.cert_extendable
         if method not in r.amr:
             r.amr.append(method)
-        r.config_types = sessions.resolve_config_types(store, payload.get("configTypes"))
-        r.sdk_info, r.env_info = payload.get("sdkInfo"), payload.get("envInfo")
+        r.config_types = sessions.resolve_config_types(store, _strings(payload.get("configTypes")))
+        r.sdk_info, r.env_info = _info(payload.get("sdkInfo")), _info(payload.get("envInfo"))
         r.auth_time = int(clock.now().timestamp())
         verified = store.value("SELECT 1 FROM mfa WHERE identity_id = ? AND is_verified = 1", (login.identity_id,))
         r.totp_required = verified is not None or bool(policy_secondary(store, login.identity_id).get("requireTotp"))
@@ -548,6 +548,22 @@ def _fingerprints(request: Request) -> list[str]:
 
 def _str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
+
+
+def _strings(v: Any) -> list[str] | None:
+    """Config type names as a login sends them: a comma-separated string or a list of strings."""
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list):
+        return [x for x in v if isinstance(x, str)][:100]
+    return None
+
+
+def _info(v: Any) -> dict[str, str] | None:
+    """SDK or environment info for the token claims: string values only, bounded."""
+    if not isinstance(v, dict):
+        return None
+    return {k[:64]: x[:255] for k, x in list(v.items())[:16] if isinstance(k, str) and isinstance(x, str)} or None
 
 
 def _is_json(request: Request) -> bool:
