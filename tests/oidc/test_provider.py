@@ -276,3 +276,12 @@ def test_garbage_never_gets_a_500(client, path):
             r = client.post(f"{path}?authRequestID={req_id}", content=body, headers={"content-type": ctype,
                             "authorization": "Bearer e30.e30.e30"}, follow_redirects=False)
             assert r.status_code < 500, (path, body, r.text)
+
+
+def test_introspection_follows_revocation(client):
+    t = tokens_for(client)
+    r = client.post("/oidc/oauth/introspect", data={"token": t["access_token"]}).json()
+    assert r["active"] is True and r["token_type"] == "Bearer"
+    assert client.post("/oidc/oauth/introspect", data={"token": "x.y.z"}).json() == {"active": False}
+    client.delete(CLIENT + "/current-api-session", headers=bearer(t["access_token"]))
+    assert client.post("/oidc/oauth/introspect", data={"token": t["refresh_token"]}).json() == {"active": False}

@@ -495,6 +495,26 @@ class Provider:
             break
         return Response(b"", status_code=200)   # RFC 7009: unknown tokens are no error
 
+    async def introspect(self, request: Request) -> Response:
+        """RFC 7662: whether a token of ours is active (signature, expiry, revocation, its API
+        session), and its main claims when it is; only the token's holder can ask."""
+        form = await _form(request)
+        token = form.get("token", "")
+        for kind in (tokens.TYPE_ACCESS, tokens.TYPE_REFRESH):
+            try:
+                claims = (tokens.verify_access(self.ctl, token) if kind == tokens.TYPE_ACCESS
+                          else tokens.verify_refresh(self.ctl, token))
+            except tokens.Rejected:
+                continue
+            if tokens.session_row(self.ctl, claims) is None:
+                break
+            return JSONResponse({"active": True, "sub": claims["sub"], "client_id": claims.get("client_id"),
+                                 "aud": claims.get("aud"), "iss": claims.get("iss"), "exp": claims["exp"],
+                                 "iat": claims.get("iat"), "jti": claims["jti"],
+                                 "token_type": "Bearer" if kind == tokens.TYPE_ACCESS else "refresh_token",
+                                 "scope": " ".join(claims.get("scopes") or [])})
+        return JSONResponse({"active": False})
+
     async def end_session(self, request: Request) -> Response:
         q = dict(request.query_params)
         if request.method == "POST":
@@ -659,6 +679,7 @@ _ROUTES = {
     ("POST", "/login/totp/enroll/verify"): Provider.totp_enroll_verify,
     ("POST", "/oauth/token"): Provider.token,
     ("POST", "/revoke"): Provider.revoke,
+    ("POST", "/oauth/introspect"): Provider.introspect,
     ("GET", "/end_session"): Provider.end_session,
     ("POST", "/end_session"): Provider.end_session,
     ("GET", "/logged-out"): Provider.logged_out,
