@@ -99,11 +99,13 @@ def test_tokens_verify_against_the_published_keys_with_upstreams_claims(client):
     assert ident["sub"] == claims["sub"]
 
 
-def test_wrong_verifier_is_invalid_grant_and_burns_the_code(client):
+def test_wrong_verifier_is_invalid_grant_and_leaves_the_code_to_its_holder(client):
     verifier = secrets.token_urlsafe(40)
     code = code_for(client, verifier)
     r = exchange(client, code, "x" + verifier)
-    assert r.status_code == 400 and r.json()["error"] == "invalid_grant"
+    assert r.status_code == 400
+    assert r.json() == {"error": "invalid_grant", "error_description": "invalid code challenge"}
+    assert exchange(client, code, verifier).status_code == 200   # upstream keeps it too
     assert exchange(client, code, verifier).json()["error"] == "invalid_grant"
 
 
@@ -122,20 +124,36 @@ def test_a_redirect_uri_other_than_the_authorized_one_is_invalid_grant(client):
     assert r.status_code == 400 and r.json()["error"] == "invalid_grant"
 
 
-def test_an_unregistered_redirect_uri_is_refused_without_redirecting(client):
-    r = client.get("/oidc/authorize?" + urllib.parse.urlencode({
-        "client_id": "openziti", "response_type": "code", "scope": "openid", "redirect_uri": "https://evil.example/cb",
-        "code_challenge": "x", "code_challenge_method": "S256"}), follow_redirects=False)
-    assert r.status_code == 400 and r.json()["error"] == "invalid_request"
+def test_an_unregistered_redirect_uri_or_client_is_refused_without_redirecting(client):
+    q = {"client_id": "openziti", "response_type": "code", "scope": "openid", "redirect_uri": "https://evil.example/cb",
+         "code_challenge": "x", "code_challenge_method": "S256"}
+    r = client.get("/oidc/authorize?" + urllib.parse.urlencode(q), follow_redirects=False)
+    assert r.status_code == 400 and r.text.startswith("The requested redirect_uri is missing in the client")
+    r = client.get("/oidc/authorize?" + urllib.parse.urlencode({**q, "client_id": "x", "redirect_uri": REDIRECT}),
+                   follow_redirects=False)
+    assert r.status_code == 400 and r.text == "unable to retrieve client by id"
 
 
-def test_without_pkce_the_client_is_sent_back_an_error(client):
+def test_without_openid_the_client_is_sent_back_invalid_scope(client):
     r = client.get("/oidc/authorize?" + urllib.parse.urlencode({
-        "client_id": "openziti", "response_type": "code", "scope": "openid", "redirect_uri": REDIRECT,
-        "state": "s"}), follow_redirects=False)
+        "client_id": "openziti", "response_type": "code", "scope": "offline_access", "redirect_uri": REDIRECT,
+        "state": "s", "code_challenge": "x", "code_challenge_method": "S256"}), follow_redirects=False)
     assert r.status_code == 302
     q = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers["location"]).query)
-    assert q["error"] == ["invalid_request"] and q["state"] == ["s"]
+    assert q["error"] == ["invalid_scope"] and q["state"] == ["s"]
+
+
+def test_without_pkce_the_code_is_refused_at_the_token_endpoint(client):
+    r = client.get("/oidc/authorize?" + urllib.parse.urlencode({
+        "client_id": "native", "response_type": "code", "scope": "openid", "redirect_uri": REDIRECT,
+        "state": "st4te"}), follow_redirects=False)
+    req_id = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers["location"]).query)["authRequestID"][0]
+    r = client.get(login(client, req_id).headers["location"], follow_redirects=False)
+    code = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers["location"]).query)["code"][0]
+    r = client.post("/oidc/oauth/token", data={"grant_type": "authorization_code", "code": code,
+                                               "redirect_uri": REDIRECT, "client_id": "native"})
+    assert r.status_code == 400
+    assert r.json() == {"error": "invalid_request", "error_description": "code_challenge required"}
 
 
 def test_an_expired_auth_request_cannot_log_in_nor_be_exchanged(client, ctl, monkeypatch):

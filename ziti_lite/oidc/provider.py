@@ -58,6 +58,7 @@ TT_REFRESH = "urn:ietf:params:oauth:token-type:refresh_token"
 TT_ACCESS = "urn:ietf:params:oauth:token-type:access_token"
 TT_ID = "urn:ietf:params:oauth:token-type:id_token"
 ID_TOKEN_GRACE_SECONDS = 60     # see _exchange_grant
+_CONTACT = " If you have any questions, you may contact the administrator of the application."
 
 
 @dataclass
@@ -184,21 +185,27 @@ class Provider:
         q = dict(request.query_params)
         if request.method == "POST":
             q.update(await _form(request))
+        # upstream's answers: plain text where no redirect URI can be trusted, else a redirect
         client_id = q.get("client_id", "")
         if client_id not in tokens.CLIENT_IDS:
-            return oauth_error("invalid_client", "client_id is not a known client")
+            return PlainTextResponse("unable to retrieve client by id", status_code=400)
         redirect_uri = q.get("redirect_uri", "")
         if not _allowed(redirect_uri, REDIRECT_GLOBS):
-            return oauth_error("invalid_request", "the requested redirect_uri is missing in the client configuration")
+            return PlainTextResponse("The requested redirect_uri is missing in the client configuration." + _CONTACT,
+                                     status_code=400)
         state = q.get("state", "")
         if q.get("response_type") != "code":
-            return _redirect_error(redirect_uri, "unsupported_response_type", "only the code flow is supported", state)
+            return _redirect_error(redirect_uri, "unsupported_response_type",
+                                   "The requested response type is missing in the client configuration." + _CONTACT,
+                                   state)
         scopes = q.get("scope", "").split()
         if "openid" not in scopes:
-            return _redirect_error(redirect_uri, "invalid_scope", "the scope openid is missing in your request", state)
+            return _redirect_error(redirect_uri, "invalid_scope", "The scope openid is missing in your request. Please"
+                                   " ensure the scope openid is added to the request." + _CONTACT, state)
+        # without a challenge the login may go on: the token endpoint then refuses the code, as upstream
         challenge = q.get("code_challenge", "")
-        if not challenge or q.get("code_challenge_method") != "S256":
-            return _redirect_error(redirect_uri, "invalid_request", "code_challenge with method S256 is required",
+        if challenge and q.get("code_challenge_method") != "S256":
+            return _redirect_error(redirect_uri, "invalid_request", "only the code_challenge_method S256 is supported",
                                    state)
         id = secrets.token_hex(16)
         self.requests[id] = AuthRequest(id, client_id, redirect_uri, state, q.get("nonce", ""), scopes, challenge,
@@ -373,19 +380,23 @@ class Provider:
 
     def _code_grant(self, request: Request, form: dict[str, str]) -> Response:
         code = form.get("code", "")
-        id = self.codes.pop(code, None)     # a code is good for one exchange
+        id = self.codes.get(code)
         r = self._request_for(id) if id else None
-        if r is not None:
-            self.requests.pop(r.id, None)
         if r is None or not r.done():
             return oauth_error("invalid_grant", "invalid code")
+        # a refused exchange leaves the code to its rightful holder (the verifier is the proof), as upstream
         if form.get("client_id", r.client_id) != r.client_id:
             return oauth_error("invalid_client", "the code was issued to another client")
         if form.get("redirect_uri", "") != r.redirect_uri:
             return oauth_error("invalid_grant", "redirect_uri does not correspond")
+        if not r.challenge:
+            return oauth_error("invalid_request", "code_challenge required")
         verifier = form.get("code_verifier", "")
         if not verifier or not secrets.compare_digest(tokens.digest(verifier), r.challenge):
             return oauth_error("invalid_grant", "invalid code challenge")
+        if self.codes.pop(code, None) is None:   # a code is good for one exchange
+            return oauth_error("invalid_grant", "invalid code")
+        self.requests.pop(r.id, None)
         store = self.ctl.store
         ident = store.one("SELECT is_admin, is_default_admin, external_id FROM identities WHERE id = ?",
                           (r.identity_id,))

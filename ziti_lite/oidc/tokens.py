@@ -110,7 +110,9 @@ def issue(ctl, *, identity_id: str, api_session_id: str, client_id: str, amr: li
     out = {"access_token": access_token, "token_type": "Bearer", "refresh_token": sign_jwt(pair, refresh),
            "expires_in": access_seconds, "scope": " ".join(scopes)}
     if with_id_token:
-        ident = {**base, "exp": now + ID_SECONDS, "azp": client_id, "at_hash": at_hash(access_token)}
+        name = ctl.store.value("SELECT name FROM identities WHERE id = ?", (identity_id,))
+        ident = {**base, "exp": now + ID_SECONDS, "azp": client_id, "client_id": client_id, "name": name,
+                 "z_ia": is_admin, "at_hash": at_hash(access_token)}
         if nonce:
             ident["nonce"] = nonce
         out["id_token"] = sign_jwt(pair, ident)
