@@ -566,3 +566,16 @@ CREATE TABLE IF NOT EXISTS audit_log (
 -- written at its COMMIT); filters on anything but time scan, as audit queries are rare
 CREATE INDEX IF NOT EXISTS audit_log_created ON audit_log(created_at);
 -- @end audit
+
+-- the OIDC provider's revocation list (ziti_lite/oidc/): ids of refresh and access tokens (their
+-- ``jti``) that must no longer be accepted, each kept until the token would have expired anyway
+-- (the janitor prunes it then). Schema version 4 added this section: the migration from version 3
+-- runs it as written here.
+-- @section oidc
+CREATE TABLE IF NOT EXISTS revocations (
+    id TEXT PRIMARY KEY,               -- the revoked token's jti
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL           -- the token's own expiry: after it, the row is pruned
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS revocations_expiry ON revocations(expires_at);
+-- @end oidc

@@ -118,3 +118,21 @@ def test_serve_refuses_an_unknown_event_type_in_one_line(runner, tmp_path):
                             "entityChange,bogus"])
     assert r.exit_code != 0 and "unknown event type 'bogus'" in r.output
     assert "Traceback" not in r.output and not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize(("args", "env", "on"), [([], {}, True), (["--no-oidc"], {}, False),
+                                                 ([], {"ZITI_LITE_OIDC": "false"}, False)])
+def test_serve_oidc_switch(runner, tmp_path, monkeypatch, args, env, on):
+    import signal
+
+    from ziti_lite import server
+    seen = []
+    monkeypatch.setattr(server, "serve", lambda settings, **kw: seen.append(settings))
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:   # serve installs its own signal handlers: the old ones are put back
+        r = runner.invoke(cli, ["serve", "--db", str(tmp_path / "x.db"), *args], env=env)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    assert r.exit_code == 0, r.output
+    assert seen[0].oidc is on

@@ -41,12 +41,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("policy engine", ("ziti_lite.policy", "ziti_lite.policy.model", "ziti_lite.policy.evaluate",
                        "ziti_lite.policy.links", "ziti_lite.policy.checks", "ziti_lite.client",
                        "ziti_lite.client.access", "ziti_lite.client.posture_checks")),
-    ("auth", ("ziti_lite.auth", "ziti_lite.auth.*")),
+    # the OIDC tokens are one more way to name an API session: verified beside the sessions
+    ("auth", ("ziti_lite.auth", "ziti_lite.auth.*", "ziti_lite.oidc", "ziti_lite.oidc.tokens")),
     ("enrollment creation", ("ziti_lite.enroll", "ziti_lite.enroll.create")),
     ("resources", ("ziti_lite.resources", "ziti_lite.resources.*")),
     # hand-written operations and hooks over the resources
+    # (and the OIDC provider's endpoints, which log in through the same primary methods)
     ("operations", ("ziti_lite.api.*", "ziti_lite.enroll.complete", "ziti_lite.policy.*", "ziti_lite.client.*",
-                    "ziti_lite.events.*", "ziti_lite.fabric", "ziti_lite.fabric.*")),
+                    "ziti_lite.events.*", "ziti_lite.fabric", "ziti_lite.fabric.*", "ziti_lite.oidc.*")),
     ("wiring", ("ziti_lite.wiring",)),
     # the routers: the embedded edge router, and the control channel of real routers (which
     # shares its checks, wire format and terminator strategy)

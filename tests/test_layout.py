@@ -18,6 +18,7 @@ CROSS_CUTTING = {
     "live_tls": "end to end over real TLS: a served controller and real clients",
     "c_sdk": "the OpenZiti C SDK (openziti wheel) against a live controller",
     "go_sdk": "the OpenZiti Go SDK against the embedded router (interop)",
+    "go_sdk_oidc": "the newest OpenZiti Go SDK, logging in through OIDC, against the embedded router (interop)",
     "real_router": "a real OpenZiti router (ziti router v1.3.3) under ziti-lite (interop)",
     "hot_path": "the read hot path's shortcuts (app, sessions, store, crud) against the plain code",
     "schema_matches_models": "schema.sql (not a module) against the resource table",

@@ -42,6 +42,8 @@ from .events import tables as event_tables
 from .events.bus import Bus
 from .lifecycle import renewal
 from .observe import PATHS, Observer
+from .oidc import tokens as oidc_tokens
+from .oidc.provider import Provider as OidcProvider
 from .zac import Console
 
 log = logging.getLogger("ziti_lite")
@@ -69,7 +71,7 @@ class Controller:
                  "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "periodic",
                  "ctrl_ssl_context", "ctrl_sock", "ctrl_server",
                  "session_rows", "extjwt_keys", "posture_states", "service_change_memory", "service_override_sigs",
-                 "traces", "tls_contexts", "cert_renewals", "events", "_headers")
+                 "traces", "tls_contexts", "cert_renewals", "events", "oidc", "oidc_verified", "_headers")
 
     settings: Settings
     store: Store
@@ -90,6 +92,8 @@ class Controller:
     periodic: list[Callable[[Controller], object]]  # run by the janitor every few seconds (client.sessions)
     session_rows: tuple[tuple[int, int], dict[str, Any]] | None  # the session lookup cache (auth.sessions)
     extjwt_keys: dict[str, Any]             # JWKS keys of ext-jwt signers (auth.extjwt)
+    oidc: OidcProvider | None               # the OIDC provider under /oidc (None: --no-oidc)
+    oidc_verified: dict[str, dict]          # verified OIDC access tokens -> claims (oidc.tokens)
     posture_states: dict[str, PostureState]  # identity id -> posture responses (client.posture_checks)
     service_change_memory: dict[str, str]   # identity id -> in-memory lastChangeAt (client.changes)
     service_override_sigs: dict[str, str]   # identity id -> its service-config overrides' digest (client.changes)
@@ -126,8 +130,11 @@ class Controller:
         self.events = Bus(self.instance_id)
         event_tables.watch(self.store, self.events)  # API session, session, terminator rows
         self.router = wiring.router()
+        self.oidc_verified = {}
         self._headers = [(b"server", f"ziti-controller/v{UPSTREAM_VERSION}".encode()),
                          (b"ziti-instance-id", self.instance_id.encode())]
+        # the OIDC provider answers with the same server, instance and CORS headers (browser consoles)
+        self.oidc = OidcProvider(self, self._headers + CORS) if settings.oidc else None
 
     # ---------------------------------------------------------------- ASGI
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -209,8 +216,18 @@ class Controller:
             return
         headers = ctx.request.headers
         token = headers.get("zt-session")
-        await sessions.warm(self, headers)  # JWKS keys for a secondary ext-jwt factor
-        session = sessions.lookup(self, token, headers)
+        if not token and self.oidc is not None:
+            # an OIDC access token as Authorization: Bearer (upstream: zt-session first); the
+            # JWKS warm-up below (~0.1 ms) only where a secondary ext-jwt factor may be missing
+            session = oidc_tokens.lookup(self, headers)
+            if session is not None and session.partial:
+                await sessions.warm(self, headers)
+                session = oidc_tokens.lookup(self, headers)
+        else:
+            session = None
+        if session is None:
+            await sessions.warm(self, headers)  # JWKS keys for a secondary ext-jwt factor
+            session = sessions.lookup(self, token, headers)
         if session is None:
             # upstream: a missing token is "unauthenticated for invalid credentials", an unknown one
             # a 401 without a cause; both say why in WWW-Authenticate
@@ -267,6 +284,8 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
             checkpointer.start()
         if renewal.tick not in ctl.periodic:   # certificates renewed while serving
             ctl.periodic.append(renewal.tick)
+        if ctl.oidc is not None and oidc_tokens.prune not in ctl.periodic:   # revocations of expired tokens
+            ctl.periodic.append(oidc_tokens.prune)
         task = asyncio.create_task(_janitor(ctl))
         events_runtime.start(ctl)   # the events file, entity counts, audit retention
         await edge.start(ctl)
@@ -310,6 +329,10 @@ class _App(Starlette):
             special = self.specials.get(path)
             if special is not None:
                 await special(scope, receive, send)
+                return
+            oidc = self.controller.oidc
+            if oidc is not None and oidc.handles(path):
+                await oidc(scope, receive, send)
                 return
             if self.console is not None and self.console.handles(path):
                 console, controller = self.console, self.controller

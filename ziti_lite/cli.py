@@ -66,6 +66,14 @@ def cli() -> None:
     help="seconds a router may leave the controller's heartbeats unanswered before it is offline",
 )
 @click.option(
+    "--oidc/--no-oidc",
+    default=True,
+    show_default=True,
+    envvar="ZITI_LITE_OIDC",
+    help="serve the OIDC provider under /oidc (the oauth2 scheme: newer SDKs log in through it and"
+    " /version advertises OIDC_AUTH); --no-oidc leaves clients on legacy API sessions",
+)
+@click.option(
     "--zac",
     default=None,
     envvar="ZITI_LITE_ZAC",
@@ -151,6 +159,7 @@ def serve(
     router_name,
     ctrl_port,
     ctrl_heartbeat_timeout,
+    oidc,
     zac,
     log_level,
     log_format,
@@ -196,6 +205,7 @@ def serve(
             router_name=router_name,
             ctrl_port=ctrl_port,
             ctrl_heartbeat_timeout=ctrl_heartbeat_timeout,
+            oidc=oidc,
             zac=zac,
             log_format=log_format,
             idle_timeout=idle_timeout,

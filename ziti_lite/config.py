@@ -21,6 +21,8 @@ class Settings:
     router_name: str = "ziti-lite"          # the embedded router's name in the network
     ctrl_port: int = 0                      # real routers' control channel (TLS); 0 = none (ctrl/)
     ctrl_heartbeat_timeout: float = 30.0    # seconds a router may leave our heartbeats unanswered
+    oidc: bool = True                       # serve the OIDC provider under /oidc (the oauth2 scheme)
+    oidc_access_seconds: int = 30 * 60      # OIDC access token life (upstream's default)
     zac: str | None = None                  # a built admin console (ZAC) served at /zac/
     log_format: str = "text"                # "json": JSON lines, access records with request ids
     checkpointer: bool = True               # WAL checkpoints in a worker thread while serving (tests: off)

@@ -30,7 +30,7 @@ def test_version_document(client, path):
     assert isinstance(v["revision"], str) and v["revision"]
     assert isinstance(v["buildDate"], str) and v["buildDate"]
     assert isinstance(v["runtimeVersion"], str)
-    assert v["capabilities"] == []          # no /oidc endpoints: clients must not try OIDC
+    assert v["capabilities"] == ["OIDC_AUTH"]   # the /oidc provider (tests/oidc), on unless --no-oidc
     apis = v["apiVersions"]
     assert set(apis) == {"edge", "edge-client", "edge-management", "health-checks"}
     assert apis["edge"] == apis["edge-client"]

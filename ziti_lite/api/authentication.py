@@ -18,6 +18,7 @@ from ..auth import passwords, sessions
 from ..auth.methods import METHODS, Login, auth_queries, login_outcome, method
 from ..auth.policy import identity_policy, is_disabled, primary_rules
 from ..errors import ApiError, CouldNotValidate, InvalidAuth, Unauthorized
+from ..oidc import tokens as oidc_tokens
 from ..resources.common import Body
 from ..resources.identities import IDENTITIES
 from . import crud
@@ -137,6 +138,15 @@ def session_detail(ctx: Ctx, row: dict, current: bool = True) -> dict:
     if current:
         out["expiresAt"] = clock.fmt(clock.parse(cached) + dt.timedelta(seconds=timeout))
         out["expirationSeconds"] = timeout
+        session = ctx.session
+        claims = ctx.ctl.oidc_verified.get(session.bearer) if session is not None and session.bearer else None
+        if claims is not None:
+            # named by an OIDC access token: upstream shows the token, "oidc" and the token's own expiry
+            assert session is not None and session.bearer is not None
+            out["token"] = session.bearer
+            out["authenticatorId"] = "oidc"
+            out["expiresAt"] = clock.fmt(dt.datetime.fromtimestamp(claims["exp"], dt.UTC))
+            out["expirationSeconds"] = max(0, claims["exp"] - int(clock.now().timestamp()))
     return out
 
 
@@ -212,6 +222,10 @@ async def current_api_session(ctx: Ctx):
 async def logout(ctx: Ctx):
     with ctx.store.write():
         ctx.store.execute("DELETE FROM api_sessions WHERE id = ?", (ctx.api_session.id,))
+        bearer = ctx.api_session.bearer
+        claims = ctx.ctl.oidc_verified.get(bearer) if bearer else None
+        if claims is not None:   # the row is gone (every token of the session with it); the list names this one
+            oidc_tokens.revoke(ctx.store, claims["jti"], claims["exp"])
     ctx.ctl.activity.pop(ctx.api_session.token, None)
     return env.empty()
 

@@ -22,7 +22,28 @@ REVISION = f"ziti-lite-{__version__}"
 ZERO_TIME = "0001-01-01T00:00:00.000Z"
 
 
-def version_doc(ctl) -> dict:
+def oidc_advertised(ctl) -> bool:
+    """OIDC_AUTH only where it works on every router of the network: real routers (enrolled
+    routers other than the embedded one) validate JWT API sessions from the router data model,
+    which ziti-lite does not stream, so SDKs that would prefer OIDC keep legacy sessions there."""
+    if ctl.oidc is None:
+        return False
+    conn = ctl.store.conn
+    gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())
+    known = _OIDC_VERDICTS.get(id(ctl))
+    if known is None or known[0] != gen:
+        embedded = ctl.state.get("edge_router_id") or ctl.store.value(
+            "SELECT value FROM controller WHERE key = 'edge_router_id'")
+        real = ctl.store.value("SELECT 1 FROM routers WHERE fingerprint IS NOT NULL AND id IS NOT ? LIMIT 1",
+                               (embedded,))
+        known = _OIDC_VERDICTS[id(ctl)] = (gen, real is None)
+    return known[1]
+
+
+_OIDC_VERDICTS: dict[int, tuple[tuple[int, int], bool]] = {}
+
+
+def version_doc(ctl, oidc: bool = False) -> dict:
     base = ctl.settings.base_url
     client = {"v1": {"apiBaseUrls": [base + "/edge/client/v1"], "path": "/edge/client/v1"}}
     return {
@@ -31,7 +52,8 @@ def version_doc(ctl) -> dict:
         "revision": REVISION,
         "buildDate": BUILD_DATE,
         "runtimeVersion": f"ziti-lite {__version__} (Python {platform.python_version()})",
-        "capabilities": [],
+        # OIDC_AUTH: the /oidc provider, bearer tokens on the APIs and in the router's hello
+        "capabilities": ["OIDC_AUTH"] if oidc else [],
         "apiVersions": {
             "edge": client,
             "edge-client": client,
@@ -42,18 +64,18 @@ def version_doc(ctl) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
-def _version_body(ctl) -> bytes:
-    return env.encode({"data": version_doc(ctl), "meta": {}})
+def _version_body(ctl, oidc: bool) -> bytes:
+    return env.encode({"data": version_doc(ctl, oidc), "meta": {}})
 
 
 @op("GET", "/", apis=BOTH, auth="public", op_id="listRoot", tag="informational")
 async def root(ctx: Ctx):
-    return env.JSON(_version_body(ctx.ctl))
+    return env.JSON(_version_body(ctx.ctl, oidc_advertised(ctx.ctl)))
 
 
 @op("GET", "/version", apis=BOTH, auth="public", op_id="listVersion", tag="informational")
 async def version(ctx: Ctx):
-    return env.JSON(_version_body(ctx.ctl))
+    return env.JSON(_version_body(ctx.ctl, oidc_advertised(ctx.ctl)))
 
 
 @op(

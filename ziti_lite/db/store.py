@@ -27,7 +27,7 @@ import apsw.bestpractice
 from .. import clock
 from . import search
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 KEEP_SNAPSHOTS = 3      # snapshots taken before migrations, kept beside the file
 log = logging.getLogger("ziti_lite")
 
@@ -57,8 +57,13 @@ def _v2_to_v3_audit(conn) -> None:
     conn.execute(schema_section("audit"))
 
 
+def _v3_to_v4_oidc(conn) -> None:
+    """Version 4 adds the OIDC provider's revocation list (``oidc/tokens.py``): schema.sql's oidc section."""
+    conn.execute(schema_section("oidc"))
+
+
 # version n -> the step that brings a version-n database to version n + 1 (in one transaction)
-MIGRATIONS = {1: _v1_to_v2_search_indexes, 2: _v2_to_v3_audit}
+MIGRATIONS = {1: _v1_to_v2_search_indexes, 2: _v2_to_v3_audit, 3: _v3_to_v4_oidc}
 
 
 def schema_sql() -> str:

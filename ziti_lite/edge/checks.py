@@ -7,6 +7,10 @@ event-loop thread: the hello's API session and certificate, the session token of
 Bind, the policies that let the identity use this router for the service. ``reconcile`` is the
 batch form that the router runs twice a second to find what was revoked meanwhile.
 
+A hello may carry an OIDC access token instead of an API-session token (newer SDKs); it then
+stands for the API session row it names, with the same certificate check (or one of the
+certificates its login presented, ``z_cfs``, as upstream's router checks).
+
 Error texts are the ones SDKs react to: ``Invalid Session`` exactly (C SDK 0.29 then fetches a
 new session and retries); the rest follow the controller's wording.
 """
@@ -17,6 +21,7 @@ import json
 from dataclasses import dataclass
 
 from ..auth import sessions
+from ..oidc import tokens as oidc_tokens
 
 INVALID_SESSION = "Invalid Session"
 INVALID_API_SESSION = "invalid api session"
@@ -79,11 +84,25 @@ def hello(ctl, token: str, fingerprint: str | None) -> ApiSession | None:
     certificate does not qualify (the router then closes the channel)."""
     if not fingerprint:
         return None
+    presented: list = []    # certificates an OIDC token names (z_cfs: those shown at its login)
+    if token.count(".") == 2 and ctl.oidc is not None:
+        # an OIDC access token (newer SDKs): checked against the controller's key and the
+        # revocation list, then it stands for the API session row it names
+        try:
+            claims = oidc_tokens.verify_access(ctl, token)
+        except oidc_tokens.Rejected:
+            return None
+        row = oidc_tokens.session_row(ctl, claims)
+        if row is None:
+            return None
+        token = row["token"]
+        presented = claims.get("z_cfs") or []
     s = sessions.lookup(ctl, token)
     if s is None or s.partial:
         return None
     store = ctl.store
-    if store.value(_CERT_OWNER, (s.identity_id, fingerprint, s.id, fingerprint)) is None:
+    owned = store.value(_CERT_OWNER, (s.identity_id, fingerprint, s.id, fingerprint)) is not None
+    if not owned and fingerprint not in presented:
         return None
     name = store.value("SELECT name FROM identities WHERE id = ?", (s.identity_id,)) or ""
     return ApiSession(s.id, token, s.identity_id, name)

@@ -1,0 +1,265 @@
+"""The OIDC provider's tokens: access and refresh JWTs with upstream's claims, signed with the
+controller's own TLS server key, their verification, and the revocation list.
+
+Why here (the auth layer): a bearer access token is one more way to name an API session, so
+``auth/sessions``-level code (``Controller.authorize``, the edge router's hello) must verify it
+without importing the HTTP provider above.
+
+Each OIDC login creates an ``api_sessions`` row whose id is the tokens' ``z_asid``: service
+sessions, the router's checks, admin listing and deletion then work for token-based sessions as
+for legacy ones. A token is accepted while its signature, audience, type and expiry hold, its
+``jti`` is not on the revocation list and its API session row still exists, so logout, admin
+deletion, identity disabling or deletion (all of which delete the row) revoke every token of the
+session at once. Refreshing counts as activity on that row.
+
+Signing key: the TLS server certificate's key (``auth.certs.server_keypair``), ``kid`` the
+certificate's SHA-1 fingerprint, alg from the key (ES256 for ziti-lite's P-256 keys), as upstream
+signs with its server certificate. Renewal re-issues the certificate with the same key: the kid
+changes, tokens signed before stay valid (they verify with the same key); JWKS publishes the
+current certificate's key.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import uuid
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from .. import clock
+from ..auth import sessions
+from ..auth.certs import server_keypair
+from ..pki import ca
+from ..pki.tokens import jwt_alg_for_key, sign_jwt
+
+CLIENT_IDS = ("openziti", "native")     # upstream's client, and its legacy one for early HA SDKs
+AUDIENCE = "openziti"
+REFRESH_SECONDS = 24 * 60 * 60           # upstream's defaults
+ID_SECONDS = 30 * 60
+TYPE_ACCESS, TYPE_REFRESH = "a", "r"
+AMR_TOTP = "totp"
+
+
+class Rejected(ValueError):
+    """A token that is malformed, not ours, expired, of the wrong type, or revoked."""
+
+
+def issuer(ctl) -> str:
+    return ctl.settings.base_url.rstrip("/") + "/oidc"
+
+
+def _b64u(n: int, size: int) -> str:
+    return base64.urlsafe_b64encode(n.to_bytes(size, "big")).rstrip(b"=").decode()
+
+
+def jwks(ctl) -> dict:
+    """The public key set: the current server certificate's key, as upstream's ``/oidc/keys``."""
+    pair = server_keypair(ctl)
+    cert = ca.load_cert(pair.cert_pem)
+    pub = cert.public_key()
+    key: dict[str, Any] = {"use": "sig", "kid": ca.fingerprint(pair.cert_pem), "alg": jwt_alg_for_key(pub)}
+    if isinstance(pub, ec.EllipticCurvePublicKey):
+        size = (pub.curve.key_size + 7) // 8
+        nums = pub.public_numbers()
+        crv = {256: "P-256", 384: "P-384", 521: "P-521"}[pub.curve.key_size]
+        key.update(kty="EC", crv=crv, x=_b64u(nums.x, size), y=_b64u(nums.y, size))
+    elif isinstance(pub, rsa.RSAPublicKey):
+        nums_r = pub.public_numbers()
+        key.update(kty="RSA", n=_b64u(nums_r.n, (nums_r.n.bit_length() + 7) // 8),
+                   e=_b64u(nums_r.e, (nums_r.e.bit_length() + 7) // 8))
+    return {"keys": [key]}
+
+
+def _epoch() -> int:
+    return int(clock.now().timestamp())
+
+
+def at_hash(access_token: str) -> str:
+    digest = hashlib.sha256(access_token.encode()).digest()
+    return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
+
+
+def issue(ctl, *, identity_id: str, api_session_id: str, client_id: str, amr: list[str], config_types: list[str],
+          scopes: list[str], auth_time: int, is_admin: bool, external_id: str | None, remote_address: str,
+          cert_extendable: bool = False, cert_fingerprints: list[str] | None = None, nonce: str = "",
+          sdk_info: Any = None, env_info: Any = None, with_id_token: bool = True) -> dict:
+    """A token answer (``access_token``, ``refresh_token``, ``id_token``…) for an API session."""
+    now = _epoch()
+    pair = server_keypair(ctl)
+    custom: dict[str, Any] = {
+        "z_asid": api_session_id, "z_ia": is_admin, "z_ct": config_types or None, "z_aid": client_id,
+        "z_cfs": cert_fingerprints or None, "scopes": scopes, "z_sdk": sdk_info, "z_env": env_info,
+        "z_ra": remote_address, "z_ice": cert_extendable,
+    }
+    if external_id:
+        custom["z_eid"] = external_id
+    base = {"iss": issuer(ctl), "sub": identity_id, "aud": [client_id if client_id in CLIENT_IDS else AUDIENCE],
+            "iat": now, "nbf": now, "auth_time": auth_time, "amr": amr}
+    access_seconds = ctl.settings.oidc_access_seconds   # upstream: 30 minutes, as are ID tokens
+    access = {"jti": str(uuid.uuid4()), **base, "exp": now + access_seconds, "client_id": client_id,
+              "scope": " ".join(scopes), **custom, "z_t": TYPE_ACCESS}
+    refresh = {"jti": str(uuid.uuid4()), **base, "exp": now + REFRESH_SECONDS, "client_id": client_id,
+               **custom, "z_t": TYPE_REFRESH}
+    access_token = sign_jwt(pair, access)
+    out = {"access_token": access_token, "token_type": "Bearer", "refresh_token": sign_jwt(pair, refresh),
+           "expires_in": access_seconds, "scope": " ".join(scopes)}
+    if with_id_token:
+        name = ctl.store.value("SELECT name FROM identities WHERE id = ?", (identity_id,))
+        ident = {**base, "exp": now + ID_SECONDS, "azp": client_id, "client_id": client_id, "name": name,
+                 "z_ia": is_admin, "at_hash": at_hash(access_token)}
+        if nonce:
+            ident["nonce"] = nonce
+        out["id_token"] = sign_jwt(pair, ident)
+    return out
+
+
+def _verify(ctl, token: str, want_type: str) -> dict:
+    """The claims of one of our tokens, or Rejected (signature, audience, expiry, type)."""
+    pair = server_keypair(ctl)
+    public = ca.load_cert(pair.cert_pem).public_key()
+    if not isinstance(public, (ec.EllipticCurvePublicKey, rsa.RSAPublicKey)):
+        raise Rejected("the server key cannot sign tokens")
+    try:
+        claims = jwt.decode(token, public, algorithms=[jwt_alg_for_key(public)],
+                            options={"verify_aud": False, "require": ["exp", "sub", "jti"]}, leeway=0)
+    except jwt.PyJWTError as e:
+        raise Rejected(str(e)) from None
+    aud = claims.get("aud")
+    auds = aud if isinstance(aud, list) else [aud]
+    if not any(a in CLIENT_IDS for a in auds):
+        raise Rejected("the token is not for the openziti client")
+    if claims.get("z_t") != want_type:
+        raise Rejected(f"the token is not of type {want_type!r}")
+    if claims.get("iss") != issuer(ctl):
+        raise Rejected("the token was issued by another issuer")
+    if not isinstance(claims.get("z_asid"), str):
+        raise Rejected("the token names no API session")
+    return claims
+
+
+def is_revoked(store, jti: str) -> bool:
+    return store.value("SELECT 1 FROM revocations WHERE id = ?", (jti,)) is not None
+
+
+def revoke(store, jti: str, exp: int) -> bool:
+    """Put ``jti`` on the revocation list until ``exp`` (its token's expiry); False when it was there."""
+    expires = clock.fmt(dt.datetime.fromtimestamp(exp, dt.UTC))
+    with store.write():
+        if is_revoked(store, jti):
+            return False
+        store.execute("INSERT INTO revocations (id, created_at, expires_at) VALUES (?,?,?)",
+                      (jti, clock.stamp(), expires))
+    return True
+
+
+def prune(ctl) -> None:
+    """Drop revocations of tokens that have expired anyway (a janitor hook)."""
+    with ctl.store.write():
+        ctl.store.execute("DELETE FROM revocations WHERE expires_at < ?", (clock.stamp(),))
+
+
+def verify_refresh(ctl, token: str, grace: int = 0) -> dict:
+    """The claims of a valid refresh token not on the revocation list (or put there less than
+    ``grace`` seconds ago), or Rejected."""
+    claims = _verify(ctl, token, TYPE_REFRESH)
+    revoked_at = ctl.store.value("SELECT created_at FROM revocations WHERE id = ?", (claims["jti"],))
+    if revoked_at is not None:
+        since = (clock.now() - clock.parse(revoked_at)).total_seconds()
+        if since >= grace:
+            raise Rejected("the refresh token has been revoked (used already, or logged out)")
+    return claims
+
+
+def id_token(ctl, claims: dict) -> str:
+    """An ID token for the subject of verified ``claims`` (token exchange)."""
+    now = _epoch()
+    return sign_jwt(server_keypair(ctl), {
+        "iss": issuer(ctl), "sub": claims["sub"], "aud": claims.get("aud"), "iat": now, "nbf": now,
+        "exp": now + ID_SECONDS, "auth_time": claims.get("auth_time", now), "amr": claims.get("amr") or [],
+        "azp": claims.get("client_id", "")})
+
+
+_CACHE_MAX = 10_000
+
+
+def verify_access(ctl, token: str) -> dict:
+    """The claims of a valid, unrevoked access token, or Rejected. Verified signatures are cached
+    per process (the revocation list and the session row are read on every call)."""
+    cache: dict[str, dict] = ctl.oidc_verified
+    claims = cache.get(token)
+    if claims is None:
+        claims = _verify(ctl, token, TYPE_ACCESS)
+        if len(cache) >= _CACHE_MAX:
+            cache.clear()
+        cache[token] = claims
+    elif claims["exp"] <= _epoch():
+        cache.pop(token, None)
+        raise Rejected("the access token has expired")
+    if is_revoked(ctl.store, claims["jti"]):
+        raise Rejected("the access token has been revoked")
+    return claims
+
+
+def bearers(headers) -> list[str]:
+    """The ``Authorization: Bearer`` values that look like JWTs with a ``kid`` (ours, or an
+    external signer's for a secondary ext-jwt factor, sent beside ours)."""
+    if headers is None:
+        return []
+    out = []
+    for value in headers.getlist("authorization") if hasattr(headers, "getlist") else [headers.get("authorization")]:
+        if value and value[:7].lower() == "bearer ":
+            token = value[7:].strip()
+            try:
+                head = json.loads(base64.urlsafe_b64decode(token.split(".")[0] + "=="))
+            except (ValueError, IndexError):
+                continue
+            if isinstance(head, dict) and head.get("kid"):
+                out.append(token)
+    return out
+
+
+def bearer(headers) -> str | None:
+    """The first of ``bearers``, else None."""
+    found = bearers(headers)
+    return found[0] if found else None
+
+
+def session_row(ctl, claims: dict) -> dict | None:
+    """The API session row a token names (its identity must match the token's subject)."""
+    row = ctl.store.one("SELECT token, identity_id FROM api_sessions WHERE id = ?", (claims["z_asid"],))
+    if row is None or row["identity_id"] != claims["sub"]:
+        return None
+    return row
+
+
+def lookup(ctl, headers) -> sessions.Session | None:
+    """The Session a bearer access token on the request stands for, or None: the same identity,
+    partial state, inactivity expiry and revocation as the API session row it names."""
+    for token in bearers(headers):
+        try:
+            claims = verify_access(ctl, token)
+        except Rejected:
+            continue
+        break
+    else:
+        return None
+    row = session_row(ctl, claims)
+    if row is None:
+        return None
+    session = sessions.lookup(ctl, row["token"], headers)
+    if session is not None:
+        session.bearer = token
+    return session
+
+
+def digest(value: str) -> str:
+    """PKCE S256: base64url(SHA-256(verifier)) without padding."""
+    h = hashes.Hash(hashes.SHA256())
+    h.update(value.encode())
+    return base64.urlsafe_b64encode(h.finalize()).rstrip(b"=").decode()
