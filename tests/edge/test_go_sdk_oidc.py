@@ -1,60 +1,24 @@
 """Interop with the newest OpenZiti Go SDK (github.com/openziti/sdk-golang v1.9.0, pinned in
-``tests/oidc/go_sdk/go.mod``), which logs in through OIDC when ``/version`` advertises
+``tests/edge/go_sdk/go.v1.mod``), which logs in through OIDC when ``/version`` advertises
 ``OIDC_AUTH``: the controller's requests show ``/oidc`` used and ``/authenticate`` not; the SDK
 lists services, binds and dials through the embedded router with its access tokens, and keeps
 working across several access-token lifetimes (it refreshes by token exchange).
 
-The peer (the same program as ``tests/edge/go_sdk``) is built once per source hash into
-``~/.cache/ziti-lite/gosdkpeer-oidc/``; skipped where ``go`` is missing or the build fails."""
+The peer is ``tests/edge/go_sdk``'s program built against that version (``test_go_sdk.gopeer_v1``);
+skipped where ``go`` is missing or the build fails."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
 import time
 
 import pytest
 
 from tests.edge.conftest import enroll, running, wait_for
-from tests.edge.test_go_sdk import GoPeer, go_identity
+from tests.edge.test_go_sdk import GoPeer, go_identity, gopeer_v1  # noqa: F401 - gopeer_v1 is a fixture
 
 pytestmark = pytest.mark.interop
 
-GO_DIR = os.path.join(os.path.dirname(__file__), "..", "oidc", "go_sdk")
-SOURCES = ("go.mod", "go.sum", "main.go")
 ACCESS_SECONDS = 20     # short access tokens: the run outlives several
-
-
-@pytest.fixture(scope="session")
-def gopeer_oidc() -> str:
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("the go command is not installed: the Go SDK peer cannot be built")
-    digest = hashlib.sha256()
-    for name in SOURCES:
-        with open(os.path.join(GO_DIR, name), "rb") as f:
-            digest.update(name.encode() + b"\0" + f.read() + b"\0")
-    base = os.environ.get("ZITI_LITE_GO_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ziti-lite")
-    out_dir = os.path.join(base, "gosdkpeer-oidc", digest.hexdigest()[:16])
-    binary = os.path.join(out_dir, "gosdkpeer")
-    if os.access(binary, os.X_OK):
-        return binary
-    os.makedirs(out_dir, exist_ok=True)
-    tmp = binary + f".tmp{os.getpid()}"
-    env = {**os.environ, "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "auto"),
-           "GOFLAGS": "-mod=readonly -buildvcs=false", "CGO_ENABLED": os.environ.get("CGO_ENABLED", "0")}
-    try:
-        r = subprocess.run([go, "build", "-o", tmp, "."], cwd=GO_DIR, env=env, capture_output=True, text=True,
-                           timeout=900, check=False)
-    except subprocess.TimeoutExpired:
-        pytest.skip("building the Go SDK v1.9.0 peer took over 15 minutes")
-    if r.returncode != 0:
-        pytest.skip(f"the Go SDK v1.9.0 peer did not build (go build exit {r.returncode}): {r.stderr.strip()[-1500:]}")
-    os.replace(tmp, binary)
-    return binary
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +36,7 @@ def logins(admin, identity_id: str) -> list[tuple[str, str]]:
     return [(row["path"], row["outcome"]) for row in r.json()["data"]]
 
 
-def test_go_sdk_v1_9_logs_in_through_oidc_binds_dials_and_refreshes(oidc_edge, gopeer_oidc):
+def test_go_sdk_v1_9_logs_in_through_oidc_binds_dials_and_refreshes(oidc_edge, gopeer_v1):  # noqa: F811
     edge = oidc_edge
     admin = edge.admin()
     assert "OIDC_AUTH" in admin.client.get("/version").json()["data"]["capabilities"]
@@ -85,7 +49,7 @@ def test_go_sdk_v1_9_logs_in_through_oidc_binds_dials_and_refreshes(oidc_edge, g
     client_id, client_file = enroll(edge, admin, "oe-client", ["oe-client"])
     peers: list[GoPeer] = []
     try:
-        host = GoPeer(gopeer_oidc, "host", go_identity(host_file), "oidc-echo", "o1")
+        host = GoPeer(gopeer_v1, "host", go_identity(host_file), "oidc-echo", "o1")
         peers.append(host)
         ev = host.next(kind="bound", timeout=60)
         assert ev["event"] == "bound", ev.get("log", ev)
@@ -95,7 +59,7 @@ def test_go_sdk_v1_9_logs_in_through_oidc_binds_dials_and_refreshes(oidc_edge, g
         # dial again and again across more than two access-token lifetimes: the host's channel and
         # its terminator stay, each new dialer logs in through OIDC
         while time.monotonic() - started < 2.5 * ACCESS_SECONDS:
-            c = GoPeer(gopeer_oidc, "dial", go_identity(client_file), "oidc-echo", f"ping{rounds}")
+            c = GoPeer(gopeer_v1, "dial", go_identity(client_file), "oidc-echo", f"ping{rounds}")
             peers.append(c)
             ev = c.next(kind="echo", timeout=60)
             assert ev["event"] == "echo" and ev["reply"] == f"o1:ping{rounds}\n", ev.get("log", ev)
