@@ -66,7 +66,7 @@ def test_go_sdk_v1_9_logs_in_through_oidc_binds_dials_and_refreshes(oidc_edge, g
             rounds += 1
             time.sleep(5)
         assert admin.get(f'/terminators?filter=service="{sid}"').json()["data"], "the host lost its terminator"
-        r = admin.get(f'/api-sessions?filter=identityId="{host_id}"')
+        r = admin.get(f'/api-sessions?filter=identity="{host_id}"')   # upstream's symbol
         assert r.status_code == 200 and r.json()["data"], r.text   # its token-based API session lives on
         # the host refreshed by token exchange (rotating its refresh token onto the revocation list)
         # and never logged in again
