@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import logging
 import os
 import resource
@@ -41,7 +42,7 @@ import ssl
 import threading
 import time
 from asyncio import sslproto
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import uvicorn
@@ -436,3 +437,30 @@ async def create_tls_server(protocol_factory: Callable[[], asyncio.BaseProtocol]
                                  ssl_handshake_timeout=handshake_timeout, ssl_shutdown_timeout=shutdown_timeout)
 
     return await (create_server or loop.create_server)(make, *args, **kw)
+
+
+async def shut(task: asyncio.Task | None, server: asyncio.AbstractServer | None, channels: Iterable[Any],
+               reason: str, cleanup: Callable[[], object] | None = None) -> None:
+    """Stop a listener of long-lived channels (the embedded router's, the control channel's):
+    its periodic ``task``, new connections, then every channel (``close(reason)``), aborted after
+    a moment for their TLS goodbyes so that no transport outlives the loop; ``cleanup`` before
+    waiting for the server (a hung peer never holds the shutdown more than 2 s)."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if server is not None:
+        server.close()
+    closing = list(channels)
+    for ch in closing:
+        ch.close(reason)
+    if closing:
+        await asyncio.sleep(0.1)
+        for ch in closing:
+            if ch.transport is not None:
+                ch.transport.abort()
+    if cleanup is not None:
+        cleanup()
+    if server is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 2)

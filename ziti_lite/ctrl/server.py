@@ -21,7 +21,6 @@ offline at once. Facts about the protocol: ``shared/reference/behaviour/ctrl-cha
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import ssl
 import time
@@ -91,23 +90,7 @@ class CtrlServer:
         log.info("control channel listening on %s", self.address)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if self.server is not None:
-            self.server.close()
-        closing = list(self.channels)
-        for ch in closing:
-            ch.close("controller stopping")
-        if closing:   # a moment for the TLS goodbyes, then no transport outlives the loop
-            await asyncio.sleep(0.1)
-        for ch in closing:
-            if ch.transport is not None:
-                ch.transport.abort()
-        if self.server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.server.wait_closed(), 2)
+        await connections.shut(self._task, self.server, self.channels, "controller stopping")
 
     async def _loop(self) -> None:
         last_beat = 0.0

@@ -20,7 +20,6 @@ Message shapes and the SDK reactions they rely on: ``shared/reference/behaviour/
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import platform
 import ssl
@@ -119,24 +118,7 @@ class EdgeRouter:
         log.info("edge router %s listening on %s", self.name, self.url)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if self.server is not None:
-            self.server.close()
-        closing = list(self.channels)
-        for ch in closing:
-            ch.close("router stopping")
-        if closing:   # a moment for the TLS goodbyes, then no transport outlives the loop
-            await asyncio.sleep(0.1)
-            for ch in closing:
-                if ch.transport is not None:
-                    ch.transport.abort()
-        self._cleanup_stale()
-        if self.server is not None:
-            with contextlib.suppress(Exception):   # a hung peer must not hold the shutdown
-                await asyncio.wait_for(self.server.wait_closed(), 2)
+        await connections.shut(self._task, self.server, self.channels, "router stopping", self._cleanup_stale)
 
     def _cleanup_stale(self) -> None:
         """Terminators of this router left by an earlier process (or this one) are gone."""
