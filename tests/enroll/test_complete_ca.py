@@ -34,6 +34,9 @@ def test_verify_errors_change_nothing(cadmin, keys):
     assert _verify(cadmin, ca_id, issue(root, token, keys[3], eku=())).status_code == 200
     detail = cadmin.get(f"/cas/{ca_id}").json()["data"]
     assert detail["isVerified"] is True and detail["verificationToken"] == token
+    rows = cadmin.as_prefix("").get("/ziti-lite/v1/audit", params={"filter": 'operation = "verifyCa"'}).json()["data"]
+    assert [(r["entityType"], r["entityId"]) for r in rows] == [("cas", ca_id)]   # one row, for the CA
+    assert rows[0]["changes"]["isVerified"] == {"old": False, "new": True}
     assert_error(_verify(cadmin, ca_id, issue(root, token, keys[3], eku=())), 409, "CA_ALREADY_VERIFIED")
     assert_error(_verify(cadmin, "missing", issue(root, token, keys[3])), 404, "NOT_FOUND")
 

@@ -123,3 +123,11 @@ def test_a_snapshot_keeps_the_trail(admin, ctl, tmp_path):
         assert audit.query(copy, entity="services")[-1]["entity_name"] == "snap-svc"
     finally:
         copy.close()
+
+
+def test_a_hand_written_operation_on_one_entity_records_its_diff(admin):
+    iid = admin.create("identities", {"name": "dora", "type": "Device", "isAdmin": False})
+    assert admin.post(f"/identities/{iid}/disable", json={"durationMinutes": 5}).status_code == 200
+    got = rows(admin, '?filter=operation="disableIdentity"')
+    assert [(r["entityType"], r["entityId"], r["entityName"]) for r in got] == [("identities", iid, "dora")]
+    assert got[0]["changes"]["disabledAt"]["old"] is None and got[0]["changes"]["disabledAt"]["new"]

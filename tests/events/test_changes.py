@@ -51,3 +51,19 @@ def test_enrollment_tokens_are_redacted_in_states(served):
     text = events.path.read_text()
     assert events.of("entityChange", entityType="identities", eventType="created")
     assert jwt not in text and token not in text
+
+
+def test_disable_and_enable_of_an_identity_are_updates(served):
+    client, admin, events = served
+    iid = admin.create("identities", {"name": "dora", "type": "Device", "isAdmin": False})
+    assert admin.post(f"/identities/{iid}/disable", json={"durationMinutes": 5}).status_code == 200
+    assert admin.post(f"/identities/{iid}/enable").status_code == 200
+    client.__exit__(None, None, None)
+    updates = events.of("entityChange", entityType="identities", eventType="updated")
+    assert len(updates) == 2
+    disabled, enabled = updates
+    assert disabled["initialState"]["disabledAt"] is None and disabled["finalState"]["disabledAt"]
+    assert disabled["finalState"]["disabledUntil"] > disabled["finalState"]["disabledAt"]
+    assert enabled["initialState"]["disabledAt"] and enabled["finalState"]["disabledAt"] is None
+    assert enabled["finalState"]["disabledUntil"] is None
+    assert all(u["metadata"]["authorName"] == "Default Admin" for u in updates)

@@ -22,6 +22,7 @@ from ..auth.methods import Login, method
 from ..enroll import complete as enroll
 from ..enroll import create
 from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, field_cause
+from ..resources.cas_enrollments import CAS
 from ..resources.common import Body, Tags
 from ..resources.identities import AUTHENTICATORS
 from . import crud
@@ -142,7 +143,9 @@ async def verify_ca(ctx: Ctx):
     row = _ca(ctx)
     certauth.verify_ca(ctx, row, await ctx.body())
     with ctx.store.write():
+        before = crud.get_row(ctx.store, CAS, row["id"])
         ctx.store.execute("UPDATE cas SET is_verified = 1, updated_at = ? WHERE id = ?", (clock.stamp(), row["id"]))
+        crud.changed(ctx, CAS, row["id"], before, {"is_verified": True})
     tls.trust(ctx.ctl, row["cert_pem"])
     return env.empty()
 

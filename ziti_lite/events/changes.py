@@ -64,13 +64,22 @@ def author(ctx: Ctx, name: str | None) -> dict[str, Any]:
     return meta
 
 
+def _serves(ctx: Ctx, res: Resource, id: str) -> bool:
+    """Whether this write is the one the request is about (its audit row, with the diff): any
+    write of the route's resource, or for a hand-written operation on one entity
+    (``/cas/{id}/verify``, ``/identities/{id}/disable``) the write of that entity."""
+    route = ctx.route
+    if route.resource is not None:
+        return route.resource.name == res.name
+    return ctx.params.get("id") == id and route.path.split("/")[1] == res.name
+
+
 @crud.listen_all
 def entity_changed(ctx: Ctx, res: Resource, id: str, before: dict | None, values: dict | None) -> None:
     bus = ctx.ctl.events
     emit = bus.wants("entityChange")
-    route = ctx.route
     audited = (ctx.ctl.settings.audit_days > 0 and not ctx.audited and ctx.api == "management"
-               and route.resource is not None and route.resource.name == res.name)
+               and _serves(ctx, res, id))
     if not (emit or audited):
         return
     initial = detail(ctx, res, before)

@@ -258,11 +258,13 @@ async def disable_identity(ctx):
     now = clock.now()
     until = clock.fmt(now + dt.timedelta(minutes=body.duration_minutes)) if body.duration_minutes > 0 else None
     with ctx.store.write():
+        before = crud.get_row(ctx.store, IDENTITIES, id)
         ctx.store.execute(
             "UPDATE identities SET disabled_at = ?, disabled_until = ?, updated_at = ? WHERE id = ?",
             (clock.fmt(now), until, clock.fmt(now), id),
         )
         ctx.store.execute("DELETE FROM api_sessions WHERE identity_id = ?", (id,))
+        crud.changed(ctx, IDENTITIES, id, before, {"disabled_at": clock.fmt(now), "disabled_until": until})
     return env.empty()
 
 
@@ -271,11 +273,13 @@ async def enable_identity(ctx):
     id = ctx.params["id"]
     crud.get_row(ctx.store, IDENTITIES, id)
     with ctx.store.write():
+        before = crud.get_row(ctx.store, IDENTITIES, id)
         ctx.store.execute(
             "UPDATE identities SET disabled_at = NULL, disabled_until = NULL, failed_logins = 0,"
             " updated_at = ? WHERE id = ?",
             (clock.stamp(), id),
         )
+        crud.changed(ctx, IDENTITIES, id, before, {"disabled_at": None, "disabled_until": None})
     return env.empty()
 
 
