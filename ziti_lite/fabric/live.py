@@ -82,6 +82,14 @@ def _listing(ctx: Ctx, table: dict[str, tuple[str, Getter]], objs: dict,
     return env.listing(render(ctx, page), limit, offset, total, None)   # no filterableFields, as upstream
 
 
+def _detail(ctx: Ctx, kind: str, objs: dict, render: Callable[[Ctx, list], list[dict]]) -> env.JSON:
+    """The detail of the live object the path names (404 when it is gone)."""
+    obj = objs.get(ctx.params["id"])
+    if obj is None:
+        raise NotFound(kind, ctx.params["id"])
+    return env.ok(render(ctx, [obj])[0])
+
+
 @functools.lru_cache(maxsize=1 << 16)   # a circuit's stamp, once: lists sorted or filtered by createdAt
 def _stamp(t: float) -> str:
     return clock.fmt(dt.datetime.fromtimestamp(t, dt.UTC)) or ""
@@ -125,10 +133,7 @@ async def list_links(ctx: Ctx):
 
 @op("GET", "/links/{id}", apis=FABRIC, op_id="detailLink", tag="links")
 async def detail_link(ctx: Ctx):
-    link = _links(ctx).get(ctx.params["id"])
-    if link is None:
-        raise NotFound("link", ctx.params["id"])
-    return env.ok(render_links(ctx, [link])[0])
+    return _detail(ctx, "link", _links(ctx), render_links)
 
 
 # ---------------------------------------------------------------- circuits
@@ -175,7 +180,4 @@ async def list_circuits(ctx: Ctx):
 
 @op("GET", "/circuits/{id}", apis=FABRIC, op_id="detailCircuit", tag="circuits")
 async def detail_circuit(ctx: Ctx):
-    circuit = _circuits(ctx).get(ctx.params["id"])
-    if circuit is None:
-        raise NotFound("circuit", ctx.params["id"])
-    return env.ok(render_circuits(ctx, [circuit])[0])
+    return _detail(ctx, "circuit", _circuits(ctx), render_circuits)

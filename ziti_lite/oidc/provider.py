@@ -220,6 +220,12 @@ class Provider:
             return None
         return r
 
+    def _logged_in(self, request: Request, payload: dict) -> AuthRequest | None:
+        """The auth request a TOTP step names (``id`` in the body, else in the query), once its
+        primary login is done; None otherwise."""
+        r = self._request_for(_str(payload.get("id")) or request.query_params.get("id"))
+        return r if r is not None and r.identity_id else None
+
     async def callback(self, request: Request) -> Response:
         r = self._request_for(request.query_params.get("id"))
         if r is None:
@@ -308,10 +314,10 @@ class Provider:
 
     async def totp(self, request: Request) -> Response:
         payload = await _payload(request)
-        r = self._request_for(_str(payload.get("id")) or request.query_params.get("id"))
+        r = self._logged_in(request, payload)
         store = self.ctl.store
         ok = False
-        if r is not None and r.identity_id:
+        if r is not None:
             with store.write():
                 rec = mfa.get(store, r.identity_id)
                 code = _str(payload.get("code"))
@@ -326,8 +332,8 @@ class Provider:
         """Start a TOTP enrollment for the identity of a logged-in auth request (the policy asks
         for TOTP, the identity has none): 201 with the MFA detail, as newer SDKs expect."""
         payload = await _payload(request)
-        r = self._request_for(_str(payload.get("id")) or request.query_params.get("id"))
-        if r is None or not r.identity_id:
+        r = self._logged_in(request, payload)
+        if r is None:
             return _api_error(401, "UNAUTHORIZED", "the auth request is unknown, expired or not logged in")
         store = self.ctl.store
         with store.write():
@@ -344,8 +350,8 @@ class Provider:
     async def totp_enroll_verify(self, request: Request) -> Response:
         """Finish the enrollment with a current code: the TOTP factor counts for this login too."""
         payload = await _payload(request)
-        r = self._request_for(_str(payload.get("id")) or request.query_params.get("id"))
-        if r is None or not r.identity_id:
+        r = self._logged_in(request, payload)
+        if r is None:
             return _api_error(401, "UNAUTHORIZED", "the auth request is unknown, expired or not logged in")
         store = self.ctl.store
         with store.write():

@@ -271,9 +271,8 @@ async def disable_identity(ctx):
 @op("POST", "/identities/{id}/enable", op_id="enableIdentity", tag="identities")
 async def enable_identity(ctx):
     id = ctx.params["id"]
-    crud.get_row(ctx.store, IDENTITIES, id)
     with ctx.store.write():
-        before = crud.get_row(ctx.store, IDENTITIES, id)
+        before = crud.get_row(ctx.store, IDENTITIES, id)   # 404 for an unknown identity
         ctx.store.execute(
             "UPDATE identities SET disabled_at = NULL, disabled_until = NULL, failed_logins = 0,"
             " updated_at = ? WHERE id = ?",
