@@ -439,6 +439,16 @@ async def create_tls_server(protocol_factory: Callable[[], asyncio.BaseProtocol]
     return await (create_server or loop.create_server)(make, *args, **kw)
 
 
+async def listen(protocol_factory: Callable[[], asyncio.BaseProtocol], context: ssl.SSLContext, host: str,
+                 port: int, sock: Any = None, backlog: int = 256) -> tuple[asyncio.Server, int]:
+    """Open a listener of long-lived TLS channels (the embedded router's, the control
+    channel's) on ``sock`` when given, else on ``host``:``port`` (0: any free port); the server
+    and the port it listens on."""
+    kw: dict[str, Any] = {"sock": sock} if sock is not None else {"host": host, "port": port}
+    server = await create_tls_server(protocol_factory, context, handshake_timeout=10.0, backlog=backlog, **kw)
+    return server, port or server.sockets[0].getsockname()[1]
+
+
 async def shut(task: asyncio.Task | None, server: asyncio.AbstractServer | None, channels: Iterable[Any],
                reason: str, cleanup: Callable[[], object] | None = None) -> None:
     """Stop a listener of long-lived channels (the embedded router's, the control channel's):

@@ -107,12 +107,9 @@ class EdgeRouter:
         return f"tls://{url_host(self.advertise)}:{self.port}"
 
     async def start(self, sock=None) -> None:
-        kw = {"sock": sock} if sock is not None else {"host": self.host, "port": self.port}
         # the process's one way to listen with TLS (the same TLS layer on asyncio's loop and uvloop)
-        self.server = await connections.create_tls_server(lambda: Channel(self), self.context,
-                                                          handshake_timeout=10.0, backlog=1024, **kw)
-        if not self.port:
-            self.port = self.server.sockets[0].getsockname()[1]
+        self.server, self.port = await connections.listen(lambda: Channel(self), self.context, self.host,
+                                                          self.port, sock, backlog=1024)
         self._cleanup_stale()
         self._task = asyncio.create_task(self._reconcile_loop())
         log.info("edge router %s listening on %s", self.name, self.url)
