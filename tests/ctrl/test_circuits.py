@@ -10,23 +10,14 @@ import pytest
 
 from tests.ctrl.conftest import enroll_router
 from tests.ctrl.fake_router import f_int, f_str, read_pb, string_slice, u32_map, u32_map_bytes
-from tests.ctrl.test_terminators import Identity, create_v2
+from tests.ctrl.test_terminators import build_net, create_v2
 
 pytestmark = pytest.mark.slow   # a live server with its control channel over TLS
 
 
 @pytest.fixture(scope="module")
 def net(live):
-    admin = live.admin()
-    ids = {"svc": admin.create("services", {"name": "cc-svc", "encryptionRequired": False, "roleAttributes": ["cc"]}),
-           "enc": admin.create("services", {"name": "cc-enc", "encryptionRequired": True, "roleAttributes": ["cc"]})}
-    for kind, role in (("Bind", "#cc-host"), ("Dial", "#cc-client")):
-        admin.create("service-policies", {"name": f"cc-{kind}", "type": kind, "semantic": "AnyOf",
-                                          "identityRoles": [role], "serviceRoles": ["#cc"]})
-    host = Identity(live, admin, "cc-host", ["cc-host"])
-    client = Identity(live, admin, "cc-client", ["cc-client"])
-    router = enroll_router(live, admin, "cc-router")
-    return admin, ids, host, client, router
+    return build_net(live, "cc")
 
 
 def dial(r, token: str, fps: list[str], pk: bytes | None = b"dialer-pk", instance: str = "") -> int:

@@ -36,18 +36,24 @@ class Identity:
         return r.json()["data"]
 
 
+def build_net(live, p: str):
+    """A plain and an encrypted service ``P-svc``/``P-enc``, a host allowed to bind and a
+    client allowed to dial them, and a fake router ``P-router``."""
+    admin = live.admin()
+    ids = {"svc": admin.create("services", {"name": f"{p}-svc", "encryptionRequired": False, "roleAttributes": [p]}),
+           "enc": admin.create("services", {"name": f"{p}-enc", "encryptionRequired": True, "roleAttributes": [p]})}
+    for kind, role in (("Bind", f"#{p}-host"), ("Dial", f"#{p}-client")):
+        admin.create("service-policies", {"name": f"{p}-{kind}", "type": kind, "semantic": "AnyOf",
+                                          "identityRoles": [role], "serviceRoles": [f"#{p}"]})
+    host = Identity(live, admin, f"{p}-host", [f"{p}-host"])
+    client = Identity(live, admin, f"{p}-client", [f"{p}-client"])
+    router = enroll_router(live, admin, f"{p}-router")
+    return admin, ids, host, client, router
+
+
 @pytest.fixture(scope="module")
 def net(live):
-    admin = live.admin()
-    ids = {"svc": admin.create("services", {"name": "ct-svc", "encryptionRequired": False, "roleAttributes": ["ct"]}),
-           "enc": admin.create("services", {"name": "ct-enc", "encryptionRequired": True, "roleAttributes": ["ct"]})}
-    for kind, role in (("Bind", "#ct-host"), ("Dial", "#ct-client")):
-        admin.create("service-policies", {"name": f"ct-{kind}", "type": kind, "semantic": "AnyOf",
-                                          "identityRoles": [role], "serviceRoles": ["#ct"]})
-    host = Identity(live, admin, "ct-host", ["ct-host"])
-    client = Identity(live, admin, "ct-client", ["ct-client"])
-    router = enroll_router(live, admin, "ct-router")
-    return admin, ids, host, client, router
+    return build_net(live, "ct")
 
 
 def create_v2(r, tid: str, token: str, fps: list[str], cost: int = 0, precedence: int = 0, pk: bytes = b"k") -> dict:
