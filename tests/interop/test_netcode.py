@@ -9,10 +9,8 @@ The ``ziti`` binary is the one ``test_ziti_cli.py`` finds (skipped without it). 
 from __future__ import annotations
 
 import os
-import random
-import socket
 import subprocess
-import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -21,61 +19,15 @@ from tests.interop.test_ziti_cli import ANSI
 from tests.netcode.conftest import EXAMPLE, export_of, fresh_db, invoke, write  # noqa: F401  (a fixture)
 from ziti_lite import exchange
 from ziti_lite.netcode import plan
-from ziti_lite.netcode.document import NetcodeError
 from ziti_lite.netcode.remote import RemoteApi
 
 pytestmark = pytest.mark.interop
-PASSWORD = "admin-Passw0rd"
 
 
-def low_free_port() -> int:
-    """A free loopback port below 32768 (the quickstart's --ctrl-port is an int16)."""
-    for _ in range(200):
-        port = random.randint(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip("no free port below 32768")
-
-
-@pytest.fixture(scope="module")
-def openziti(ziti_bin, tmp_path_factory):
-    home = tmp_path_factory.mktemp("openziti")
-    port = low_free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ZITI_")}, "HOME": str(home),
-           "ZITI_CTRL_BIND_ADDRESS": "127.0.0.1", "ZITI_CTRL_EDGE_BIND_ADDRESS": "127.0.0.1"}
-    log = open(home / "controller.log", "wb")
-    proc = subprocess.Popen([ziti_bin, "edge", "quickstart", "--no-router", "--home", str(home / "qs"),
-                             "--ctrl-address", "127.0.0.1", "--ctrl-port", str(port), "-u", "admin", "-p", PASSWORD],
-                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=home, start_new_session=True)
-    url = f"https://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:   # the API answers before the quickstart has made its admin: retry the login
-            try:
-                RemoteApi(url, "admin", PASSWORD).close()
-                break
-            except NetcodeError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log_text = (home / "controller.log").read_text()[-2000:]
-                    pytest.fail(f"the OpenZiti controller did not start: {log_text}")
-                time.sleep(1)
-        yield url, home
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-def on(url, *args):
-    return invoke(args[0], "--controller", url, "--username", "admin", "--password", PASSWORD, *args[1:])
+def on(oz, *args):
+    """``ziti-lite ARGS[0] --controller`` the real controller (tests/interop/conftest.py's quickstart)."""
+    return invoke(args[0], "--controller", oz.url, "--username", oz.admin_user, "--password", oz.admin_password,
+                  *args[1:])
 
 
 def file_view(doc: dict, file: dict) -> dict:
@@ -90,17 +42,17 @@ def file_view(doc: dict, file: dict) -> dict:
 
 def test_the_same_file_gives_the_same_network_on_openziti_and_ziti_lite(openziti, fresh_db, tmp_path,  # noqa: F811
                                                                         ziti_bin):
-    url, home = openziti
-    r = on(url, "apply", "--dry-run", "--prune", EXAMPLE)
+    url, home = openziti.url, Path(openziti.home)
+    r = on(openziti, "apply", "--dry-run", "--prune", EXAMPLE)
     assert r.exit_code == 2 and "Plan: 8 to create" in r.output and "tests: 5 of 5 pass" in r.output, r.output
-    r = on(url, "apply", "--prune", EXAMPLE)
+    r = on(openziti, "apply", "--prune", EXAMPLE)
     assert r.exit_code == 0 and "applied 8 change(s)" in r.output, r.output
-    r = on(url, "apply", "--prune", EXAMPLE)
+    r = on(openziti, "apply", "--prune", EXAMPLE)
     assert r.exit_code == 0 and "Plan: nothing to do" in r.output, r.output
-    assert on(url, "test", EXAMPLE).exit_code == 0
+    assert on(openziti, "test", EXAMPLE).exit_code == 0
 
     assert invoke("apply", "--db", fresh_db, "--prune", EXAMPLE).exit_code == 0
-    api = RemoteApi(url, "admin", PASSWORD)
+    api = RemoteApi(url, openziti.admin_user, openziti.admin_password)
     try:
         live = exchange.export(api)
     finally:
@@ -113,20 +65,21 @@ def test_the_same_file_gives_the_same_network_on_openziti_and_ziti_lite(openziti
     edited["servicePolicies"][1]["identityRoles"] = ["#echo-clients", "#guests"]
     edited["tests"][3] = {"identity": "visitor", "service": "echo", "can": "dial"}
     f = write(tmp_path / "edited.json", edited)
-    r = on(url, "apply", f)
+    r = on(openziti, "apply", f)
     assert r.exit_code == 0 and '    identityRoles: ["#echo-clients"] -> ["#echo-clients", "#guests"]' in r.output
-    assert "Plan: nothing to do" in on(url, "apply", f).output
+    assert "Plan: nothing to do" in on(openziti, "apply", f).output
 
     # why vs upstream's policy advisor
     cli_home = home / "cli"
     cli_home.mkdir()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("ZITI_")}, "HOME": str(cli_home)}
-    subprocess.run([ziti_bin, "edge", "login", url.removeprefix("https://"), "-u", "admin", "-p", PASSWORD, "-y"],
+    login = ["-u", openziti.admin_user, "-p", openziti.admin_password, "-y"]
+    subprocess.run([ziti_bin, "edge", "login", url.removeprefix("https://"), *login],
                    env=env, capture_output=True, check=True, timeout=60)
     advisor = ANSI.sub("", subprocess.run([ziti_bin, "edge", "policy-advisor", "identities", "-q", "visitor", "echo"],
                                           env=env, capture_output=True, text=True, timeout=60).stdout)
     assert "Dial: Y Bind: N" in advisor and "Identity has no edge routers assigned" in advisor, advisor
-    r = on(url, "why", "visitor", "echo")
+    r = on(openziti, "why", "visitor", "echo")
     assert r.exit_code == 0, r.output
     assert "policy advice: dial allowed, bind not allowed, 0 identity router(s), 0 service router(s)" in r.output
     assert "edge router policies of the identity: none -> 0 router(s)" in r.output
@@ -135,18 +88,18 @@ def test_the_same_file_gives_the_same_network_on_openziti_and_ziti_lite(openziti
 
 
 def test_refusals_change_nothing_on_openziti(openziti, tmp_path):
-    url, _ = openziti
-    api = RemoteApi(url, "admin", PASSWORD)
+    url = openziti.url
+    api = RemoteApi(url, openziti.admin_user, openziti.admin_password)
     try:
         before = exchange.export(api)
         doc = yaml.safe_load(EXAMPLE.read_text())
         doc["tests"].append({"identity": "echo-host", "service": "echo", "cannot": "bind"})
-        r = on(url, "apply", write(tmp_path / "a.json", doc))
+        r = on(openziti, "apply", write(tmp_path / "a.json", doc))
         assert r.exit_code == 1 and "FAILED echo-host cannot bind echo" in r.output, r.output
         doc = yaml.safe_load(EXAMPLE.read_text())
         doc["configs"][1]["data"] = {"protocol": "tcp"}         # no address: host.v1 refuses it
         doc["services"].append({"name": "other", "encryptionRequired": True})
-        r = on(url, "apply", write(tmp_path / "b.json", doc))
+        r = on(openziti, "apply", write(tmp_path / "b.json", doc))
         assert r.exit_code == 1 and "configs 'echo-host-config'" in r.output and "field '(root)'" in r.output, r.output
         assert exchange.export(api) == before
     finally:
