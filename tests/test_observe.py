@@ -13,11 +13,9 @@ import time
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from tests.conftest import CLIENT, MGMT, assert_error
-from tests.enroll.conftest import csr
+from tests.lifecycle.test_expiry import enrolled
 from ziti_lite import clock, testing
 from ziti_lite.events.bus import Subscriber
 from ziti_lite.lifecycle import renewal
@@ -101,14 +99,7 @@ def test_the_server_certificate_check_warns_in_its_window_and_fails_after_its_en
 
 
 def test_metrics_carry_seconds_until_each_certificate_ends(anon, ctl, admin):
-    iid = admin.create("identities", {"name": "expiring-soon", "type": "Device", "isAdmin": False,
-                                      "enrollment": {"ott": True}})
-    token = admin.get(f"/identities/{iid}").json()["data"]["enrollment"]["ott"]["token"]
-    key = ec.generate_private_key(ec.SECP256R1()).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
-    r = anon.client.post(f"/enroll?method=ott&token={token}", content=csr(key, iid),
-                         headers={"content-type": "application/x-pem-file"})
-    assert r.status_code == 200, r.text
+    iid = enrolled(anon, admin, "expiring-soon")
     m = parse_metrics(anon.client.get("/metrics").text)
     now = clock.now()
     for kind in ("server", "signer", "root"):
