@@ -19,9 +19,10 @@ import struct
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 
-MAGIC = b"\x03\x06\x09\x0c"
+from tests.edge.client import MAGIC as MAGIC  # the tests of bad frames use it too
+from tests.edge.client import Msg as EdgeMsg
+from tests.edge.client import encode as frame
 
 
 # ---------------------------------------------------------------- protobuf, written by hand
@@ -101,22 +102,13 @@ def u32_map_bytes(m: dict[int, bytes]) -> bytes:
 
 
 # ---------------------------------------------------------------- the channel
-@dataclass
-class Msg:
-    content: int
-    seq: int
-    headers: dict[int, bytes] = field(default_factory=dict)
-    body: bytes = b""
+class Msg(EdgeMsg):
+    """A channel message as the edge tests' client reads it, with the reply it answers."""
 
     @property
     def reply_for(self) -> int | None:
         v = self.headers.get(1)
         return None if v is None else struct.unpack("<i", v[:4])[0]
-
-
-def frame(content: int, seq: int, headers: dict[int, bytes], body: bytes = b"") -> bytes:
-    block = b"".join(struct.pack("<iI", k, len(v)) + v for k, v in headers.items())
-    return MAGIC + struct.pack("<iiII", content, seq, len(block), len(body)) + block + body
 
 
 class FakeRouter:
