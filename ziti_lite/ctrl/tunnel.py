@@ -34,7 +34,7 @@ from .. import clock
 from ..client.access import VISIBLE
 from ..edge import checks
 from ..edge.wire import Message
-from ..ids import new_id
+from ..ids import new_id, new_sortable_id
 from . import messages, pb
 from .messages import C, H
 from .terminators import Refused
@@ -106,7 +106,7 @@ class Tunnel:
                 "SELECT 1 FROM api_sessions WHERE id = ? AND identity_id = ?", (state.api_session[0], identity["id"])):
             self.server.ctl.activity[state.api_session[1]] = clock.stamp()
             return False
-        sid, token, now = new_id(), str(uuid.uuid4()), clock.stamp()
+        sid, token, now = new_sortable_id(), str(uuid.uuid4()), clock.stamp()
         with store.write():
             store.execute(
                 "INSERT INTO api_sessions (id, created_at, updated_at, token, identity_id, authenticator_id,"
