@@ -117,7 +117,7 @@ def test_routes_command_names_every_handler():
         module, _, function = handler.partition(":")
         assert module in sys.modules and function and "<locals>" not in function, line
     relation = [line.split() for line in lines if line.split()[:2] == ["GET", "/config-types/{id}/configs"]]
-    assert relation[0][4] == "ziti_lite.policy.relations:_register(listConfigsForConfigType)"
+    assert relation[0][4] == "ziti_lite.handlers.relations:_register(listConfigsForConfigType)"
     client = CliRunner().invoke(cli, ["routes", "--api", "client"])
     assert client.exit_code == 0
     assert all(line.split()[2] == "client" for line in client.output.splitlines())

@@ -40,22 +40,25 @@ MODULES: tuple[tuple[str, str], ...] = (
     ("ziti_lite.resources.posture", "posture-check-types, posture-checks"),
     ("ziti_lite.resources.policies", "service-policies, edge-router-policies, service-edge-router-policies"),
     ("ziti_lite.resources.service_view", "the services list's asIdentity condition (installed by client.services)"),
-    # --- the policy engine's hooks and endpoints
+    # --- the policy engine's hooks
     ("ziti_lite.policy.links", "listeners: membership of policies kept in step with every entity write"),
     ("ziti_lite.policy.checks", "integrity checks of the derived policy tables"),
-    ("ziti_lite.policy.tunneler", "listener: tunneler-enabled edge routers get a Router identity and policy"),
-    ("ziti_lite.policy.relations", "ops: the relationship lists (/identities/{id}/services, ...)"),
-    ("ziti_lite.policy.roles", "ops: role-attribute lists; list conditions: roleFilter/roleSemantic"),
-    ("ziti_lite.policy.advice", "op: /identities/{id}/policy-advice/{serviceId}"),
-    ("ziti_lite.policy.service_configs", "ops: /identities/{id}/service-configs"),
+    # --- hand-written operations and hooks (ziti_lite.handlers), the policy endpoints first
+    ("ziti_lite.handlers.tunneler", "listener: tunneler-enabled edge routers get a Router identity and policy"),
+    ("ziti_lite.handlers.relations", "ops: the relationship lists (/identities/{id}/services, ...)"),
+    ("ziti_lite.handlers.roles", "ops: role-attribute lists; list conditions: roleFilter/roleSemantic"),
+    ("ziti_lite.handlers.advice", "op: /identities/{id}/policy-advice/{serviceId}"),
+    ("ziti_lite.handlers.service_configs", "ops: /identities/{id}/service-configs"),
     # --- management and shared operations
-    ("ziti_lite.api.informational", "ops: /version, /, /specs, /.well-known/est/cacerts, /network-jwts, /summary"),
-    ("ziti_lite.api.authentication", "ops: /authenticate, /current-api-session, /current-identity; method password"),
-    ("ziti_lite.api.mfa", "ops: TOTP enrollment and /authenticate/mfa; the TOTP auth query"),
-    ("ziti_lite.api.enrollment", "ops: /enroll*, authenticator re-enroll/extend, CA verify; method cert;"
-                                 " listener on cas"),
+    ("ziti_lite.handlers.informational", "ops: /version, /, /specs, /.well-known/est/cacerts, /network-jwts,"
+                                        " /summary"),
+    ("ziti_lite.handlers.authentication", "ops: /authenticate, /current-api-session, /current-identity;"
+                                          " method password"),
+    ("ziti_lite.handlers.mfa", "ops: TOTP enrollment and /authenticate/mfa; the TOTP auth query"),
+    ("ziti_lite.handlers.enrollment", "ops: /enroll*, authenticator re-enroll/extend, CA verify; method cert;"
+                                      " listener on cas"),
     ("ziti_lite.auth.extjwt", "method ext-jwt; the EXT-JWT auth query"),
-    ("ziti_lite.api.database", "ops: /database/* (integrity check and fix, snapshot)"),
+    ("ziti_lite.handlers.database", "ops: /database/* (integrity check and fix, snapshot)"),
     ("ziti_lite.integrity", "integrity checks of foreign keys and search indexes"),
     # --- the fabric management API (/fabric/v1)
     ("ziti_lite.fabric.entities", "ops: the fabric's routers, services, terminators (lists, details, sub-lists)"),

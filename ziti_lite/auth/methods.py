@@ -1,8 +1,8 @@
 """The registries of ways to log in: primary methods (``POST /authenticate?method=``) and the
 providers of a session's ``authQueries`` (the secondary factors it still owes).
 
-``password`` registers in ``api/authentication.py``, ``cert`` in ``api/enrollment.py`` and
-``ext-jwt`` in ``auth/extjwt.py``; TOTP's auth query in ``api/mfa.py`` and ext-jwt's in
+``password`` registers in ``handlers/authentication.py``, ``cert`` in ``handlers/enrollment.py`` and
+``ext-jwt`` in ``auth/extjwt.py``; TOTP's auth query in ``handlers/mfa.py`` and ext-jwt's in
 ``auth/extjwt.py``. Which modules are loaded is ``ziti_lite/wiring.py``'s list.
 """
 

@@ -20,8 +20,9 @@ from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import op
 from ..errors import ApiError, CouldNotValidate
-from . import changes, posture_checks, sessions
-from .posture_checks import PostureState, SessionPosture, clean_hex, state
+from ..policy import posture_checks
+from ..policy.posture_checks import PostureState, SessionPosture, clean_hex, state
+from . import changes, sessions
 
 STRINGS = ("id", "typeId", "type", "version", "build", "domain", "path", "hash")
 

@@ -20,8 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..auth import sessions
-from ..oidc import tokens as oidc_tokens
+from ..auth import oidc_tokens, sessions
 
 INVALID_SESSION = "Invalid Session"
 INVALID_API_SESSION = "invalid api session"

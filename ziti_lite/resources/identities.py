@@ -16,8 +16,8 @@ from ..api.ops import op
 from ..api.resource import Field, Ref, Resource
 from ..auth import passwords
 from ..auth.certs import prepare_cert_authenticator  # certificate checks live with the PKI
+from ..auth.enrollments import create_for_identity  # the enrollment module owns JWTs and tokens
 from ..db.filters import Symbol
-from ..enroll.create import create_for_identity  # the enrollment module owns JWTs and tokens
 from ..errors import ApiError, CouldNotValidate, NotFound
 from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Cost, Tags, check_attributes, check_name, exists, name_of
 

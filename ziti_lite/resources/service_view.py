@@ -16,9 +16,9 @@ import msgspec
 
 from ..api import crud
 from ..auth.sessions import resolve_config_types
-from ..client import access, posture_checks
-from ..client.access import VISIBLE, has_posture_checks
 from ..errors import NotFound
+from ..policy import access, posture_checks
+from ..policy.access import VISIBLE, has_posture_checks
 
 PERMISSIONS_SQL = ("SELECT DISTINCT i.type FROM service_policy_identities i"
                    " JOIN service_policy_services s ON s.policy_id = i.policy_id AND s.service_id = ?"

@@ -14,17 +14,16 @@ import msgspec
 from msgspec import Meta
 
 from .. import clock
-from ..auth import passwords, sessions
+from ..api import crud
+from ..api import envelope as env
+from ..api.context import Ctx
+from ..api.ops import BOTH, op
+from ..auth import oidc_tokens, passwords, sessions
 from ..auth.methods import METHODS, Login, auth_queries, login_outcome, method
 from ..auth.policy import identity_policy, is_disabled, primary_rules
 from ..errors import ApiError, CouldNotValidate, InvalidAuth, Unauthorized
-from ..oidc import tokens as oidc_tokens
 from ..resources.common import Body
 from ..resources.identities import IDENTITIES
-from . import crud
-from . import envelope as env
-from .context import Ctx
-from .ops import BOTH, op
 
 S255 = Annotated[str, Meta(max_length=255)]
 S253 = Annotated[str, Meta(max_length=253)]

@@ -16,20 +16,20 @@ from msgspec import Meta
 from starlette.responses import Response
 
 from .. import clock, tls
+from ..api import crud
+from ..api import envelope as env
+from ..api.context import Ctx, not_parsable
+from ..api.ops import BOTH, op
+from ..api.resource import derive_patch
 from ..auth import certs as certauth
+from ..auth import enrollments as create
 from ..auth import passwords
 from ..auth.methods import Login, method
 from ..enroll import complete as enroll
-from ..enroll import create
 from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, field_cause
 from ..resources.cas_enrollments import CAS
 from ..resources.common import Body, Tags
 from ..resources.identities import AUTHENTICATORS
-from . import crud
-from . import envelope as env
-from .context import Ctx, not_parsable
-from .ops import BOTH, op
-from .resource import derive_patch
 
 CLIENT = ("client",)
 RAW_TYPES = {"text/plain", "application/x-pem-file", "application/pkcs7-mime", "application/pkcs10"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from ..api.context import Ctx
-from ..policy.model import IDENTITY_SERVICES
+from .model import IDENTITY_SERVICES
 
 # condition on services ``t``: the identity (one parameter) may dial or bind it
 VISIBLE = IDENTITY_SERVICES.format("")

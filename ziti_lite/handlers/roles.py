@@ -10,8 +10,8 @@ from ..api import envelope as env
 from ..api.ops import op
 from ..db import filters as fq
 from ..errors import ApiError, InvalidFilter
-from . import evaluate
-from .model import SIDES, Side
+from ..policy import evaluate
+from ..policy.model import SIDES, Side
 
 # ------------------------------------------------------------------ roleFilter
 
