@@ -9,7 +9,9 @@ of ``MODULES`` and returns the route table built from what they registered; the 
 because some code path happened not to import its module. ``tests/test_wiring.py`` checks that
 every registered function comes from a module listed here.
 
-``ziti-lite routes`` prints the route table: method, path, API, auth level, handler.
+``ziti-lite routes`` prints the route table: method, path, API, auth level, handler;
+``ziti-lite hooks`` prints the write path: per resource, what runs on create, update, delete and
+list, read from the same registries the handlers run (``hooks()``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
-from .api import ops, routes
+from . import integrity
+from .api import crud, ops, routes
 from .api.resource import Resource
 from .api.router import Route, Router
 
@@ -132,3 +136,51 @@ def describe() -> Iterator[tuple[str, str, str, str, str]]:
     """(method, path, api, auth level, handler) of every route, sorted by path, method, api."""
     rows = [(r.method, r.path, r.api, r.auth, handler_name(r)) for r in load().routes]
     yield from sorted(rows, key=lambda row: (row[1], row[0], row[2]))
+
+
+def callable_name(fn: Any) -> str:
+    """``module:qualname`` of a registered function (of the function a partial wraps)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def hooks(resource: Resource) -> dict[str, list[tuple[str, str]]]:
+    """What runs, in order, when the generic handlers of ``resource`` create, update (PUT and
+    PATCH), delete and list: {operation: [(step, module:function)]}, only the operations the
+    resource mounts. Read from the registries ``api/crud.py`` and ``app.Controller`` run."""
+    listeners = [callable_name(fn) for fn in crud.LISTENERS.get(resource.name, ())]
+    every = [callable_name(fn) for fn in crud.ANY_LISTENERS]
+    after = [callable_name(fn) for fn in ops.AFTER_CHANGE]
+
+    def write(first: str) -> list[tuple[str, str]]:
+        hook = getattr(resource, first)
+        steps = [(first, callable_name(hook))] if hook else []
+        if resource.after_write:
+            steps.append(("after_write", callable_name(resource.after_write)))
+        steps += [("listener", n) for n in listeners] + [("listener of every resource", n) for n in every]
+        return steps + [("after the request", n) for n in after]
+
+    out: dict[str, list[tuple[str, str]]] = {}
+    if "create" in resource.ops:
+        out["create"] = write("prepare")
+    if "update" in resource.ops or "patch" in resource.ops:
+        out["update"] = write("prepare")
+    if "delete" in resource.ops:
+        out["delete"] = write("before_delete")
+    if "list" in resource.ops:
+        steps = [("list condition", callable_name(fn)) for fn in crud.LIST_CONDITIONS.get(resource.name, ())]
+        if resource.name in crud.PREFETCH:
+            steps.append(("prefetch", callable_name(crud.PREFETCH[resource.name])))
+        if resource.render:
+            steps.append(("render", callable_name(resource.render)))
+        out["list"] = steps
+    if "detail" in resource.ops and resource.render:
+        out["detail"] = [("render", callable_name(resource.render))]
+    return out
+
+
+def integrity_checks() -> list[str]:
+    """``module:function`` of every integrity check ``ziti-lite check`` and ``/database/*`` run."""
+    load()
+    return [callable_name(fn) for fn in (*integrity.CHECKS, integrity.foreign_keys)]

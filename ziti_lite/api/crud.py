@@ -366,36 +366,35 @@ def child_list(ctx: Ctx, parent: Resource, res: Resource, column: str) -> env.JS
     return list_response(ctx, res, f"t.{column} = ?", [id])
 
 
-# resource name -> fn(ctx) returning None or (where, params): a condition the request adds to
-# that resource's list (e.g. roleFilter on identities), applied before filter and paging.
-LIST_CONDITIONS: dict[str, Any] = {}
+# resource name -> fns(ctx) each returning None or (where, params): conditions the request adds
+# to that resource's list (e.g. roleFilter on identities), AND-ed in registration order and
+# applied before filter and paging.
+LIST_CONDITIONS: dict[str, list[Any]] = {}
 
 
 def list_condition(resource_name: str):
     """Register fn as a list condition of the resource; several registrations are AND-ed."""
 
     def deco(fn):
-        previous = LIST_CONDITIONS.get(resource_name)
-        LIST_CONDITIONS[resource_name] = fn if previous is None else _both(previous, fn)
+        LIST_CONDITIONS.setdefault(resource_name, []).append(fn)
         return fn
 
     return deco
 
 
-def _both(first, second):
-    def condition(ctx):
-        parts = [c for c in (first(ctx), second(ctx)) if c is not None]
-        if not parts:
-            return None
-        return " AND ".join(f"({w})" for w, _ in parts), [p for _, ps in parts for p in ps]
-
-    return condition
+def list_conditions(ctx: Ctx, res: Resource) -> tuple[str, list] | None:
+    """The list conditions of ``res`` for this request, AND-ed; None when none applies."""
+    parts = [c for c in (fn(ctx) for fn in LIST_CONDITIONS.get(res.name, ())) if c is not None]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return " AND ".join(f"({w})" for w, _ in parts), [p for _, ps in parts for p in ps]
 
 
 # ------------------------------------------------------------------ the six handlers
 async def list_(res: Resource, ctx: Ctx):
-    cond = LIST_CONDITIONS.get(res.name)
-    extra = cond(ctx) if cond is not None else None
+    extra = list_conditions(ctx, res)
     if extra is not None:
         return list_response(ctx, res, extra[0], extra[1])
     return list_response(ctx, res)

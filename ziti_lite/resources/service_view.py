@@ -213,16 +213,6 @@ def _as_identity_condition(ctx):
 
 
 def install_list_condition() -> None:
-    """Add the asIdentity restriction to whatever condition the services list already has."""
-    previous = crud.LIST_CONDITIONS.get("services")
-    if getattr(previous, "_as_identity", False):
-        return
-
-    def condition(ctx):
-        parts = [c for c in ((previous(ctx) if previous else None), _as_identity_condition(ctx)) if c]
-        if not parts:
-            return None
-        return " AND ".join(f"({w})" for w, _ in parts), [p for _, ps in parts for p in ps]
-
-    setattr(condition, "_as_identity", True)  # a marker (mypy allows no new attributes on functions)
-    crud.LIST_CONDITIONS["services"] = condition
+    """Add the asIdentity restriction to the services list's conditions (after those already there)."""
+    if _as_identity_condition not in crud.LIST_CONDITIONS.get("services", ()):
+        crud.list_condition("services")(_as_identity_condition)
