@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the controller's own certificates over time: renewal, live TLS contexts, expiry, start-up checks
     ("lifecycle", ("ziti_lite.lifecycle.*",)),
     # the request machinery: route table, context, envelope, generic CRUD, metrics
-    ("http", ("ziti_lite.api.*", "ziti_lite.observe", "ziti_lite.zac")),
+    ("http", ("ziti_lite.api.*", "ziti_lite.zac")),
     # who may reach what: the policy model, its membership tables, access and posture evaluation
     ("policy engine", ("ziti_lite.policy.*",)),
     # credentials, logins and API sessions; the enrollments (one-time tokens) that turn into
@@ -49,7 +49,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the routers: the embedded edge router, and the control channel of real routers (which
     # shares its checks, wire format and terminator strategy)
     ("routers", ("ziti_lite.edge.*", "ziti_lite.ctrl.*")),
-    ("controller", ("ziti_lite.bootstrap", "ziti_lite.app")),
+    # the ASGI app: the controller, first-start seeding, metrics and the access log around it
+    ("controller", ("ziti_lite.bootstrap", "ziti_lite.observe", "ziti_lite.app")),
     # network as code (``netcode``) builds on export/import and the whole in-process controller
     ("entry points", ("ziti_lite.server", "ziti_lite.cli", "ziti_lite.exchange", "ziti_lite.testing",
                       "ziti_lite.__main__", "ziti_lite.netcode.*")),

@@ -55,7 +55,7 @@ class Authenticate(Body):
     sdk_info: SdkInfo | None = None
 
 
-@method("password")
+@method("password", rank=1)
 async def password_login(ctx: Ctx, body: Authenticate) -> Login:
     """Upstream's order: user, identity + policy, disabled, ``updb.allowed``, attempts, password.
     Every refusal is the same ``INVALID_AUTH`` after the same amount of hashing. Lockout counts
@@ -163,7 +163,8 @@ async def authenticate(ctx: Ctx):
     name = ctx.q("method")
     fn = METHODS.get(name or "")
     if fn is None:
-        raise CouldNotValidate("method", "method in query should be one of [password cert ext-jwt]", name)
+        # the registered methods in rank order: upstream's [password cert ext-jwt]
+        raise CouldNotValidate("method", f"method in query should be one of [{' '.join(METHODS)}]", name)
     body = await ctx.json(Authenticate)
     try:
         login = await fn(ctx, body)

@@ -41,7 +41,7 @@ Password = Annotated[str, Meta(min_length=5, max_length=100)]
 
 
 # ================================================================ method=cert
-@method("cert")
+@method("cert", rank=2)
 async def cert_login(ctx: Ctx, body) -> Login:
     identity_id, authenticator_id, extendable = certauth.login(ctx, tls.peer_certs(ctx))
     return Login(identity_id, authenticator_id, extendable)
