@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from . import UPSTREAM_VERSION, bootstrap, clock, ctrl, edge, wiring
 from .api import envelope as env
-from .api.context import Ctx, not_parsable
+from .api.context import Ctx, not_parsable, too_deep
 from .api.ops import AFTER_CHANGE, WEBSOCKETS
 from .api.router import AuthLevel, Router
 from .auth import oidc_tokens, sessions
@@ -35,7 +35,7 @@ from .ctrl.server import CtrlServer
 from .db.checkpoint import Checkpointer
 from .db.store import Store
 from .edge.router import EdgeRouter
-from .errors import ApiError, NotFound, Unauthorized
+from .errors import ApiError, NotFound, Unauthorized, generic_cause
 from .events import runtime as events_runtime
 from .events import tables as event_tables
 from .events.bus import Bus
@@ -156,8 +156,8 @@ class Controller:
                     response = env.JSON(b"", status_code=200)
                     return await self._send(response, scope, receive, send)
                 allowed = ",".join(sorted(methods))
-                raise ApiError("METHOD_NOT_ALLOWED", cause={
-                    "code": "UNHANDLED", "message": f"method {method} is not allowed, but [{allowed}] are"})
+                raise ApiError("METHOD_NOT_ALLOWED",
+                               cause=generic_cause(f"method {method} is not allowed, but [{allowed}] are"))
             scope["zl.route"] = route   # for metrics and access records (observe.py)
             ctx = Ctx(self, request, api, params, route)
             await self.authorize(ctx, route.auth)
@@ -171,11 +171,10 @@ class Controller:
             response = env.error_response(not_parsable(e))
         except RecursionError:  # a JSON body nested deeper than any parser will follow
             log.warning("recursion limit on %s %s", method, scope["path"])
-            response = env.error_response(ApiError("COULD_NOT_PARSE_BODY", cause={
-                "code": "UNHANDLED", "message": "JSON document nested too deeply"}))
+            response = env.error_response(too_deep())
         except Exception:  # a bug: answer with the envelope, keep serving
             log.error("unhandled error on %s %s\n%s", method, scope["path"], traceback.format_exc())
-            response = env.error_response(ApiError("UNHANDLED"))
+            response = env.error_response(ApiError())
         if ctx is not None and ctx.session is not None:
             response.raw_headers.extend(self._expiry_headers(ctx.session))
         await self._send(response, scope, receive, send)

@@ -19,7 +19,7 @@ from msgspec import UNSET
 from .. import clock, zitiql
 from ..db import filters as fq
 from ..db import search
-from ..errors import ApiError, CouldNotValidate, InvalidFilter, NotFound
+from ..errors import ApiError, CouldNotValidate, InvalidFilter, NotFound, generic_cause
 from ..ids import new_id
 from . import envelope as env
 from .context import Ctx
@@ -242,7 +242,7 @@ def _run_unique(store, res: Resource, sql: str, params: list, values: dict) -> N
                 name, f"duplicate value '{value}' in unique index on {res.name} store", value
             ) from None
         if "FOREIGN KEY" in text:
-            raise ApiError("REFERENCED_ENTITY_NOT_FOUND", cause={"code": "UNHANDLED", "message": text}) from None
+            raise ApiError("REFERENCED_ENTITY_NOT_FOUND", cause=generic_cause(text)) from None
         raise
 
 
@@ -305,7 +305,7 @@ def compile_request(ctx: Ctx, symbols: fq.Symbols, filter_text: str | None = Non
             try:
                 query = _with_sort(query, ctx.q("sort") or "")
             except zitiql.ParseError as e:
-                raise ApiError("INVALID_SORT_IDENTIFIER", cause={"code": "UNHANDLED", "message": str(e)})
+                raise ApiError("INVALID_SORT_IDENTIFIER", cause=generic_cause(str(e)))
         compiled = fq.compile_query(query, symbols)
         limit, offset = fq.paging(compiled.skip, compiled.limit, ctx.q("limit"), ctx.q("offset"))
     except (zitiql.ParseError, fq.FilterError) as e:
@@ -313,7 +313,7 @@ def compile_request(ctx: Ctx, symbols: fq.Symbols, filter_text: str | None = Non
     except fq.SortError as e:
         if not sort_param:  # a sort inside the filter is part of the filter, as upstream reports it
             raise InvalidFilter(str(e)) from None
-        raise ApiError("INVALID_SORT_IDENTIFIER", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("INVALID_SORT_IDENTIFIER", cause=generic_cause(str(e))) from None
     except fq.PagingError:
         # list operations declare limit/offset, so upstream's parameter binding answers first
         name = "limit" if _bad_int(ctx.q("limit")) else "offset"
@@ -440,7 +440,7 @@ async def _change(res: Resource, ctx: Ctx, struct: type | None, patch: bool):
         if existing.get("is_system") and res.protect_system:
             raise ApiError(
                 "ENTITY_CAN_NOT_BE_UPDATED",
-                cause={"code": "UNHANDLED", "message": f"cannot update system {res.entity}"},
+                cause=generic_cause(f"cannot update system {res.entity}"),
             )
         if res.prepare:
             res.prepare(ctx, values, existing)
@@ -456,7 +456,7 @@ async def delete(res: Resource, ctx: Ctx):
         if row.get("is_system") and res.protect_system:
             raise ApiError(
                 "ENTITY_CAN_NOT_BE_DELETED",
-                cause={"code": "UNHANDLED", "message": f"cannot delete system {res.entity}"},
+                cause=generic_cause(f"cannot delete system {res.entity}"),
             )
         if res.before_delete:
             res.before_delete(ctx, row)

@@ -22,7 +22,7 @@ from ..api.ops import op
 from ..api.resource import Field, Resource
 from ..auth import certs as certauth
 from ..db.filters import Symbol
-from ..errors import ApiError, NotFound
+from ..errors import ApiError, NotFound, generic_cause
 from ..ids import new_id
 from ..pki import ca
 from ..pki.csr import CsrError, parse_csr
@@ -106,7 +106,7 @@ def trust_domain(root_pem: str) -> str:
 
 
 def _csr_error(message: str) -> ApiError:
-    return ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": message})
+    return ApiError("COULD_NOT_PROCESS_CSR", cause=generic_cause(message))
 
 
 def _render_certificate(ctx, row: dict) -> dict:

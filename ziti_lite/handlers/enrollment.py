@@ -26,7 +26,7 @@ from ..auth import enrollments as create
 from ..auth import passwords
 from ..auth.methods import Login, method
 from ..enroll import complete as enroll
-from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, field_cause
+from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, field_cause, generic_cause
 from ..resources.cas_enrollments import CAS
 from ..resources.common import Body, Tags
 from ..resources.identities import AUTHENTICATORS
@@ -73,7 +73,7 @@ async def _read_body(ctx: Ctx) -> tuple[bytes, dict | None]:
     if ctype in RAW_TYPES:
         return body, None
     raise ApiError("INVALID_CONTENT_TYPE",
-                   cause={"code": "UNHANDLED", "message": f"content type {ctype} is not supported"})
+                   cause=generic_cause(f"content type {ctype} is not supported"))
 
 
 def wants_json(accept: str | None) -> bool:
