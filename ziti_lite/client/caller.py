@@ -26,6 +26,7 @@ from ..errors import ApiError, NotFound, generic_cause
 from ..ids import new_id
 from ..pki import ca
 from ..pki.csr import CsrError, parse_csr
+from ..policy.model import IDENTITY_ROUTERS
 from ..resources.common import Body
 from ..resources.routers import EDGE_ROUTERS
 from . import changes
@@ -41,8 +42,7 @@ async def current_identity_edge_routers(ctx: Ctx):
     res = EDGE_ROUTERS
     where, params = "t.is_verified = 1", []
     if not ctx.api_session.is_admin:
-        where += (" AND t.id IN (SELECT r.router_id FROM edge_router_policy_identities i"
-                  " JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)")
+        where += f" AND {IDENTITY_ROUTERS}"
         params = [ctx.identity_id]
     states = ctx.ctl.router_states
 
