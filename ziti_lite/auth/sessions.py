@@ -28,7 +28,7 @@ class Session:
     authenticator_id: str
     partial: bool
     last_activity_at: str
-    bearer: str | None = None   # the OIDC access token the session was named by (oidc/tokens.py), else None
+    bearer: str | None = None   # the OIDC access token the session was named by (auth/oidc_tokens.py), else None
 
 
 _LOOKUP = (

@@ -22,8 +22,8 @@ from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
 from ..api.resource import Field, Ref, Resource
+from ..auth.enrollments import new_enrollment
 from ..db.filters import Symbol
-from ..enroll.create import new_enrollment
 from ..errors import ApiError, CouldNotValidate, NotFound
 from .common import (
     NAME,

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from ..api import envelope as env
+from ..api.context import Ctx, decode
+from ..api.ops import BOTH, op
 from ..auth import mfa, sessions
-from ..auth.methods import AUTH_QUERY_PROVIDERS
+from ..auth.methods import auth_query
 from ..errors import ApiError, NotFound
 from ..resources.common import Body
-from . import envelope as env
-from .context import Ctx, decode
-from .ops import BOTH, op
 
 TAG = "current-identity"
 CODE_HEADER = "mfa-validation-code"
@@ -86,7 +86,7 @@ def totp_auth_query(ctx: Ctx, row: dict, secondary: dict) -> list:
     return []
 
 
-AUTH_QUERY_PROVIDERS.insert(0, totp_auth_query)  # upstream lists MFA before EXT-JWT
+auth_query(rank=1)(totp_auth_query)  # upstream lists MFA before EXT-JWT
 
 
 # ---------------------------------------------------------------- operations
