@@ -149,7 +149,7 @@ def hooks(resource: Resource) -> dict[str, list[tuple[str, str]]]:
     """What runs, in order, when the generic handlers of ``resource`` create, update (PUT and
     PATCH), delete and list: {operation: [(step, module:function)]}, only the operations the
     resource mounts. Read from the registries ``api/crud.py`` and ``app.Controller`` run."""
-    listeners = [callable_name(fn) for fn in crud.LISTENERS.get(resource.name, ())]
+    listeners = [callable_name(fn) for fn in crud.LISTENERS.get(resource, ())]
     every = [callable_name(fn) for fn in crud.ANY_LISTENERS]
     after = [callable_name(fn) for fn in ops.AFTER_CHANGE]
 
@@ -169,9 +169,9 @@ def hooks(resource: Resource) -> dict[str, list[tuple[str, str]]]:
     if "delete" in resource.ops:
         out["delete"] = write("before_delete")
     if "list" in resource.ops:
-        steps = [("list condition", callable_name(fn)) for fn in crud.LIST_CONDITIONS.get(resource.name, ())]
-        if resource.name in crud.PREFETCH:
-            steps.append(("prefetch", callable_name(crud.PREFETCH[resource.name])))
+        steps = [("list condition", callable_name(fn)) for fn in crud.LIST_CONDITIONS.get(resource, ())]
+        if resource in crud.PREFETCH:
+            steps.append(("prefetch", callable_name(crud.PREFETCH[resource])))
         if resource.render:
             steps.append(("render", callable_name(resource.render)))
         out["list"] = steps

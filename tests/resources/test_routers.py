@@ -7,6 +7,7 @@ import pytest
 
 from tests.conftest import assert_error
 from ziti_lite.api import crud
+from ziti_lite.resources.routers import EDGE_ROUTERS
 
 
 def _detail(admin, collection, id):
@@ -217,8 +218,8 @@ def test_delete_edge_router_through_routers_notifies_edge_listeners(admin, ctl, 
     seen = []
     monkeypatch.setitem(
         crud.LISTENERS,
-        "edge-routers",
-        [*crud.LISTENERS.get("edge-routers", []), lambda ctx, id, before, values: seen.append((id, values))],
+        EDGE_ROUTERS,
+        [*crud.LISTENERS.get(EDGE_ROUTERS, []), lambda ctx, id, before, values: seen.append((id, values))],
     )
     e = admin.create("edge-routers", {"name": "er-gone", "isTunnelerEnabled": True})
     assert seen == [(e, seen[0][1])] and seen[0][1]["is_tunneler_enabled"] is True

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import apsw
 import msgspec
@@ -23,55 +23,64 @@ from ..errors import ApiError, CouldNotValidate, InvalidFilter, NotFound, generi
 from ..ids import new_id
 from . import envelope as env
 from .context import Ctx
-from .resource import Resource
+from .resource import AfterWrite, Render, Resource, Row
 
 _jenc = msgspec.json.Encoder()
 BASE_COLUMNS = ("id", "created_at", "updated_at", "tags", "is_system")
 Raw = msgspec.Raw
 
-# resource name -> functions called as fn(ctx, id, before_row, values) after every create,
-# update, patch and delete of that resource, inside its transaction (before is None on create,
-# values is None on delete). Other families subscribe here to keep derived data in step.
-LISTENERS: dict[str, list] = {}
+# resource -> functions called as fn(ctx, id, before_row, values) after every create, update,
+# patch and delete of that resource, inside its transaction (before is None on create, values is
+# None on delete). Other families subscribe here to keep derived data in step. Keyed by the
+# Resource object: a collection that shows the rows of another (``/routers`` and
+# ``/edge-routers``) notifies the other's listeners itself (resources/routers.py).
+Listener: TypeAlias = AfterWrite
+LISTENERS: dict[Resource, list[Listener]] = {}
+L = TypeVar("L", bound=Listener)
 
 
-def listen(resource_name: str):
-    def deco(fn):
-        LISTENERS.setdefault(resource_name, []).append(fn)
+def listen(resource: Resource) -> Callable[[L], L]:
+    def deco(fn: L) -> L:
+        LISTENERS.setdefault(resource, []).append(fn)
         return fn
     return deco
 
 
 # functions called as fn(ctx, resource, id, before_row, values) after the listeners of every
 # resource's writes, in the same transaction (the event stream and the audit trail read them)
-ANY_LISTENERS: list = []
+AnyListener: TypeAlias = Callable[[Ctx, Resource, str, Row | None, Row | None], None]
+ANY_LISTENERS: list[AnyListener] = []
+A = TypeVar("A", bound=AnyListener)
 
 
-def listen_all(fn):
+def listen_all(fn: A) -> A:
     ANY_LISTENERS.append(fn)
     return fn
 
 
-# resource name -> fn(ctx, rows) called before a list page of that resource is rendered, so a
-# render hook can read the related rows of the whole page from one query instead of one per row
-# (the hook stores what it fetched on ctx; render must still work for rows it did not see).
-PREFETCH: dict[str, Any] = {}
+# resource -> fn(ctx, rows) called before a list page of that resource is rendered, so that the
+# page's rows are rendered from one query for the whole page instead of one per row: it returns
+# the render hook of this page's rows (one that reads what it fetched; None: the resource's own).
+# What it fetched belongs to the page: the resource's own render hook must still work alone.
+Prefetcher: TypeAlias = Callable[[Ctx, list[Row]], Render | None]
+PREFETCH: dict[Resource, Prefetcher] = {}
+P = TypeVar("P", bound=Prefetcher)
 
 
-def prefetch(resource_name: str):
-    def deco(fn):
-        PREFETCH[resource_name] = fn
+def prefetch(resource: Resource) -> Callable[[P], P]:
+    def deco(fn: P) -> P:
+        PREFETCH[resource] = fn
         return fn
     return deco
 
 
-def changed(ctx, res: Resource, id: str, before: dict | None, values: dict | None) -> None:
+def changed(ctx: Ctx, res: Resource, id: str, before: Row | None, values: Row | None) -> None:
     if res.after_write:
         res.after_write(ctx, id, before, values)
-    for fn in LISTENERS.get(res.name, ()):
+    for fn in LISTENERS.get(res, ()):
         fn(ctx, id, before, values)
-    for fn in ANY_LISTENERS:
-        fn(ctx, res, id, before, values)
+    for every in ANY_LISTENERS:
+        every(ctx, res, id, before, values)
 
 
 # ------------------------------------------------------------------ values <-> rows
@@ -190,10 +199,13 @@ def render_declared(ctx: Ctx, res: Resource, row: dict) -> dict:
     return out
 
 
-def render(ctx: Ctx, res: Resource, row: dict) -> dict:
+def render(ctx: Ctx, res: Resource, row: dict, hook: Render | None = None) -> dict:
+    """The detail of a row: its declarations, then ``hook`` (a list page's, from its prefetcher)
+    or the resource's render hook."""
     out = render_declared(ctx, res, row)
-    if res.render is not None:
-        res.render(ctx, row, out)
+    hook = hook or res.render
+    if hook is not None:
+        hook(ctx, row, out)
     return out
 
 
@@ -341,18 +353,18 @@ def list_response(
     where: str = "1",
     params: Iterable = (),
     render_row: Callable[[Ctx, dict], dict] | None = None,
-    prefetch: Callable[[Ctx, list[dict]], Any] | None = None,
-    **kw,
+    prefetch: Prefetcher | None = None,
+    **kw: Any,
 ) -> env.JSON:
     """The list page of ``res`` (paging, filter, sort, totalCount) under an extra condition,
     each row rendered as its detail or by ``render_row`` (a page with a shape of its own);
-    ``prefetch`` (default: the resource's registered one) sees the page's rows first."""
+    ``prefetch`` (default: the resource's registered one) sees the page's rows first and may
+    give the render hook of the page's rows."""
     rows, limit, offset, total = page(ctx, res, where, params, **kw)
-    pre = PREFETCH.get(res.name) if prefetch is None else prefetch
-    if pre is not None and rows:
-        pre(ctx, rows)
+    pre = PREFETCH.get(res) if prefetch is None else prefetch
+    hook = pre(ctx, rows) if pre is not None and rows else None
     if render_row is None:
-        data = [render(ctx, res, r) for r in rows]
+        data = [render(ctx, res, r, hook) for r in rows]
     else:
         data = [render_row(ctx, r) for r in rows]
     return env.listing(data, limit, offset, total, res.filterable)
@@ -366,17 +378,19 @@ def child_list(ctx: Ctx, parent: Resource, res: Resource, column: str) -> env.JS
     return list_response(ctx, res, f"t.{column} = ?", [id])
 
 
-# resource name -> fns(ctx) each returning None or (where, params): conditions the request adds
-# to that resource's list (e.g. roleFilter on identities), AND-ed in registration order and
-# applied before filter and paging.
-LIST_CONDITIONS: dict[str, list[Any]] = {}
+# resource -> fns(ctx) each returning None or (where, params): conditions the request adds to
+# that resource's list (e.g. roleFilter on identities), AND-ed in registration order and applied
+# before filter and paging.
+ListCondition: TypeAlias = Callable[[Ctx], tuple[str, list[Any]] | None]
+LIST_CONDITIONS: dict[Resource, list[ListCondition]] = {}
+C = TypeVar("C", bound=ListCondition)
 
 
-def list_condition(resource_name: str):
+def list_condition(resource: Resource) -> Callable[[C], C]:
     """Register fn as a list condition of the resource; several registrations are AND-ed."""
 
-    def deco(fn):
-        LIST_CONDITIONS.setdefault(resource_name, []).append(fn)
+    def deco(fn: C) -> C:
+        LIST_CONDITIONS.setdefault(resource, []).append(fn)
         return fn
 
     return deco
@@ -384,7 +398,7 @@ def list_condition(resource_name: str):
 
 def list_conditions(ctx: Ctx, res: Resource) -> tuple[str, list] | None:
     """The list conditions of ``res`` for this request, AND-ed; None when none applies."""
-    parts = [c for c in (fn(ctx) for fn in LIST_CONDITIONS.get(res.name, ())) if c is not None]
+    parts = [c for c in (fn(ctx) for fn in LIST_CONDITIONS.get(res, ())) if c is not None]
     if not parts:
         return None
     if len(parts) == 1:

@@ -14,7 +14,7 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, TypeAlias, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -22,6 +22,7 @@ from msgspec import UNSET, UnsetType
 from ..db.filters import Symbol
 from ..db.search import SEARCH_INDEXES
 from . import envelope as env
+from .context import Ctx
 from .router import AuthLevel
 
 # storage kinds: how a value is kept in its column and rendered on the wire
@@ -89,7 +90,21 @@ BASE_SYMBOLS = {
     "isSystem": Symbol("bool", "t.is_system"),
 }
 
-Hook = Callable[..., Any] | None
+# ---------------------------------------------------------------- the hooks of a Resource
+# Column values and stored rows travel as dicts keyed by column name. Every hook runs inside the
+# write's transaction but ``render``. A prepare hook may leave in ``values`` keys that are no
+# column (they are stored nowhere): that is how it hands data to the after-write hook and the
+# listeners of the same write (an identity's ``enrollment``), nothing is kept on the Ctx.
+Row: TypeAlias = dict[str, Any]
+# prepare(ctx, values, existing): validates and completes the values (existing: None on create)
+Prepare: TypeAlias = Callable[[Ctx, Row, Row | None], None]
+# render(ctx, row, out): adds the computed fields of the detail ``out`` of ``row``
+Render: TypeAlias = Callable[[Ctx, Row, dict[str, Any]], None]
+# before_delete(ctx, row): refuses the delete (raises) or cascades
+BeforeDelete: TypeAlias = Callable[[Ctx, Row], None]
+# after_write(ctx, id, before, values) after every create (before None), update and delete
+# (values None): keeps derived data in step. ``crud.listen`` listeners have the same shape.
+AfterWrite: TypeAlias = Callable[[Ctx, str, Row | None, Row | None], None]
 
 
 @dataclass(eq=False)
@@ -118,14 +133,11 @@ class Resource:
     filters: tuple[str, ...] = ()
     extra_symbols: dict[str, Symbol] = field(default_factory=dict)
     protect_system: bool = False                # is_system rows refuse PUT/PATCH/DELETE (400)
-    # hooks: prepare(ctx, values, existing) validates and completes the column values inside
-    # the write transaction; render(ctx, row, out) adds computed detail fields;
-    # before_delete(ctx, row) refuses or cascades; after_write(ctx, id, before, after) keeps
-    # derived data (policy links, ...) in step, in the same transaction.
-    prepare: Hook = None
-    render: Hook = None
-    before_delete: Hook = None
-    after_write: Hook = None
+    # hooks (their types above): what is really special about the resource
+    prepare: Prepare | None = None
+    render: Render | None = None
+    before_delete: BeforeDelete | None = None
+    after_write: AfterWrite | None = None
 
     def __post_init__(self):
         if not self.table:

@@ -16,9 +16,13 @@ import hashlib
 from .. import clock
 from ..api import crud
 from ..api.context import Ctx
+from ..resources.identities import IDENTITIES
+from ..resources.policies import SERVICE_POLICIES
+from ..resources.posture import POSTURE_CHECKS
+from ..resources.services import CONFIG_TYPES, CONFIGS, SERVICES
 
 GLOBAL = ""
-EVERYONE = ("services", "configs", "config-types", "service-policies", "posture-checks")
+EVERYONE = (SERVICES, CONFIGS, CONFIG_TYPES, SERVICE_POLICIES, POSTURE_CHECKS)
 
 _UPSERT = ("INSERT INTO service_change_stamps (scope, changed_at) VALUES (?, ?)"
            " ON CONFLICT(scope) DO UPDATE SET changed_at = max(changed_at, excluded.changed_at)")
@@ -41,9 +45,9 @@ def _identity(ctx: Ctx, id, before, values) -> None:
         bump(ctx.store, id)
 
 
-for _name in EVERYONE:
-    crud.listen(_name)(_everyone)
-crud.listen("identities")(_identity)
+for _res in EVERYONE:
+    crud.listen(_res)(_everyone)
+crud.listen(IDENTITIES)(_identity)
 
 
 def memory_bump(ctl, identity_id: str) -> None:

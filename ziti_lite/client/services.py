@@ -103,4 +103,4 @@ async def service_terminators(ctx: Ctx):
     return crud.list_response(ctx, TERMINATORS, "t.service_id = ?", [service_id], render_row=terminator)
 
 
-service_view.install_list_condition()
+service_view.install_list_condition(SERVICES)

@@ -33,6 +33,9 @@ from ..errors import ApiError, CouldNotValidate, NotFound, go_text
 from ..ids import new_token
 from ..policy import access, posture_checks
 from ..resources.common import Body, Tags
+from ..resources.identities import IDENTITIES
+from ..resources.policies import SERVICE_POLICIES
+from ..resources.services import SERVICES
 
 
 class SessionCreate(Body):
@@ -329,19 +332,19 @@ def drop_ungranted(store, scope: str, params: tuple) -> None:
     store.execute(_UNGRANTED.format(scope=scope), params)
 
 
-@crud.listen("service-policies")
+@crud.listen(SERVICE_POLICIES)
 def _policy_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
     if before is not None:   # a new policy only grants
         drop_ungranted(ctx.store, "type = ?", (before["type"],))
 
 
-@crud.listen("identities")
+@crud.listen(IDENTITIES)
 def _identity_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
     if before is not None and values is not None and "role_attributes" in values:  # deletes cascade
         drop_ungranted(ctx.store, "identity_id = ?", (id,))
 
 
-@crud.listen("services")
+@crud.listen(SERVICES)
 def _service_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
     if before is not None and values is not None and "role_attributes" in values:
         drop_ungranted(ctx.store, "service_id = ?", (id,))

@@ -47,7 +47,7 @@ async def cert_login(ctx: Ctx, body) -> Login:
     return Login(identity_id, authenticator_id, extendable)
 
 
-@crud.listen("cas")
+@crud.listen(CAS)
 def _trust_registered_ca(ctx: Ctx, id, before, values) -> None:
     """A CA created through the API is accepted by TLS handshakes from now on (no restart);
     whether its certificates are worth anything is decided per request."""

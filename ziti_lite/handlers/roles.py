@@ -12,6 +12,7 @@ from ..db import filters as fq
 from ..errors import ApiError, InvalidFilter, generic_cause
 from ..policy import evaluate
 from ..policy.model import SIDES, Side
+from ..resources.policies import SIDE_RESOURCES
 
 # ------------------------------------------------------------------ roleFilter
 
@@ -26,7 +27,7 @@ def _role_filter(side: Side):
 
 
 for _side in SIDES.values():
-    crud.list_condition(_side.resource)(_role_filter(_side))
+    crud.list_condition(SIDE_RESOURCES[_side.name])(_role_filter(_side))
 
 
 # ------------------------------------------------------------------ role attribute lists

@@ -12,6 +12,7 @@ from ..policy import links
 from ..policy.model import ERP
 from ..resources.identities import IDENTITIES
 from ..resources.policies import EDGE_ROUTER_POLICIES
+from ..resources.routers import EDGE_ROUTERS
 
 
 def policy_name(router_id: str) -> str:
@@ -75,4 +76,4 @@ def _on_edge_router(ctx: Ctx, id: str, before: dict | None, values: dict | None)
             crud.write_row(ctx.store, IDENTITIES, id, {"name": row["name"]})
 
 
-crud.listen("edge-routers")(_on_edge_router)  # deletes through /routers notify this too
+crud.listen(EDGE_ROUTERS)(_on_edge_router)  # deletes through /routers notify this too

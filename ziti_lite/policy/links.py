@@ -17,13 +17,15 @@ could select it — those naming ``#all``, ``@<its id>`` or one of its attribute
 
 from __future__ import annotations
 
-import functools
 import json
+from typing import TYPE_CHECKING
 
 from .. import clock
-from ..api import crud
 from . import evaluate
 from .model import KINDS, SIDES, SP, Kind, Link, Side
+
+if TYPE_CHECKING:
+    from ..api.context import Ctx
 
 
 def _roles(text: str | None) -> list[str]:
@@ -207,16 +209,14 @@ def _rebuild(store) -> None:
 
 
 # ------------------------------------------------------------------ crud listeners
-def _on_entity(side: Side, ctx, id: str, before: dict | None, values: dict | None) -> None:
+def on_entity(side: Side, ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
+    """The listener of one side's entities (registered on their Resource by
+    ``resources/policies.py``; an edge router deleted through /routers or /transit-routers
+    notifies the edge routers' listeners too)."""
     if values is None:
         entity_deleted(ctx.store, side, id)
     else:
         entity_written(ctx.store, side, id, before)
-
-
-# (an edge router deleted through /routers or /transit-routers notifies "edge-routers" too)
-for _side in SIDES.values():
-    crud.listen(_side.resource)(functools.partial(_on_entity, _side))
 
 
 def after_policy_write(kind: Kind):

@@ -18,7 +18,7 @@ class Side:
     table: str           # the entities' table
     scope: str           # condition its rows meet ("" = every row)
     entity_type: str     # upstream's store name, used in messages
-    resource: str        # the crud resource whose writes change it
+    resource: str        # the collection whose writes change it (resources/policies.py listens on it)
 
     def where(self, alias: str = "") -> str:
         if not self.scope:

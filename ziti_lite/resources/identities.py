@@ -125,7 +125,6 @@ _decode_list = msgspec.json.Decoder(list).decode
 _encode = msgspec.json.Encoder().encode
 
 
-@crud.prefetch("identities")
 def prefetch_identities(ctx, rows: list[dict]) -> None:
     """Before a list page is rendered: the related rows of all its identities in one query."""
     ctx.identity_extras = {r[0]: r for r in ctx.store.conn.execute(
@@ -243,6 +242,7 @@ IDENTITIES = Resource(
     before_delete=before_delete_identity,
     after_write=after_identity,
 )
+crud.prefetch(IDENTITIES)(prefetch_identities)
 
 
 # ---------------------------------------------------------------- disable / enable

@@ -6,15 +6,21 @@ The role lists are validated and normalised here (sorted, no duplicates, ``#all`
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Literal
 
+from ..api import crud
 from ..api.resource import Field, Resource
 from ..db.filters import Symbol
 from ..errors import CouldNotValidate
 from ..policy import evaluate, links
-from ..policy.model import ERP, SERP, SP, Kind, Link, Side
+from ..policy.model import ERP, IDENTITY, POSTURE_CHECK, ROUTER, SERP, SERVICE, SIDES, SP, Kind, Link, Side
 from .common import NAME, Body, Semantic, Tags, check_name
+from .identities import IDENTITIES
+from .posture import POSTURE_CHECKS
+from .routers import EDGE_ROUTERS
+from .services import SERVICES
 
 Roles = list[str] | None
 
@@ -194,3 +200,14 @@ SERVICE_EDGE_ROUTER_POLICIES = Resource(
 )
 
 RESOURCES = (SERVICE_POLICIES, EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES)
+
+# the entities a policy side selects, as resources: what the policy engine's membership listener
+# (policy/links.py) and the roleFilter list condition (handlers/roles.py) are registered on
+SIDE_RESOURCES: dict[str, Resource] = {
+    IDENTITY.name: IDENTITIES, SERVICE.name: SERVICES, ROUTER.name: EDGE_ROUTERS, POSTURE_CHECK.name: POSTURE_CHECKS}
+assert all(SIDE_RESOURCES[s.name].name == s.resource for s in SIDES.values())
+
+# the membership of every policy follows the writes of the entities it selects (an edge router
+# deleted through /routers or /transit-routers notifies the edge routers' listeners too)
+for _side in SIDES.values():
+    crud.listen(SIDE_RESOURCES[_side.name])(functools.partial(links.on_entity, _side))

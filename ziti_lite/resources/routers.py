@@ -5,10 +5,10 @@ Every router lives in the one ``routers`` table (one name namespace); ``/edge-ro
 same handlers) show every row. Creating a router also creates its enrollment (``erott`` for edge
 routers, ``trott`` for transit routers) whose JWT the detail shows until the router enrolls.
 
-Other families react to router writes with ``crud.listen``: ``crud.listen("edge-routers")`` is
+Other families react to router writes with ``crud.listen``: ``crud.listen(EDGE_ROUTERS)`` is
 where the Router identity of a tunneler-enabled edge router is kept in step (values carry
 ``is_tunneler_enabled``). A router deleted through any of the three collections notifies the
-``routers`` listeners and, for an edge router, the ``edge-routers`` listeners too.
+listeners of ``ROUTERS`` and, for an edge router, those of ``EDGE_ROUTERS`` too.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from .common import (
     check_name,
     exists,
 )
+from .services import SERVICES
 
 # a never-connected router: what upstream shows without a control channel
 VERSION_INFO = {"version": "", "revision": "", "buildDate": "", "os": "", "arch": ""}
@@ -85,10 +86,10 @@ def _router_written(own: str):
             else:
                 new_enrollment(ctx, "trott", transit_router_id=id)
         elif values is None and before is not None:  # a delete
-            targets = ["routers"] + (["edge-routers"] if before["is_edge"] else [])
-            for name in targets:
-                if name != own:
-                    for fn in crud.LISTENERS.get(name, ()):
+            targets = [ROUTERS] + ([EDGE_ROUTERS] if before["is_edge"] else [])
+            for res in targets:
+                if res.name != own:
+                    for fn in crud.LISTENERS.get(res, ()):
                         fn(ctx, id, before, None)
     return hook
 
@@ -315,7 +316,7 @@ TERMINATORS = Resource(
 )
 
 
-@crud.listen("services")
+@crud.listen(SERVICES)
 def _service_deleted(ctx, id: str, before: dict | None, values: dict | None) -> None:
     """A deleted service takes its terminators with it (the foreign key cascades as well)."""
     if values is None:

@@ -15,6 +15,7 @@ import json
 import msgspec
 
 from ..api import crud
+from ..api.resource import Resource
 from ..auth.sessions import resolve_config_types
 from ..errors import NotFound
 from ..policy import access, posture_checks
@@ -212,7 +213,7 @@ def _as_identity_condition(ctx):
     return VISIBLE, [identity_id]
 
 
-def install_list_condition() -> None:
+def install_list_condition(services: Resource) -> None:
     """Add the asIdentity restriction to the services list's conditions (after those already there)."""
-    if _as_identity_condition not in crud.LIST_CONDITIONS.get("services", ()):
-        crud.list_condition("services")(_as_identity_condition)
+    if _as_identity_condition not in crud.LIST_CONDITIONS.get(services, ()):
+        crud.list_condition(services)(_as_identity_condition)
