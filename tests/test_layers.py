@@ -270,8 +270,6 @@ def test_the_checks_see_what_they_check():
 UPHILL: dict[tuple[str, str], str] = {
     ("ziti_lite.api", "ziti_lite.app"): "api/context.py: Ctx.ctl is annotated as the Controller",
     ("ziti_lite.api", "ziti_lite.auth"): "api/context.py: Ctx.session is annotated as an auth Session",
-    ("ziti_lite.api", "ziti_lite.resources"): "api/context.py: the per-request service_view slot names"
-                                              " resources.service_view.View",
 }
 
 

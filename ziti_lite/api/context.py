@@ -18,7 +18,6 @@ if TYPE_CHECKING:  # typing only: these sit in higher layers (see tests/test_lay
     from ..app import Controller
     from ..auth.sessions import Session
     from ..db.store import Store
-    from ..resources.service_view import View
 
 T = TypeVar("T")
 MAX_BODY = 4 * 1024 * 1024
@@ -28,11 +27,11 @@ _decoders: dict[type, msgspec.json.Decoder] = {}
 
 
 class Ctx:
-    """What a handler sees: the controller, the request, path params and the caller's session;
-    and what hooks of one request leave for later hooks of the same request (declared below)."""
+    """What a handler sees: the controller, the request, path params and the caller's session.
+    Data one hook hands to another travels with the write or the page (the values of a write,
+    the render hook a prefetcher returns: api/resource.py, api/crud.py), not on the Ctx."""
 
-    __slots__ = ("ctl", "request", "api", "params", "route", "session", "_body",
-                 "pending_enrollment", "identity_extras", "service_view", "audited")
+    __slots__ = ("ctl", "request", "api", "params", "route", "session", "_body", "audited")
 
     ctl: Controller
     request: Request
@@ -41,12 +40,6 @@ class Ctx:
     route: Route
     session: Session | None                 # set by Controller.authorize on non-public routes
     _body: bytes | None
-    # an identity create's ``enrollment`` object, from prepare to after_write (resources/identities.py)
-    pending_enrollment: dict | None
-    # identity id -> related rows of a list page, read by the identity renderer (resources/identities.py)
-    identity_extras: dict[str, Any] | None
-    # the caller-dependent values of the services of this request (resources/service_view.py)
-    service_view: View | None
     # the request's audit row is written (inside the write's transaction, events/changes.py):
     # the after-change hook adds none (events/audit.py)
     audited: bool
@@ -59,9 +52,6 @@ class Ctx:
         self.route = route
         self.session = None
         self._body = None
-        self.pending_enrollment = None
-        self.identity_extras = None
-        self.service_view = None
         self.audited = False
 
     @property

@@ -41,7 +41,7 @@ async def list_services(ctx: Ctx):
         where, params = "1", []
     else:
         where, params = access.VISIBLE, [ctx.identity_id]
-    page = crud.list_response(ctx, res, where, params, prefetch=service_view.view(ctx).prepare)
+    page = crud.list_response(ctx, res, where, params)  # the services' prefetcher: service_view.prefetch
     changes.observe_overrides(ctx.ctl, ctx.identity_id)
     return page
 

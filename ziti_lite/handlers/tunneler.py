@@ -25,12 +25,8 @@ def enable(ctx: Ctx, router_id: str, name: str) -> None:
     if row is None:
         values = {"name": name, "type_id": "Router", "is_admin": False, "role_attributes": []}
         crud.insert(store, IDENTITIES, values, id=router_id)
-        pending = ctx.pending_enrollment
-        ctx.pending_enrollment = None  # a router's identity is never enrolled on its own
-        try:
-            crud.changed(ctx, IDENTITIES, router_id, None, values)
-        finally:
-            ctx.pending_enrollment = pending
+        # no ``enrollment`` in the values: a router's identity is never enrolled on its own
+        crud.changed(ctx, IDENTITIES, router_id, None, values)
     elif row["type_id"] != "Router":
         raise CouldNotValidate("id", "an identity with the router's id exists", router_id)
     if store.value("SELECT 1 FROM edge_router_policies WHERE id = ?", (router_id,)) is None:

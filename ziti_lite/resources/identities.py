@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
@@ -12,8 +13,9 @@ from msgspec import Meta
 from .. import clock
 from ..api import crud
 from ..api import envelope as env
+from ..api.context import Ctx
 from ..api.ops import op
-from ..api.resource import Field, Ref, Resource
+from ..api.resource import Field, Ref, Render, Resource, Row
 from ..auth import passwords
 from ..auth.certs import prepare_cert_authenticator  # certificate checks live with the PKI
 from ..auth.enrollments import create_for_identity  # the enrollment module owns JWTs and tokens
@@ -97,11 +99,11 @@ def prepare_identity(ctx, values: dict, existing: dict | None) -> None:
     for key in ("app_data", "role_attributes", "tags"):
         if key in values and values[key] is None:
             values[key] = [] if key == "role_attributes" else {}
-    ctx.pending_enrollment = values.pop("enrollment", None)
+    # ``enrollment`` (no column) stays in the values, for after_identity of the same write
 
 
 def after_identity(ctx, id: str, before: dict | None, values: dict | None) -> None:
-    enrollment = ctx.pending_enrollment if values is not None else None
+    enrollment = values.get("enrollment") if values is not None else None
     if before is None and enrollment:
         create_for_identity(ctx, id, enrollment)
 
@@ -125,17 +127,18 @@ _decode_list = msgspec.json.Decoder(list).decode
 _encode = msgspec.json.Encoder().encode
 
 
-def prefetch_identities(ctx, rows: list[dict]) -> None:
-    """Before a list page is rendered: the related rows of all its identities in one query."""
-    ctx.identity_extras = {r[0]: r for r in ctx.store.conn.execute(
-        _EXTRAS_MANY, (_encode([r["id"] for r in rows]).decode(),))}
+def prefetch_identities(ctx: Ctx, rows: list[Row]) -> Render:
+    """Before a list page is rendered: the related rows of all its identities in one query,
+    which the page's rows are rendered from."""
+    page = {r[0]: r for r in ctx.store.conn.execute(_EXTRAS_MANY, (_encode([r["id"] for r in rows]).decode(),))}
+    return functools.partial(render_identity, page=page)
 
 
-def render_identity(ctx, row: dict, out: dict) -> None:
+def render_identity(ctx: Ctx, row: Row, out: dict, page: dict[str, Any] | None = None) -> None:
+    """The identities' render hook; ``page``: what the list's prefetcher read for its rows."""
     store = ctx.store
     id = row["id"]
-    extras = ctx.identity_extras
-    extras = extras.get(id) if extras else None
+    extras = page.get(id) if page else None
     if extras is None:
         extras = store.conn.execute(_EXTRAS_ONE, (id,)).fetchone()
         if extras is None:  # a row that is no longer stored (rendered from a listener's `before`)

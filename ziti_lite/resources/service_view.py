@@ -2,20 +2,23 @@
 
 Used by the management and the client service details and lists. ``decorate`` fills one
 rendered service; the values of a whole page are computed together (``prepare``, a handful of
-queries for any number of services) and kept on the request context, so a list costs the same
-few queries whatever its length. Who "the caller" is: the session's identity, or on the
-management API the identity named by ``asIdentity``. Which config types: the ``configTypes``
-query parameter (client lists: repeated; management: comma-separated), else the API session's.
+queries for any number of services) by the list's prefetcher, which hands them to the page's
+render hook, so a list costs the same few queries whatever its length. Who "the caller" is: the
+session's identity, or on the management API the identity named by ``asIdentity``. Which config
+types: the ``configTypes`` query parameter (client lists: repeated; management: comma-separated),
+else the API session's.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 
 import msgspec
 
 from ..api import crud
-from ..api.resource import Resource
+from ..api.context import Ctx
+from ..api.resource import Render, Resource, Row
 from ..auth.sessions import resolve_config_types
 from ..errors import NotFound
 from ..policy import access, posture_checks
@@ -183,15 +186,18 @@ def requested_types(ctx, sess) -> list[str] | None:
     return types or None
 
 
-def view(ctx) -> View:
-    v = ctx.service_view
-    if v is None:
-        v = ctx.service_view = View(ctx)
-    return v
+def prefetch(ctx: Ctx, rows: list[Row]) -> Render:
+    """The services list's prefetcher (registered by services.py): the caller's view of the
+    page's services, computed together; the page's rows are decorated from it."""
+    v = View(ctx)
+    v.prepare(ctx, rows)
+    return functools.partial(decorate, view=v)
 
 
-def decorate(ctx, row: dict, out: dict) -> None:
-    v = view(ctx)
+def decorate(ctx: Ctx, row: Row, out: dict, view: View | None = None) -> None:
+    """The services' render hook: the caller's view of one service, from the page's ``view``
+    (see ``prefetch``) or, for a service rendered alone, its own."""
+    v = view or View(ctx)
     if row["id"] not in v.values:
         v.prepare(ctx, [row])
     perms, config, queries = v.values[row["id"]]

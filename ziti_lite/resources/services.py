@@ -267,5 +267,6 @@ SERVICES = Resource(
     after_write=after_service,
     render=render_service,
 )
+crud.prefetch(SERVICES)(service_view.prefetch)
 
 RESOURCES = (CONFIG_TYPES, CONFIGS, SERVICES)
