@@ -21,6 +21,7 @@ import json
 import logging
 import secrets
 import sys
+from typing import TYPE_CHECKING
 
 from . import clock
 from .auth import passwords
@@ -31,6 +32,9 @@ from .lifecycle import renewal
 from .lifecycle.renewal import hosts_for
 from .pki import ca
 from .resources.builtins import CONFIG_TYPES, POSTURE_CHECK_TYPES
+
+if TYPE_CHECKING:
+    from .lifecycle.contexts import LifecycleController
 
 DEFAULT_AUTH_POLICY = default_policy()
 
@@ -46,7 +50,7 @@ def _put(store, key: str, value: str) -> None:
     )
 
 
-def ensure(ctl) -> dict:
+def ensure(ctl: LifecycleController) -> dict:
     store, settings = ctl.store, ctl.settings
     hosts = hosts_for(settings)
     if settings.admin_password and _get(store, "instance_id") is not None:

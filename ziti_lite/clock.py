@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import overload
 
 UTC = dt.UTC
 _offset = dt.timedelta(0)
@@ -23,6 +24,10 @@ def reset() -> None:
     _offset = dt.timedelta(0)
 
 
+@overload
+def fmt(t: dt.datetime) -> str: ...
+@overload
+def fmt(t: None) -> None: ...
 def fmt(t: dt.datetime | None) -> str | None:
     """RFC 3339, UTC, millisecond precision: the stored and the wire format."""
     if t is None:
@@ -33,7 +38,7 @@ def fmt(t: dt.datetime | None) -> str | None:
 
 
 def stamp() -> str:
-    return fmt(now())  # type: ignore[return-value]
+    return fmt(now())
 
 
 def parse(text: str) -> dt.datetime:

@@ -18,7 +18,7 @@ import logging
 import os
 import ssl
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -28,6 +28,9 @@ from .config import Settings
 from .db import lock as dblock
 from .db.store import DatabaseRefused
 from .lifecycle import contexts, startup
+
+if TYPE_CHECKING:
+    from .app import Controller
 
 GRACEFUL_SHUTDOWN = 10   # seconds in-flight requests get to finish at shutdown
 X509_V_FLAG_PARTIAL_CHAIN = 0x80000
@@ -149,5 +152,5 @@ def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None
         dblock.release(held)
 
 
-def _registered_cas(ctl) -> list[str]:
+def _registered_cas(ctl: Controller) -> list[str]:
     return ctl.store.column("SELECT cert_pem FROM cas")

@@ -31,7 +31,7 @@ import functools
 import logging
 import ssl
 import sys
-from typing import Any
+from typing import Any, Protocol
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -226,7 +226,13 @@ def cert_pem(cert: x509.Certificate) -> str:
     return cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
 
 
-def trust(ctl, pem: str | None) -> None:
+class HasTlsContexts(Protocol):
+    """The controller as ``trust`` sees it: its live TLS server contexts (a Protocol, as every
+    layer below the controller names the part of ``app.Controller`` it uses)."""
+    tls_contexts: list[ssl.SSLContext]
+
+
+def trust(ctl: HasTlsContexts, pem: str | None) -> None:
     """Let handshakes accept chains ending at ``pem`` from now on, on every live server context
     of the controller (``lifecycle/contexts.py``) that could not be made to accept every chain;
     otherwise there is nothing to do."""

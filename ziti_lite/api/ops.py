@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from .context import Ctx
 from .router import AuthLevel, Route
 
+if TYPE_CHECKING:
+    from ..app import Controller
+
 OPS: list[Route] = []
-Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
+Handler = TypeVar("Handler", bound=Callable[[Ctx], Awaitable[Any]])
 
 
 def op(method: str, path: str, *, apis: tuple[str, ...] = ("management",), auth: AuthLevel = "admin",
@@ -28,21 +35,25 @@ BOTH = ("management", "client")
 
 # functions called as fn(ctx, response) after every POST, PUT, PATCH and DELETE that answered with
 # a 2xx, once its handler has returned (its writes committed): the audit trail's seam
-AFTER_CHANGE: list[Callable[[Any, Any], None]] = []
+AfterChange: TypeAlias = Callable[[Ctx, Response], None]
+AFTER_CHANGE: list[AfterChange] = []
+F = TypeVar("F", bound=AfterChange)
 
 
-def after_change(fn: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+def after_change(fn: F) -> F:
     AFTER_CHANGE.append(fn)
     return fn
 
 
 # WebSocket paths (outside the two APIs) -> fn(ctl, scope, receive, send), an ASGI WebSocket
 # application (``/fabric/v1/ws-api``: events/wsapi.py)
-WEBSOCKETS: dict[str, Callable[..., Awaitable[None]]] = {}
+WebSocketApp: TypeAlias = Callable[["Controller", Scope, Receive, Send], Awaitable[None]]
+WEBSOCKETS: dict[str, WebSocketApp] = {}
+W = TypeVar("W", bound=WebSocketApp)
 
 
-def websocket(path: str) -> Callable[[Handler], Handler]:
-    def deco(fn: Handler) -> Handler:
+def websocket(path: str) -> Callable[[W], W]:
+    def deco(fn: W) -> W:
         WEBSOCKETS[path] = fn
         return fn
     return deco

@@ -21,6 +21,7 @@ from msgspec import UNSET, UnsetType
 
 from ..db.filters import Symbol
 from ..db.search import SEARCH_INDEXES
+from ..db.store import Store
 from . import envelope as env
 from .context import Ctx
 from .router import AuthLevel
@@ -47,7 +48,7 @@ class Field:
     # keys of a bucket); ``ordered``: a list kept as sent
     ordered: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         assert self.kind in KINDS, self.kind
         if not self.column:
             object.__setattr__(self, "column", snake(self.name))
@@ -72,14 +73,14 @@ class Ref:
     collection: str
     table: str = ""               # defaults to the collection's
 
-    def render(self, store, row: dict) -> dict | None:
+    def render(self, store: Store, row: dict) -> dict | None:
         id = row[self.column]
         if id is None:
             return None
         table = self.table or self.collection.replace("-", "_")
         columns = ", ".join(["name", *(c for _, c, _ in env.ROW_LINKS.get(self.collection, ()))])
         ref = store.one(f"SELECT {columns} FROM {table} WHERE id = ?", (id,))
-        return env.entity_ref(self.collection, self.collection, id, ref and ref["name"], ref)
+        return env.entity_ref(self.collection, self.collection, id, ref["name"] if ref else None, ref)
 
 
 BASE_SYMBOLS = {
@@ -139,7 +140,7 @@ class Resource:
     before_delete: BeforeDelete | None = None
     after_write: AfterWrite | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.table:
             self.table = self.name.replace("-", "_")
         if self.update is not None and self.patch is None:

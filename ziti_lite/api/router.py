@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    from .context import Ctx
 
 # who may call a route (app.Controller.authorize): anyone; any valid API session, even one that
 # still owes a secondary factor (MFA, ext-jwt); a complete session; a complete admin session
@@ -23,7 +26,7 @@ class Route:
     api: str                          # "management" | "client" | "fabric"
     method: str
     path: str                         # template relative to the API base, e.g. /identities/{id}
-    handler: Callable[..., Awaitable[Any]]
+    handler: Callable[[Ctx], Awaitable[Any]]
     auth: AuthLevel = "admin"
     op_id: str = ""
     tag: str = ""

@@ -15,6 +15,7 @@ import binascii
 import functools
 import json
 import re
+from typing import TYPE_CHECKING
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
@@ -27,29 +28,32 @@ from ..pki import claims
 from ..pki.csr import CsrError, parse_csr
 from .policy import identity_policy, is_disabled
 
+if TYPE_CHECKING:
+    from .sessions import AuthController
+
 
 # ------------------------------------------------------------------ anchors
-def server_keypair(ctl) -> pki.KeyPair:
+def server_keypair(ctl: AuthController) -> pki.KeyPair:
     return pki.KeyPair(ctl.state["server_cert"], ctl.state["server_key"])
 
 
-def signer_keypair(ctl) -> pki.KeyPair:
+def signer_keypair(ctl: AuthController) -> pki.KeyPair:
     return pki.KeyPair(ctl.state["signer_cert"], ctl.state["signer_key"])
 
 
-def controller_cas(ctl) -> list[str]:
+def controller_cas(ctl: AuthController) -> list[str]:
     """The root and signing CA, and a signing CA replaced by a renewal until its own end
     (``lifecycle/renewal.py``: the same key, so what it signed verifies either way)."""
     previous = ctl.state.get("signer_cert_previous")
     return [ctl.state["root_cert"], ctl.state["signer_cert"], *(json.loads(previous) if previous else ())]
 
 
-def ca_bundle_pem(ctl) -> str:
+def ca_bundle_pem(ctl: AuthController) -> str:
     """The controller CA bundle as one PEM string (``ca`` of enroll and extend answers)."""
     return pki.chain_pem(*controller_cas(ctl))
 
 
-def chain_pem(ctl, leaf_pem: str) -> str:
+def chain_pem(ctl: AuthController, leaf_pem: str) -> str:
     """A certificate issued by the signing CA followed by its intermediates (the root excluded)."""
     return pki.chain_pem(leaf_pem, ctl.state["signer_cert"])
 

@@ -7,6 +7,7 @@ enrollment is ``enroll/complete.py``.
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from .. import clock
 from ..api.context import Ctx
@@ -16,12 +17,15 @@ from ..pki import ca, tokens
 from . import certs as certauth
 from .certs import server_keypair
 
+if TYPE_CHECKING:
+    from .sessions import AuthController
 
-def network_jwt(ctl) -> str:
+
+def network_jwt(ctl: AuthController) -> str:
     return tokens.network_jwt(server=server_keypair(ctl), issuer=ctl.settings.base_url)
 
 
-def ca_jwt(ctl, ca_id: str) -> str:
+def ca_jwt(ctl: AuthController, ca_id: str) -> str:
     return tokens.ca_enrollment_jwt(server=server_keypair(ctl), issuer=ctl.settings.base_url, ca_id=ca_id)
 
 

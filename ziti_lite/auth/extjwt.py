@@ -33,7 +33,7 @@ import ssl
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jwt
 from cryptography import x509
@@ -45,6 +45,9 @@ from ..api.context import Ctx
 from ..errors import InvalidAuth
 from .methods import Login, auth_query, method
 from .policy import check_primary, identity_policy, is_disabled
+
+if TYPE_CHECKING:
+    from .sessions import AuthController
 
 log = logging.getLogger("ziti_lite.extjwt")
 
@@ -68,11 +71,11 @@ class _Keys:
     fetched_at: dt.datetime | None = None
 
 
-def _cache(ctl) -> dict[str, _Keys]:
+def _cache(ctl: AuthController) -> dict[str, _Keys]:
     return ctl.extjwt_keys
 
 
-def _entry(ctl, signer: dict) -> _Keys:
+def _entry(ctl: AuthController, signer: dict) -> _Keys:
     version = (signer["updated_at"], signer["cert_pem"], signer["jwks_endpoint"], signer["kid"])
     cache = _cache(ctl)
     entry = cache.get(signer["id"])
@@ -116,7 +119,7 @@ def _ssl_context(cafile: str | None, mtime: float) -> ssl.SSLContext:
     return ctx
 
 
-def ssl_context(ctl) -> ssl.SSLContext:
+def ssl_context(ctl: AuthController) -> ssl.SSLContext:
     cafile = ctl.settings.jwks_ca_file or os.environ.get(CA_FILE_ENV) or None
     mtime = os.path.getmtime(cafile) if cafile and os.path.exists(cafile) else 0.0
     return _ssl_context(cafile if mtime else None, mtime)
@@ -138,7 +141,7 @@ def _download(url: str, context: ssl.SSLContext) -> bytes:
         return r.read(MAX_JWKS_BYTES + 1)
 
 
-async def _fetch(ctl, signer: dict, entry: _Keys) -> None:
+async def _fetch(ctl: AuthController, signer: dict, entry: _Keys) -> None:
     now = clock.now()
     if entry.fetched_at is not None and (now - entry.fetched_at).total_seconds() < REFETCH_SECONDS:
         return
@@ -162,11 +165,11 @@ async def _fetch(ctl, signer: dict, entry: _Keys) -> None:
                 entry.keys[kid] = key
 
 
-def cached_key(ctl, signer: dict, kid: str) -> Any:
+def cached_key(ctl: AuthController, signer: dict, kid: str) -> Any:
     return _entry(ctl, signer).keys.get(kid)
 
 
-async def key_for(ctl, signer: dict, kid: str) -> Any:
+async def key_for(ctl: AuthController, signer: dict, kid: str) -> Any:
     """The signer's key for ``kid``, fetching the JWKS when the kid is not known yet."""
     entry = _entry(ctl, signer)
     if kid not in entry.keys and signer["jwks_endpoint"]:
@@ -284,7 +287,7 @@ async def ext_jwt_login(ctx: Ctx, body) -> Login:
 
 
 # ---------------------------------------------------------------- secondary factor
-def secondary_ok(ctl, signer_id: str, identity_id: str, headers) -> bool:
+def secondary_ok(ctl: AuthController, signer_id: str, identity_id: str, headers) -> bool:
     """Does this request carry a bearer JWT from signer ``signer_id`` for ``identity_id``?
     Synchronous: uses keys already cached (``warm`` fetches missing JWKS keys beforehand)."""
     tokens = bearer_tokens(headers)
@@ -306,7 +309,7 @@ def secondary_ok(ctl, signer_id: str, identity_id: str, headers) -> bool:
     return False
 
 
-async def warm(ctl, headers) -> None:
+async def warm(ctl: AuthController, headers) -> None:
     for token in bearer_tokens(headers):
         try:
             header, claims = unverified(token)

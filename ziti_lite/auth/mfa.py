@@ -17,12 +17,16 @@ import re
 import struct
 import urllib.parse
 import zlib
+from typing import TYPE_CHECKING
 
 import pyotp
 import segno
 
 from .. import clock
 from ..ids import new_id
+
+if TYPE_CHECKING:
+    from .sessions import AuthController
 
 DIGITS = 6
 PERIOD = 30
@@ -63,7 +67,7 @@ def valid_totp(secret: str, code: str | None) -> bool:
     return totp(secret).verify(code, for_time=clock.now(), valid_window=WINDOW)
 
 
-def issuer(ctl) -> str:
+def issuer(ctl: AuthController) -> str:
     return ctl.settings.totp_issuer or DEFAULT_ISSUER
 
 

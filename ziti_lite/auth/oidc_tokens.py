@@ -26,7 +26,7 @@ import datetime as dt
 import hashlib
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jwt
 from cryptography.hazmat.primitives import hashes
@@ -37,6 +37,9 @@ from ..pki import ca
 from ..pki.tokens import jwt_alg_for_key, sign_jwt
 from . import sessions
 from .certs import server_keypair
+
+if TYPE_CHECKING:
+    from .sessions import AuthController
 
 CLIENT_IDS = ("openziti", "native")     # upstream's client, and its legacy one for early HA SDKs
 AUDIENCE = "openziti"
@@ -50,7 +53,7 @@ class Rejected(ValueError):
     """A token that is malformed, not ours, expired, of the wrong type, or revoked."""
 
 
-def issuer(ctl) -> str:
+def issuer(ctl: AuthController) -> str:
     return ctl.settings.base_url.rstrip("/") + "/oidc"
 
 
@@ -58,7 +61,7 @@ def _b64u(n: int, size: int) -> str:
     return base64.urlsafe_b64encode(n.to_bytes(size, "big")).rstrip(b"=").decode()
 
 
-def jwks(ctl) -> dict:
+def jwks(ctl: AuthController) -> dict:
     """The public key set: the current server certificate's key, as upstream's ``/oidc/keys``."""
     pair = server_keypair(ctl)
     cert = ca.load_cert(pair.cert_pem)
@@ -85,10 +88,10 @@ def at_hash(access_token: str) -> str:
     return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
 
 
-def issue(ctl, *, identity_id: str, api_session_id: str, client_id: str, amr: list[str], config_types: list[str],
-          scopes: list[str], auth_time: int, is_admin: bool, external_id: str | None, remote_address: str,
-          cert_extendable: bool = False, cert_fingerprints: list[str] | None = None, nonce: str = "",
-          sdk_info: Any = None, env_info: Any = None, with_id_token: bool = True) -> dict:
+def issue(ctl: AuthController, *, identity_id: str, api_session_id: str, client_id: str, amr: list[str],
+          config_types: list[str], scopes: list[str], auth_time: int, is_admin: bool, external_id: str | None,
+          remote_address: str, cert_extendable: bool = False, cert_fingerprints: list[str] | None = None,
+          nonce: str = "", sdk_info: Any = None, env_info: Any = None, with_id_token: bool = True) -> dict:
     """A token answer (``access_token``, ``refresh_token``, ``id_token``…) for an API session."""
     now = _epoch()
     pair = server_keypair(ctl)
@@ -119,7 +122,7 @@ def issue(ctl, *, identity_id: str, api_session_id: str, client_id: str, amr: li
     return out
 
 
-def _verify(ctl, token: str, want_type: str) -> dict:
+def _verify(ctl: AuthController, token: str, want_type: str) -> dict:
     """The claims of one of our tokens, or Rejected (signature, audience, expiry, type)."""
     pair = server_keypair(ctl)
     public = ca.load_cert(pair.cert_pem).public_key()
@@ -158,13 +161,13 @@ def revoke(store, jti: str, exp: int) -> bool:
     return True
 
 
-def prune(ctl) -> None:
+def prune(ctl: AuthController) -> None:
     """Drop revocations of tokens that have expired anyway (a janitor hook)."""
     with ctl.store.write():
         ctl.store.execute("DELETE FROM revocations WHERE expires_at < ?", (clock.stamp(),))
 
 
-def verify_refresh(ctl, token: str, grace: int = 0) -> dict:
+def verify_refresh(ctl: AuthController, token: str, grace: int = 0) -> dict:
     """The claims of a valid refresh token not on the revocation list (or put there less than
     ``grace`` seconds ago), or Rejected."""
     claims = _verify(ctl, token, TYPE_REFRESH)
@@ -176,7 +179,7 @@ def verify_refresh(ctl, token: str, grace: int = 0) -> dict:
     return claims
 
 
-def id_token(ctl, claims: dict) -> str:
+def id_token(ctl: AuthController, claims: dict) -> str:
     """An ID token for the subject of verified ``claims`` (token exchange)."""
     now = _epoch()
     return sign_jwt(server_keypair(ctl), {
@@ -188,7 +191,7 @@ def id_token(ctl, claims: dict) -> str:
 _CACHE_MAX = 10_000
 
 
-def verify_access(ctl, token: str) -> dict:
+def verify_access(ctl: AuthController, token: str) -> dict:
     """The claims of a valid, unrevoked access token, or Rejected. Verified signatures are cached
     per process (the revocation list and the session row are read on every call)."""
     cache: dict[str, dict] = ctl.oidc_verified
@@ -230,7 +233,7 @@ def bearer(headers) -> str | None:
     return found[0] if found else None
 
 
-def session_row(ctl, claims: dict) -> dict | None:
+def session_row(ctl: AuthController, claims: dict) -> dict | None:
     """The API session row a token names (its identity must match the token's subject)."""
     row = ctl.store.one("SELECT token, identity_id FROM api_sessions WHERE id = ?", (claims["z_asid"],))
     if row is None or row["identity_id"] != claims["sub"]:
@@ -238,7 +241,7 @@ def session_row(ctl, claims: dict) -> dict | None:
     return row
 
 
-def lookup(ctl, headers) -> sessions.Session | None:
+def lookup(ctl: AuthController, headers) -> sessions.Session | None:
     """The Session a bearer access token on the request stands for, or None: the same identity,
     partial state, inactivity expiry and revocation as the API session row it names."""
     for token in bearers(headers):

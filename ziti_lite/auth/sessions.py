@@ -10,13 +10,23 @@ import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from .. import clock
 from ..ids import new_sortable_id, new_token
+from ..policy.posture_checks import PolicyController
 from . import extjwt
 from .policy import parse_secondary
 
 FLUSH_SECONDS = 60
+
+
+class AuthController(PolicyController, Protocol):
+    """The controller as the auth modules see it (see ``lifecycle.contexts.LifecycleController``)."""
+    activity: dict[str, str]
+    session_rows: tuple[tuple[int, int], dict[str, Any]] | None
+    extjwt_keys: dict[str, Any]
+    oidc_verified: dict[str, dict]
 
 
 @dataclass(slots=True)
@@ -45,7 +55,7 @@ def totp_outstanding(row: dict, secondary: dict) -> bool:
     return bool(row["is_mfa_required"] or secondary.get("requireTotp")) and not row["is_mfa_complete"]
 
 
-def is_partial(ctl, row: dict, headers=None) -> bool:
+def is_partial(ctl: AuthController, row: dict, headers=None) -> bool:
     """A session is partial while a secondary factor it needs is missing: TOTP, or a valid
     bearer JWT from the policy's ``requireExtJwtSigner`` on this very request."""
     secondary = parse_secondary(row.get("secondary"))
@@ -57,7 +67,7 @@ def is_partial(ctl, row: dict, headers=None) -> bool:
     return False
 
 
-async def warm(ctl, headers) -> None:
+async def warm(ctl: AuthController, headers) -> None:
     """Before a synchronous lookup: fetch JWKS keys a bearer JWT on the request may need."""
     if headers is not None and "authorization" in headers:
         await extjwt.warm(ctl, headers)
@@ -67,7 +77,7 @@ _MISSING = object()
 _CACHE_MAX = 10_000
 
 
-def _session_row(ctl, token: str) -> dict | None:
+def _session_row(ctl: AuthController, token: str) -> dict | None:
     """The session row of ``token`` (joined with its identity and auth policy), or None.
 
     Rows are cached per process and the whole cache is dropped whenever the database may have
@@ -76,7 +86,7 @@ def _session_row(ctl, token: str) -> dict | None:
     the three-table lookup, and every request that carries a session pays this.
     """
     conn = ctl.store.conn
-    gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())
+    gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())  # type: ignore[index]
     cache = ctl.session_rows
     if cache is None or cache[0] != gen:
         cache = ctl.session_rows = (gen, {})
@@ -110,7 +120,7 @@ def _earlier(stamp: str, now: dt.datetime, seconds: int) -> str:
     return head + stamp[19:]
 
 
-def lookup(ctl, token: str | None, headers=None) -> Session | None:
+def lookup(ctl: AuthController, token: str | None, headers=None) -> Session | None:
     if not token:
         return None
     row = _session_row(ctl, token)
@@ -135,7 +145,7 @@ def lookup(ctl, token: str | None, headers=None) -> Session | None:
                    row["authenticator_id"], is_partial(ctl, row, headers), stamp)
 
 
-def create(ctl, identity_id: str, authenticator_id: str, ip: str, config_types: list[str],
+def create(ctl: AuthController, identity_id: str, authenticator_id: str, ip: str, config_types: list[str],
            mfa_required: bool = False, cert_extendable: bool = False) -> dict:
     now = clock.stamp()
     row = {
@@ -170,7 +180,7 @@ def resolve_config_types(store, requested) -> list[str]:
     return out
 
 
-def expire(ctl) -> int:
+def expire(ctl: AuthController) -> int:
     """Delete sessions idle longer than the timeout (run periodically)."""
     cutoff = clock.fmt(clock.now() - dt.timedelta(seconds=ctl.settings.session_timeout))
     live = [(last, t) for t, last in ctl.activity.items() if last >= cutoff]

@@ -46,7 +46,7 @@ async def current_identity_edge_routers(ctx: Ctx):
         params = [ctx.identity_id]
     states = ctx.ctl.router_states
 
-    def router(ctx, r: dict) -> dict:
+    def router(ctx: Ctx, r: dict) -> dict:
         live = states.get(r["id"]) or {}
         return {
             **env.base(r, "edge-routers", ("edge-router-policies",)),
@@ -109,7 +109,7 @@ def _csr_error(message: str) -> ApiError:
     return ApiError("COULD_NOT_PROCESS_CSR", cause=generic_cause(message))
 
 
-def _render_certificate(ctx, row: dict) -> dict:
+def _render_certificate(ctx: Ctx, row: dict) -> dict:
     return {**env.base(row, "current-api-session/certificates"), "subject": row["subject"],
             "fingerprint": row["fingerprint"],
             "validFrom": row["valid_from"], "validTo": row["valid_to"], "certificate": row["certificate"]}

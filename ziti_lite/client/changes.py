@@ -12,6 +12,7 @@ services or asks for updates, so a change there moves the stamp too whichever co
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 from .. import clock
 from ..api import crud
@@ -20,6 +21,9 @@ from ..resources.identities import IDENTITIES
 from ..resources.policies import SERVICE_POLICIES
 from ..resources.posture import POSTURE_CHECKS
 from ..resources.services import CONFIG_TYPES, CONFIGS, SERVICES
+
+if TYPE_CHECKING:
+    from .sessions import ClientController
 
 GLOBAL = ""
 EVERYONE = (SERVICES, CONFIGS, CONFIG_TYPES, SERVICE_POLICIES, POSTURE_CHECKS)
@@ -50,11 +54,11 @@ for _res in EVERYONE:
 crud.listen(IDENTITIES)(_identity)
 
 
-def memory_bump(ctl, identity_id: str) -> None:
+def memory_bump(ctl: ClientController, identity_id: str) -> None:
     ctl.service_change_memory[identity_id] = clock.stamp()
 
 
-def observe_overrides(ctl, identity_id: str) -> None:
+def observe_overrides(ctl: ClientController, identity_id: str) -> None:
     """Move the identity's stamp when its service-config overrides differ from last time."""
     rows = ctl.store.conn.execute(
         "SELECT service_id, config_type_id, config_id FROM identity_service_configs WHERE identity_id = ?"

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -23,6 +23,9 @@ from ..errors import ApiError, CouldNotValidate, generic_cause
 from ..policy import posture_checks
 from ..policy.posture_checks import PostureState, SessionPosture, clean_hex, state
 from . import changes, sessions
+
+if TYPE_CHECKING:
+    from .sessions import ClientController
 
 STRINGS = ("id", "typeId", "type", "version", "build", "domain", "path", "hash")
 
@@ -115,7 +118,7 @@ RESPONSES: dict[str, ResponseType] = {
 }
 
 
-def apply(ctl, identity_id: str, api_session_id: str, item: dict) -> bool:
+def apply(ctl: ClientController, identity_id: str, api_session_id: str, item: dict) -> bool:
     """Store one response; True when it changed what is known."""
     st = state(ctl, identity_id)
     now = clock.stamp()

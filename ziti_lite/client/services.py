@@ -96,7 +96,7 @@ async def service_terminators(ctx: Ctx):
     service = _visible_or_404(ctx, service_id)
     ref = env.entity_ref("services", "services", service_id, service["name"])
 
-    def terminator(ctx, r: dict) -> dict:
+    def terminator(ctx: Ctx, r: dict) -> dict:
         return {**env.base(r, "terminators"), "serviceId": service_id, "service": ref, "routerId": r["router_id"],
                 "identity": r["instance_id"]}
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -28,6 +29,7 @@ from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import BOTH, op
 from ..api.resource import Field, Resource
+from ..auth.sessions import AuthController
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, go_text
 from ..ids import new_token
@@ -82,7 +84,15 @@ class PostureResult:
         return bool(self.passing) or not self.failed
 
 
-def evaluate(ctl, identity_id: str, api_session_id: str, service_id: str, kind: str,
+class ClientController(AuthController, Protocol):
+    """The controller as the client API's modules see it (see ``lifecycle.contexts.LifecycleController``)."""
+    router_states: dict[str, dict]
+    periodic: list[Callable[[Any], object]]
+    service_change_memory: dict[str, str]
+    service_override_sigs: dict[str, str]
+
+
+def evaluate(ctl: ClientController, identity_id: str, api_session_id: str, service_id: str, kind: str,
              evaluator: posture_checks.Evaluator | None = None) -> PostureResult:
     """Which of the identity's policies of type ``kind`` for the service pass their posture
     checks. With no posture check in the system nothing is evaluated (and none is listed)."""
@@ -118,7 +128,7 @@ def _posture_error(ctx: Ctx, service: dict, kind: str, result: PostureResult) ->
                  for pid, (_, checks) in result.failed.items()}})
 
 
-def revoke_failing(ctl, identity_id: str | None = None) -> int:
+def revoke_failing(ctl: ClientController, identity_id: str | None = None) -> int:
     """Delete sessions (of one identity, or all) whose policies' posture no longer passes.
     Only sessions of services that posture checks apply to are looked at."""
     store = ctl.store
@@ -143,18 +153,18 @@ def revoke_failing(ctl, identity_id: str | None = None) -> int:
     return len(doomed)
 
 
-def sweep(ctl) -> None:
+def sweep(ctl: ClientController) -> None:
     """Periodic: MFA posture times out with the clock, not with a request."""
     revoke_failing(ctl)
 
 
-def ensure_sweeper(ctl) -> None:
+def ensure_sweeper(ctl: ClientController) -> None:
     if sweep not in ctl.periodic:
         ctl.periodic.append(sweep)
 
 
 # ------------------------------------------------------------------ rendering
-def edge_router(ctl, row: dict) -> dict:
+def edge_router(ctl: ClientController, row: dict) -> dict:
     """A router as sessions and the client's service edge routers show it."""
     live = ctl.router_states.get(row["id"]) or {}
     protocols = live.get("supportedProtocols") or {}
@@ -333,18 +343,18 @@ def drop_ungranted(store, scope: str, params: tuple) -> None:
 
 
 @crud.listen(SERVICE_POLICIES)
-def _policy_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
+def _policy_changed(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
     if before is not None:   # a new policy only grants
         drop_ungranted(ctx.store, "type = ?", (before["type"],))
 
 
 @crud.listen(IDENTITIES)
-def _identity_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
+def _identity_changed(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
     if before is not None and values is not None and "role_attributes" in values:  # deletes cascade
         drop_ungranted(ctx.store, "identity_id = ?", (id,))
 
 
 @crud.listen(SERVICES)
-def _service_changed(ctx, id: str, before: dict | None, values: dict | None) -> None:
+def _service_changed(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
     if before is not None and values is not None and "role_attributes" in values:
         drop_ungranted(ctx.store, "service_id = ?", (id,))

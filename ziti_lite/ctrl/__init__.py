@@ -4,10 +4,15 @@ enrolled through the API connect here, come online, host terminators and carry c
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .server import CtrlServer
 
+if TYPE_CHECKING:
+    from .server import CtrlController
 
-async def start(ctl) -> CtrlServer | None:
+
+async def start(ctl: CtrlController) -> CtrlServer | None:
     """Listen when the settings ask for it and TLS is configured (a real server)."""
     s = ctl.settings
     if (not s.ctrl_port and ctl.ctrl_sock is None) or ctl.ctrl_ssl_context is None:
@@ -23,7 +28,7 @@ async def start(ctl) -> CtrlServer | None:
     return server
 
 
-async def stop(ctl) -> None:
+async def stop(ctl: CtrlController) -> None:
     server = ctl.ctrl_server
     if server is None:
         return

@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 import time
 import uuid
 from collections.abc import Callable
+from typing import Protocol
 
 from .. import connections
 from ..auth import certs as certauth
 from ..config import url_host
 from ..edge import router as edge_router
 from ..edge import wire
+from ..edge.checks import EdgeController
 from ..edge.wire import Content, Message
 from ..events import fabric
 from ..pki import ca as pki
@@ -48,8 +51,15 @@ TICK = 0.2                  # seconds between sync passes
 Handler = Callable[[RouterChannel, Message], None]
 
 
+class CtrlController(EdgeController, Protocol):
+    """The controller as the control channel sees it (see ``lifecycle.contexts.LifecycleController``)."""
+    ctrl_server: CtrlServer | None
+    ctrl_ssl_context: ssl.SSLContext | None
+    ctrl_sock: socket.socket | None
+
+
 class CtrlServer:
-    def __init__(self, ctl, host: str, port: int, advertise: str, context: ssl.SSLContext,
+    def __init__(self, ctl: CtrlController, host: str, port: int, advertise: str, context: ssl.SSLContext,
                  heartbeat: float = 10.0, timeout: float = 30.0):
         self.ctl = ctl
         self.host, self.port, self.advertise = host, port, advertise

@@ -92,7 +92,8 @@ class Sync:
 
     def tick(self) -> None:
         conn = self.server.ctl.store.conn
-        gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes(), len(self.server.routers))
+        gen = (conn.execute("PRAGMA data_version").fetchone()[0],  # type: ignore[index]
+               conn.total_changes(), len(self.server.routers))
         if gen == self._gen:
             return
         self._gen = gen
@@ -113,7 +114,8 @@ class Sync:
             ch.api_sessions = now
             self._check_sessions(ch)
         # measured after our own writes, so that they do not count as news next time
-        self._gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes(), len(self.server.routers))
+        self._gen = (conn.execute("PRAGMA data_version").fetchone()[0],  # type: ignore[index]
+                     conn.total_changes(), len(self.server.routers))
 
     def _check_routers(self) -> None:
         """Disconnect routers deleted, disabled or re-enrolled since they connected."""

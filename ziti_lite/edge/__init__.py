@@ -3,12 +3,17 @@ router's decisions, and its entity in the network. ``start``/``stop`` run in the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..events import fabric
 from .entity import ensure_router
 from .router import EdgeRouter
 
+if TYPE_CHECKING:
+    from .checks import EdgeController
 
-async def start(ctl) -> EdgeRouter | None:
+
+async def start(ctl: EdgeController) -> EdgeRouter | None:
     """Start the router when the settings ask for it and TLS is configured (a real server)."""
     s = ctl.settings
     if (not s.edge_port and ctl.edge_sock is None) or ctl.edge_ssl_context is None:
@@ -27,7 +32,7 @@ async def start(ctl) -> EdgeRouter | None:
     return router
 
 
-async def stop(ctl) -> None:
+async def stop(ctl: EdgeController) -> None:
     router = ctl.edge_router
     if router is None:
         return

@@ -18,10 +18,30 @@ new session and retries); the rest follow the controller's wording.
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from ..auth import oidc_tokens, sessions
+from ..events.runtime import EventsController
 from ..policy.model import identity_router_ids, service_router_ids
+
+if TYPE_CHECKING:
+    from .router import EdgeRouter
+
+
+class EdgeController(EventsController, Protocol):
+    """The controller as the embedded router sees it (see ``lifecycle.contexts.LifecycleController``)."""
+    router_states: dict[str, dict]
+    edge_router: EdgeRouter | None
+    edge_ssl_context: ssl.SSLContext | None
+    edge_sock: socket.socket | None
+    instance_id: str
+
+    @property
+    def oidc(self) -> object | None: ...    # the OIDC provider, None with --no-oidc
+
 
 INVALID_SESSION = "Invalid Session"
 INVALID_API_SESSION = "invalid api session"
@@ -77,7 +97,7 @@ class Session:
     hosting_precedence: str
 
 
-def hello(ctl, token: str, fingerprint: str | None) -> ApiSession | None:
+def hello(ctl: EdgeController, token: str, fingerprint: str | None) -> ApiSession | None:
     """The API session of a hello, or None when the token, the identity or the client's
     certificate does not qualify (the router then closes the channel)."""
     if not fingerprint:
@@ -106,7 +126,8 @@ def hello(ctl, token: str, fingerprint: str | None) -> ApiSession | None:
     return ApiSession(s.id, token, s.identity_id, name)
 
 
-def session(ctl, token: str, kind: str, api_session_id: str, router_id: str) -> tuple[Session | None, str]:
+def session(ctl: EdgeController, token: str, kind: str, api_session_id: str,
+            router_id: str) -> tuple[Session | None, str]:
     """The session of a Connect (``Dial``) or Bind body, or (None, error text)."""
     row = ctl.store.one(_SESSION, (token,)) if token else None
     if row is None:
@@ -137,7 +158,8 @@ ERROR_CODES = {INVALID_API_SESSION: 2, INVALID_SESSION: 3, WRONG_TYPE: 4, WRONG_
                ENCRYPTION_MISSING: 11}
 
 
-def router_session(ctl, token: str, kind: str, fingerprints: list[str], router_id: str) -> tuple[Session | None, str]:
+def router_session(ctl: EdgeController, token: str, kind: str, fingerprints: list[str],
+                   router_id: str) -> tuple[Session | None, str]:
     """The session a real router presents for a Bind or Dial, checked as upstream's controller
     checks it (create_terminator / create_circuit): it exists, is of ``kind``, one of the
     client's certificate ``fingerprints`` belongs to its identity or API session, and the
@@ -166,7 +188,7 @@ class Revoked:
     terminators: set[str]
 
 
-def reconcile(ctl, router_id: str, api_session_ids: set[str], live: dict[str, tuple[str, str, str]],
+def reconcile(ctl: EdgeController, router_id: str, api_session_ids: set[str], live: dict[str, tuple[str, str, str]],
               terminator_ids: set[str]) -> Revoked:
     """Which of the live API sessions, sessions and terminators have gone or lost their right.
 

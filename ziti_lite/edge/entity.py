@@ -10,12 +10,16 @@ creates, so that a fresh network carries traffic without further setup; a user m
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from .. import clock
 from ..ids import new_id
 from ..pki.ca import fingerprint
 from ..policy import links
 from ..policy.model import KINDS, SIDES
+
+if TYPE_CHECKING:
+    from .checks import EdgeController
 
 STATE_KEY = "edge_router_id"
 
@@ -40,7 +44,7 @@ def seed_policies(store) -> None:
         links.policy_written(store, k, pid, None)
 
 
-def ensure_router(ctl, name: str) -> str:
+def ensure_router(ctl: EdgeController, name: str) -> str:
     """The embedded router's id: found by the stored id, renamed to ``name`` if that changed,
     created (verified, attribute ``public``) when missing."""
     store = ctl.store

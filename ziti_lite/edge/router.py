@@ -26,6 +26,7 @@ import ssl
 import time
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import __version__, clock, connections
 from ..config import url_host
@@ -33,6 +34,9 @@ from ..events import fabric
 from . import checks, strategy, wire
 from .channel import STALL_SECONDS, Channel, Conn
 from .wire import Content, H, Message
+
+if TYPE_CHECKING:
+    from .checks import EdgeController
 
 log = logging.getLogger("ziti_lite.edge")
 
@@ -67,7 +71,7 @@ class PendingDial:
 
 
 class EdgeRouter:
-    def __init__(self, ctl, router_id: str, name: str, host: str, port: int, advertise: str,
+    def __init__(self, ctl: EdgeController, router_id: str, name: str, host: str, port: int, advertise: str,
                  context: ssl.SSLContext):
         self.ctl = ctl
         self.router_id = router_id
@@ -658,7 +662,7 @@ class EdgeRouter:
     def _generation(self) -> tuple:
         conn = self.ctl.store.conn
         live = sum(1 for ch in self.channels if ch.api_session is not None and not ch.closed)
-        return (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes(),
+        return (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes(),  # type: ignore[index]
                 len(self.terminators), self.circuits, live)
 
     # ------------------------------------------------------------------ figures

@@ -8,13 +8,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..auth.sessions import AuthController
 from . import audit, shapes
 from .bus import parse_types
 from .sinks import FileSink
 
+if TYPE_CHECKING:
+    from ..api.context import Ctx
+    from ..api.router import AuthLevel
+    from .bus import Bus
+
 log = logging.getLogger("ziti_lite.events")
+
+
+class EventsController(AuthController, Protocol):
+    """The controller as the events modules see it (see ``lifecycle.contexts.LifecycleController``)."""
+    events: Bus
+
+    async def authorize(self, ctx: Ctx, level: AuthLevel) -> None: ...
 
 # upstream's entity types (edge.entityCounts keys) and their tables
 COUNTED = {
@@ -39,7 +52,7 @@ def entity_counts(store: Any) -> dict:
     return {"counts": counts, "error": error}
 
 
-async def _counts_loop(ctl: Any) -> None:
+async def _counts_loop(ctl: EventsController) -> None:
     interval = ctl.settings.events_counts_interval
     while True:
         await asyncio.sleep(interval)
@@ -49,7 +62,7 @@ async def _counts_loop(ctl: Any) -> None:
             bus.emit(shapes.entity_counts(bus.source_id, got["counts"], got["error"]))
 
 
-async def _minutely(ctl: Any) -> None:
+async def _minutely(ctl: EventsController) -> None:
     while True:
         try:
             ctl.events.report_drops()
@@ -63,7 +76,7 @@ async def _minutely(ctl: Any) -> None:
         await asyncio.sleep(60)
 
 
-def start(ctl: Any) -> None:
+def start(ctl: EventsController) -> None:
     s = ctl.settings
     sink = None
     if s.events:
@@ -75,7 +88,7 @@ def start(ctl: Any) -> None:
     ctl.events.sink = sink
 
 
-async def stop(ctl: Any) -> None:
+async def stop(ctl: EventsController) -> None:
     bus = ctl.events
     for task in bus.tasks:
         task.cancel()

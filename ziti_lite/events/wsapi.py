@@ -18,7 +18,7 @@ import contextlib
 import json
 import logging
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.datastructures import Headers
 
@@ -26,6 +26,9 @@ from ..api.ops import websocket
 from ..auth import sessions
 from .bus import NAMESPACES
 from .stream import Stream
+
+if TYPE_CHECKING:
+    from .runtime import EventsController
 
 log = logging.getLogger("ziti_lite.events")
 
@@ -81,7 +84,7 @@ def subscribed(body: bytes) -> frozenset[str]:
 
 
 @websocket("/fabric/v1/ws-api")
-async def ws_api(ctl: Any, scope: Any, receive: Any, send: Any) -> None:
+async def ws_api(ctl: EventsController, scope: Any, receive: Any, send: Any) -> None:
     first = await receive()
     if first["type"] != "websocket.connect":
         return

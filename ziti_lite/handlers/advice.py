@@ -7,10 +7,15 @@ Wire quirk kept from upstream: false booleans and zero counts are omitted, and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..api import envelope as env
 from ..api.ops import op
 from ..errors import NotFound
 from ..policy.model import identity_router_ids, service_router_ids
+
+if TYPE_CHECKING:
+    from ..api.context import Ctx
 
 IDENTITY_LINKS = ("edge-router-policies", "edge-routers", "service-policies", "services", "posture-data",
                   "failed-service-requests", "authenticators", "enrollments", "service-configs")
@@ -37,12 +42,12 @@ def service_routers(store, service_id: str) -> list[str]:
     return store.column(f"SELECT DISTINCT router_id FROM ({service_router_ids()})", (service_id,))
 
 
-def _online(ctx, router_id: str) -> bool:
+def _online(ctx: Ctx, router_id: str) -> bool:
     return bool((ctx.ctl.router_states.get(router_id) or {}).get("isOnline"))
 
 
 @op("GET", "/identities/{id}/policy-advice/{serviceId}", op_id="getIdentityPolicyAdvice", tag="identities")
-async def policy_advice(ctx):
+async def policy_advice(ctx: Ctx):
     store = ctx.store
     identity_id, service_id = ctx.params["id"], ctx.params["serviceId"]
     identity = store.one("SELECT id, name, auth_policy_id FROM identities WHERE id = ?", (identity_id,))

@@ -12,6 +12,7 @@ import asyncio
 import os
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from .. import clock, integrity
 from ..api import envelope as env
@@ -19,6 +20,9 @@ from ..api.context import Ctx
 from ..api.ops import op
 from ..db.store import Store
 from ..errors import ApiError
+
+if TYPE_CHECKING:
+    from .informational import HandlersController
 
 MAX_RESULTS = 1000
 SNAPSHOT_INTERVAL = 60.0  # seconds between two snapshots, as upstream
@@ -29,7 +33,7 @@ def _idle_job() -> dict:
             "endTime": None, "error": None, "results": None}
 
 
-def _busy(ctl) -> bool:
+def _busy(ctl: HandlersController) -> bool:
     job = ctl.jobs.get("integrity")
     return bool(job and job.get("inProgress"))
 
@@ -51,7 +55,7 @@ def _scan(path: str, fix: bool) -> list[integrity.Problem]:
         store.close()
 
 
-async def _run(ctl, fix: bool, done: threading.Event) -> None:
+async def _run(ctl: HandlersController, fix: bool, done: threading.Event) -> None:
     job = ctl.jobs["integrity"]
     try:
         path = ctl.store.path

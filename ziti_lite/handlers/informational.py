@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import platform
+from typing import Any, Protocol
 
 from starlette.responses import Response
 
@@ -12,7 +13,9 @@ from .. import UPSTREAM_VERSION, __version__
 from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import BOTH, op
+from ..api.router import Router
 from ..auth.enrollments import network_jwt
+from ..auth.sessions import AuthController
 from ..errors import NotFound
 from ..pki import ca
 from . import spec
@@ -22,14 +25,24 @@ REVISION = f"ziti-lite-{__version__}"
 ZERO_TIME = "0001-01-01T00:00:00.000Z"
 
 
-def oidc_advertised(ctl) -> bool:
+class HandlersController(AuthController, Protocol):
+    """The controller as the handlers see it (see ``lifecycle.contexts.LifecycleController``)."""
+    router: Router
+    router_states: dict[str, dict]
+    jobs: dict[str, Any]
+
+    @property
+    def oidc(self) -> object | None: ...    # the OIDC provider (a layer above), None with --no-oidc
+
+
+def oidc_advertised(ctl: HandlersController) -> bool:
     """OIDC_AUTH only where it works on every router of the network: real routers (enrolled
     routers other than the embedded one) validate JWT API sessions from the router data model,
     which ziti-lite does not stream, so SDKs that would prefer OIDC keep legacy sessions there."""
     if ctl.oidc is None:
         return False
     conn = ctl.store.conn
-    gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())
+    gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())  # type: ignore[index]
     known = _OIDC_VERDICTS.get(id(ctl))
     if known is None or known[0] != gen:
         embedded = ctl.state.get("edge_router_id") or ctl.store.value(
@@ -43,7 +56,7 @@ def oidc_advertised(ctl) -> bool:
 _OIDC_VERDICTS: dict[int, tuple[tuple[int, int], bool]] = {}
 
 
-def version_doc(ctl, oidc: bool = False) -> dict:
+def version_doc(ctl: HandlersController, oidc: bool = False) -> dict:
     base = ctl.settings.base_url
     client = {"v1": {"apiBaseUrls": [base + "/edge/client/v1"], "path": "/edge/client/v1"}}
     return {
@@ -64,7 +77,7 @@ def version_doc(ctl, oidc: bool = False) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
-def _version_body(ctl, oidc: bool) -> bytes:
+def _version_body(ctl: HandlersController, oidc: bool) -> bytes:
     return env.encode({"data": version_doc(ctl, oidc), "meta": {}})
 
 

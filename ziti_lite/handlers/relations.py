@@ -47,7 +47,7 @@ def related_list(ctx: Ctx, target: str, where: str, params: list):
     if res.name != "services":
         return crud.list_response(ctx, res, where, params)
 
-    def service(ctx, row: dict) -> dict:
+    def service(ctx: Ctx, row: dict) -> dict:
         out = crud.render(ctx, res, row)
         out["permissions"] = None  # upstream renders these without an identity context
         out["config"] = None
@@ -65,7 +65,7 @@ def policy_type(ctx: Ctx) -> str | None:
     return value.capitalize()
 
 
-def _typed(template: str, alias: str, ctx, id: str) -> tuple[str, list]:
+def _typed(template: str, alias: str, ctx: Ctx, id: str) -> tuple[str, list]:
     t = policy_type(ctx)
     if t is None:
         return template.format(""), [id]

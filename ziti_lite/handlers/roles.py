@@ -4,6 +4,8 @@ attributes in use, filtered with a ZitiQL query whose only symbol is ``id``)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import zitiql
 from ..api import crud
 from ..api import envelope as env
@@ -14,11 +16,14 @@ from ..policy import evaluate
 from ..policy.model import SIDES, Side
 from ..resources.policies import SIDE_RESOURCES
 
+if TYPE_CHECKING:
+    from ..api.context import Ctx
+
 # ------------------------------------------------------------------ roleFilter
 
 
 def _role_filter(side: Side):
-    def condition(ctx):
+    def condition(ctx: Ctx):
         values = ctx.qlist("roleFilter")
         if not values:
             return None
@@ -35,7 +40,7 @@ SYMBOLS = {"id": fq.Symbol("string", "t.id")}
 ATTRIBUTES = "(SELECT DISTINCT attribute AS id FROM entity_role_attributes WHERE kind = ?)"
 
 
-def attribute_list(ctx, side: Side):
+def attribute_list(ctx: Ctx, side: Side):
     text = ctx.q("filter")
     try:
         query = zitiql.parse(text) if text and text.strip() else zitiql.Query(None, (), None, None)
@@ -58,23 +63,23 @@ def attribute_list(ctx, side: Side):
 
 @op("GET", "/identity-role-attributes", op_id="listIdentityRoleAttributes", tag="role-attributes",
     query=("filter",))
-async def identity_role_attributes(ctx):
+async def identity_role_attributes(ctx: Ctx):
     return attribute_list(ctx, SIDES["identity"])
 
 
 @op("GET", "/service-role-attributes", op_id="listServiceRoleAttributes", tag="role-attributes",
     query=("filter",))
-async def service_role_attributes(ctx):
+async def service_role_attributes(ctx: Ctx):
     return attribute_list(ctx, SIDES["service"])
 
 
 @op("GET", "/edge-router-role-attributes", op_id="listEdgeRouterRoleAttributes", tag="role-attributes",
     query=("filter",))
-async def edge_router_role_attributes(ctx):
+async def edge_router_role_attributes(ctx: Ctx):
     return attribute_list(ctx, SIDES["router"])
 
 
 @op("GET", "/posture-check-role-attributes", op_id="listPostureCheckRoleAttributes", tag="role-attributes",
     query=("filter",))
-async def posture_check_role_attributes(ctx):
+async def posture_check_role_attributes(ctx: Ctx):
     return attribute_list(ctx, SIDES["posture-check"])

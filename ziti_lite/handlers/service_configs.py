@@ -7,11 +7,16 @@ override of that config's type (whichever config it names), as upstream.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..api import envelope as env
 from ..api.ops import op
 from ..errors import NotFound
 from ..resources.common import Body
 from .advice import SERVICE_LINKS, ref
+
+if TYPE_CHECKING:
+    from ..api.context import Ctx
 
 
 class ServiceConfigAssign(Body):
@@ -32,7 +37,7 @@ def _config_type(store, config_id: str) -> str:
 
 
 @op("GET", "/identities/{id}/service-configs", op_id="listIdentitysServiceConfigs", tag="identities")
-async def list_service_configs(ctx):
+async def list_service_configs(ctx: Ctx):
     id = ctx.params["id"]
     _identity(ctx.store, id)
     rows = ctx.store.all(
@@ -60,7 +65,7 @@ async def list_service_configs(ctx):
     tag="identities",
     body=list[ServiceConfigAssign],
 )
-async def assign_service_configs(ctx):
+async def assign_service_configs(ctx: Ctx):
     id = ctx.params["id"]
     _identity(ctx.store, id)
     pairs = await ctx.json(list[ServiceConfigAssign])
@@ -85,7 +90,7 @@ async def assign_service_configs(ctx):
     tag="identities",
     body=list[ServiceConfigAssign],
 )
-async def remove_service_configs(ctx):
+async def remove_service_configs(ctx: Ctx):
     id = ctx.params["id"]
     _identity(ctx.store, id)
     body = await ctx.body()

@@ -7,12 +7,15 @@ from the Resource field declarations; so the spec and the server cannot drift ap
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from .. import __version__
 from ..auth.methods import METHODS  # the primary methods registered in this process
+
+if TYPE_CHECKING:
+    from .informational import HandlersController
 
 _KIND_SCHEMA: dict[str, dict[str, Any]] = {
     "string": {"type": "string"}, "int": {"type": "integer"}, "float": {"type": "number"},
@@ -56,7 +59,7 @@ def _query_schema(route, name: str) -> dict:
     return dict(_QUERY.get(name, {"type": "string"}))
 
 
-def build(ctl, api: str) -> dict:
+def build(ctl: HandlersController, api: str) -> dict:
     bodies = sorted({r.body for r in ctl.router.routes if r.api == api and isinstance(r.body, type)},
                     key=lambda t: t.__name__)
     _, components = msgspec.json.schema_components(bodies, ref_template="#/components/schemas/{name}")
@@ -125,5 +128,5 @@ def build(ctl, api: str) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
-def document_bytes(ctl, api: str) -> bytes:
+def document_bytes(ctl: HandlersController, api: str) -> bytes:
     return msgspec.json.encode(build(ctl, api))

@@ -14,9 +14,25 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from .. import tls
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..db.store import Store
+
+
+class LifecycleController(tls.HasTlsContexts, Protocol):
+    """The controller as the lifecycle modules see it. Each layer below ``app`` names the part
+    of ``app.Controller`` it uses with a Protocol of its own, each extending the one of the layer
+    below (``tls.HasTlsContexts`` < this < ``policy.posture_checks.PolicyController`` <
+    ``auth.sessions.AuthController`` < the operations', events', routers' ones): mypy checks the
+    controller against them where it is passed, and a ``Ctx`` passed instead is refused."""
+    settings: Settings
+    store: Store
+    state: dict[str, str]
+    cert_renewals: dict[str, int]
 
 
 def load_server_chain(context: ssl.SSLContext, state: dict[str, str]) -> None:
@@ -34,7 +50,7 @@ def load_server_chain(context: ssl.SSLContext, state: dict[str, str]) -> None:
         context.load_cert_chain(cert, key)
 
 
-def register(ctl: Any, context: ssl.SSLContext) -> ssl.SSLContext:
+def register(ctl: LifecycleController, context: ssl.SSLContext) -> ssl.SSLContext:
     """Make ``context`` one of the controller's live server contexts (renewals reload it);
     returns it, so a listener writes ``ctl.x_context = contexts.register(ctl, make())``."""
     if not any(c is context for c in ctl.tls_contexts):
@@ -42,7 +58,7 @@ def register(ctl: Any, context: ssl.SSLContext) -> ssl.SSLContext:
     return context
 
 
-def reload(ctl: Any) -> int:
+def reload(ctl: LifecycleController) -> int:
     """Load ``ctl.state``'s server pair into every registered context; returns how many. Where a
     context checks client chains itself (no accept-any callback), the signing CA is added to its
     trust too, so certificates issued by a renewed signing CA keep passing the handshake."""

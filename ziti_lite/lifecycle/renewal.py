@@ -23,13 +23,16 @@ import json
 import logging
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
 from .. import clock
 from ..pki import ca
 from . import contexts
+
+if TYPE_CHECKING:
+    from .contexts import LifecycleController
 
 log = logging.getLogger("ziti_lite")
 
@@ -147,7 +150,7 @@ def renew(store, hosts: list[str], *, server_days: int = ca.SERVER_DAYS, now: dt
     return out
 
 
-def apply(ctl: Any, renewals: list[Renewal]) -> None:
+def apply(ctl: LifecycleController, renewals: list[Renewal]) -> None:
     """After ``renew`` committed: the live controller and its TLS contexts take the new pairs."""
     if not renewals:
         return
@@ -161,7 +164,7 @@ def apply(ctl: Any, renewals: list[Renewal]) -> None:
                     clock.fmt(r.now_until), clock.fmt(r.was_until), reloaded)
 
 
-def tick(ctl: Any) -> list[Renewal]:
+def tick(ctl: LifecycleController) -> list[Renewal]:
     """The janitor's periodic check: renew and reload when a certificate entered its window."""
     if clock.now() < next_renewal(ctl.state):
         return []

@@ -10,13 +10,16 @@ certificate -> signing CA -> root must verify now.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives import serialization
 
 from .. import clock
 from ..pki import ca
 from .renewal import hosts_for, sans_lack
+
+if TYPE_CHECKING:
+    from .contexts import LifecycleController
 
 RESTORE = "restore the file from a snapshot (PATH.pre-*, ziti-lite snapshot) or a backup"
 
@@ -29,7 +32,7 @@ def _public(key: Any) -> bytes:
     return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
-def check(ctl: Any) -> None:
+def check(ctl: LifecycleController) -> None:
     """Raise ``StartupError`` for the first problem found (see the module docstring)."""
     state, db = ctl.state, ctl.settings.db
     try:

@@ -25,7 +25,7 @@ import secrets
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.requests import Request
@@ -45,6 +45,10 @@ from ..handlers.authentication import Authenticate, password_login
 from ..handlers.enrollment import cert_login
 from ..pki.ca import fingerprint
 from ..tls import peer_certs
+
+if TYPE_CHECKING:
+    from ..app import Controller
+    from ..auth.sessions import AuthController
 
 log = logging.getLogger("ziti_lite")
 
@@ -107,7 +111,7 @@ def _redirect_error(req_uri: str, error: str, description: str, state: str) -> R
 class Provider:
     """The OIDC endpoints of one controller (``Controller.oidc``)."""
 
-    def __init__(self, ctl, headers: list[tuple[bytes, bytes]] | None = None):
+    def __init__(self, ctl: Controller, headers: list[tuple[bytes, bytes]] | None = None):
         self.ctl = ctl
         self.headers = headers or []     # added to every answer (the controller's server and CORS headers)
         self.requests: dict[str, AuthRequest] = {}
@@ -556,7 +560,7 @@ class Provider:
         return JSONResponse({"sub": claims["sub"], "name": name})
 
 
-def jwks_alg(ctl) -> str:
+def jwks_alg(ctl: AuthController) -> str:
     return tokens.jwks(ctl)["keys"][0]["alg"]
 
 

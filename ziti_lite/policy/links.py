@@ -220,7 +220,7 @@ def on_entity(side: Side, ctx: Ctx, id: str, before: dict | None, values: dict |
 
 
 def after_policy_write(kind: Kind):
-    def hook(ctx, id: str, before: dict | None, values: dict | None) -> None:
+    def hook(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
         policy_written(ctx.store, kind, id, before)
 
     return hook

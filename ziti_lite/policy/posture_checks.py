@@ -22,11 +22,16 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
 from .. import clock, semver
 from ..api import envelope as env
+from ..lifecycle.contexts import LifecycleController
+
+if TYPE_CHECKING:
+    pass
 
 GRACE_SECONDS = 300          # MFA prompt grace after a wake or unlock
 NO_TIMEOUT = -1
@@ -56,11 +61,16 @@ class PostureState:
 EMPTY = PostureState()
 
 
-def states(ctl) -> dict:
+class PolicyController(LifecycleController, Protocol):
+    """The controller as the policy engine sees it (see ``LifecycleController``)."""
+    posture_states: dict[str, PostureState]
+
+
+def states(ctl: PolicyController) -> dict:
     return ctl.posture_states
 
 
-def state(ctl, identity_id: str) -> PostureState:
+def state(ctl: PolicyController, identity_id: str) -> PostureState:
     st = states(ctl).get(identity_id)
     if st is None:
         st = states(ctl)[identity_id] = PostureState()
@@ -81,7 +91,7 @@ def _json(text: str | None):
 class Subject:
     """Whose posture is evaluated: one identity on one API session (lazy, per request)."""
 
-    def __init__(self, ctl, identity_id: str, api_session_id: str | None):
+    def __init__(self, ctl: PolicyController, identity_id: str, api_session_id: str | None):
         self.ctl, self.identity_id, self.api_session_id = ctl, identity_id, api_session_id
         self.state = states(ctl).get(identity_id) or EMPTY
         self._mfa: tuple | None = None
@@ -407,7 +417,7 @@ class Evaluator:
     """Posture of the service policies linking one subject to services: each check is
     evaluated once per request, however many policies name it."""
 
-    def __init__(self, ctl, identity_id: str, api_session_id: str | None):
+    def __init__(self, ctl: PolicyController, identity_id: str, api_session_id: str | None):
         self.subject = Subject(ctl, identity_id, api_session_id)
         self._results: dict[str, bool] = {}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
@@ -23,6 +23,9 @@ from ..errors import ApiError, CouldNotValidate, ReferencedEntity, field_cause
 from ..pki import ca as pki
 from .common import NAME, Body, Tags, check_name, exists
 from .identities import AUTHENTICATORS, IDENTITIES
+
+if TYPE_CHECKING:
+    from ..api.context import Ctx
 
 ZERO_TIME = "0001-01-01T00:00:00.000Z"
 
@@ -102,7 +105,7 @@ def load_json(text):
     return json.loads(text) if text else {}
 
 
-def prepare_auth_policy(ctx, values: dict, existing: dict | None) -> None:
+def prepare_auth_policy(ctx: Ctx, values: dict, existing: dict | None) -> None:
     check_name(values)
     patch = existing is not None and ctx.route.method == "PATCH"
     if "primary_" not in values and "secondary" not in values:
@@ -133,14 +136,14 @@ def _signer_missing(field: str, id: str) -> ApiError:
     return ApiError("NOT_FOUND", cause=field_cause(field, f"externalJwtSigner with id {id} not found", id))
 
 
-def render_auth_policy(ctx, row: dict, out: dict) -> None:
+def render_auth_policy(ctx: Ctx, row: dict, out: dict) -> None:
     # upstream omits a null requireExtJwtSigner; an explicit null reads the same to every client
     out["primary"], out["secondary"] = normalized_policy(load_json(row["primary_"]), load_json(row["secondary"]))
     if out["secondary"].get("requireExtJwtSigner") is None:
         del out["secondary"]["requireExtJwtSigner"]  # upstream leaves an unset signer out
 
 
-def before_delete_auth_policy(ctx, row: dict) -> None:
+def before_delete_auth_policy(ctx: Ctx, row: dict) -> None:
     ids = ctx.store.column("SELECT id FROM identities WHERE auth_policy_id = ? ORDER BY id", (row["id"],))
     if ids:
         raise ReferencedEntity("authPolicyId", "authPolicy", "identity", ids)
@@ -199,7 +202,7 @@ class ExternalJwtSignerUpdate(ExternalJwtSignerCreate):
     pass
 
 
-def prepare_signer(ctx, values: dict, existing: dict | None) -> None:
+def prepare_signer(ctx: Ctx, values: dict, existing: dict | None) -> None:
     check_name(values)
     full = existing is None or ctx.route.method == "PUT"
     for key in ("cert_pem", "jwks_endpoint", "kid", "external_auth_url", "audience", "client_id"):
@@ -236,14 +239,14 @@ def _cert_columns(cert_pem: str | None) -> dict:
             "not_before": clock.fmt(info["not_before"]), "not_after": clock.fmt(info["not_after"])}
 
 
-def render_signer(ctx, row: dict, out: dict) -> None:
+def render_signer(ctx: Ctx, row: dict, out: dict) -> None:
     out["notBefore"] = row["not_before"] or ZERO_TIME
     out["notAfter"] = row["not_after"] or ZERO_TIME
     # unset audience, clientId, externalAuthUrl, fingerprint, kid and scopes are null, as
     # upstream answers them (its spec marks them required; its clients read null)
 
 
-def before_delete_signer(ctx, row: dict) -> None:
+def before_delete_signer(ctx: Ctx, row: dict) -> None:
     ids = ctx.store.column(
         "SELECT id FROM auth_policies p WHERE EXISTS (SELECT 1 FROM json_each(p.primary_, '$.extJwt.allowedSigners')"
         " WHERE value = ?1) OR json_extract(p.secondary, '$.requireExtJwtSigner') = ?1 ORDER BY id", (row["id"],))
@@ -283,12 +286,12 @@ EXT_JWT_SIGNERS = Resource(
 
 @op("GET", "/external-jwt-signers", apis=("client",), auth="public", op_id="listExternalJwtSigners",
     tag="external-jwt-signers", query=("limit", "offset", "filter"))
-async def list_client_signers(ctx):
+async def list_client_signers(ctx: Ctx):
     """The client API's view: enabled signers only, just what a login UI needs."""
     return crud.list_response(ctx, EXT_JWT_SIGNERS, "t.enabled = 1", render_row=_client_signer)
 
 
-def _client_signer(ctx, r: dict) -> dict:
+def _client_signer(ctx: Ctx, r: dict) -> dict:
     item = env.base(r, "external-jwt-signers")
     item.update(name=r["name"], externalAuthUrl=r["external_auth_url"],
                 scopes=crud.Raw(r["scopes"]) if r["scopes"] else None)
@@ -302,7 +305,7 @@ def _client_signer(ctx, r: dict) -> dict:
 # ================================================================ identity sub-lists
 @op("GET", "/identities/{id}/authenticators", op_id="getIdentityAuthenticators", tag="identities",
     query=("limit", "offset", "filter"))
-async def identity_authenticators(ctx):
+async def identity_authenticators(ctx: Ctx):
     return crud.child_list(ctx, IDENTITIES, AUTHENTICATORS, "identity_id")
 
 

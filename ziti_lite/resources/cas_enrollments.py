@@ -7,7 +7,7 @@ CA verification, the CA JWT and the enroll flows live elsewhere and build on the
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .. import clock
 from ..api import crud
@@ -24,6 +24,9 @@ from ..pki import tokens
 from .auth import bad_request, blank, load_json, merge_leaves
 from .common import NAME, Body, Tags, check_name, exists
 from .identities import IDENTITIES
+
+if TYPE_CHECKING:
+    from ..api.context import Ctx
 
 # ================================================================ CAs
 Location = Literal["COMMON_NAME", "SAN_URI", "SAN_EMAIL"]
@@ -80,7 +83,7 @@ def check_identity_roles(store, roles) -> list[str]:
     return roles
 
 
-def prepare_ca(ctx, values: dict, existing: dict | None) -> None:
+def prepare_ca(ctx: Ctx, values: dict, existing: dict | None) -> None:
     store = ctx.store
     check_name(values)
     patch = existing is not None and ctx.route.method == "PATCH"
@@ -121,7 +124,7 @@ def _ca_cert(store, pem: str) -> dict:
     return {"fingerprint": fp, "cert_pem": pem}
 
 
-def render_ca(ctx, row: dict, out: dict) -> None:
+def render_ca(ctx: Ctx, row: dict, out: dict) -> None:
     if not row["is_verified"]:
         out["_links"]["verify"] = {"href": f"./cas/{row['id']}/verify"}
     if row["is_auto_ca_enrollment_enabled"]:
@@ -133,7 +136,7 @@ def render_ca(ctx, row: dict, out: dict) -> None:
         out.pop("externalIdClaim", None)
 
 
-def before_delete_ca(ctx, row: dict) -> None:
+def before_delete_ca(ctx: Ctx, row: dict) -> None:
     store, id = ctx.store, row["id"]
     store.execute("DELETE FROM enrollments WHERE ca_id = ? AND method = 'ottca'", (id,))
     store.execute("DELETE FROM api_sessions WHERE authenticator_id IN"
@@ -164,7 +167,7 @@ CAS = Resource(
 
 
 # ================================================================ enrollments
-def render_enrollment(ctx, row: dict, out: dict) -> None:
+def render_enrollment(ctx: Ctx, row: dict, out: dict) -> None:
     for k in [k for k, v in out.items() if v is None or v == ""]:
         del out[k]  # omitempty upstream: an enrollment shows only what its method uses
 
@@ -210,7 +213,7 @@ def _utc(t: dt.datetime) -> dt.datetime:
 
 
 @op("POST", "/enrollments", op_id="createEnrollment", body=EnrollmentCreate, status=201, tag="enrollments")
-async def create_enrollment(ctx):
+async def create_enrollment(ctx: Ctx):
     body = await ctx.json(EnrollmentCreate)
     expires = _utc(body.expires_at)
     store = ctx.store
@@ -234,7 +237,7 @@ async def create_enrollment(ctx):
 
 
 @op("POST", "/enrollments/{id}/refresh", op_id="refreshEnrollment", body=EnrollmentRefresh, tag="enrollments")
-async def refresh_enrollment(ctx):
+async def refresh_enrollment(ctx: Ctx):
     id = ctx.params["id"]
     body = await ctx.json(EnrollmentRefresh)  # the body is validated before the id is looked up, as upstream
     expires = _utc(body.expires_at)
@@ -255,7 +258,7 @@ async def refresh_enrollment(ctx):
 
 @op("GET", "/identities/{id}/enrollments", op_id="getIdentityEnrollments", tag="identities",
     query=("limit", "offset", "filter"))
-async def identity_enrollments(ctx):
+async def identity_enrollments(ctx: Ctx):
     return crud.child_list(ctx, IDENTITIES, ENROLLMENTS, "identity_id")
 
 

@@ -62,7 +62,7 @@ def _disabled(row: dict) -> bool:
 
 
 
-def prepare_identity(ctx, values: dict, existing: dict | None) -> None:
+def prepare_identity(ctx: Ctx, values: dict, existing: dict | None) -> None:
     store = ctx.store
     check_name(values)
     check_attributes(values)
@@ -102,7 +102,7 @@ def prepare_identity(ctx, values: dict, existing: dict | None) -> None:
     # ``enrollment`` (no column) stays in the values, for after_identity of the same write
 
 
-def after_identity(ctx, id: str, before: dict | None, values: dict | None) -> None:
+def after_identity(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
     enrollment = values.get("enrollment") if values is not None else None
     if before is None and enrollment:
         create_for_identity(ctx, id, enrollment)
@@ -180,7 +180,7 @@ def _enrollments(store, rows) -> dict:
     return out
 
 
-def before_delete_identity(ctx, row: dict) -> None:
+def before_delete_identity(ctx: Ctx, row: dict) -> None:
     if row["is_default_admin"]:
         raise ApiError("ENTITY_CAN_NOT_BE_DELETED")  # without a cause, as upstream
     if row["type_id"] == "Router" and exists(ctx.store, "routers", row["id"]):
@@ -254,7 +254,7 @@ class DisableBody(Body):
 
 
 @op("POST", "/identities/{id}/disable", op_id="disableIdentity", body=DisableBody, tag="identities")
-async def disable_identity(ctx):
+async def disable_identity(ctx: Ctx):
     id = ctx.params["id"]
     crud.get_row(ctx.store, IDENTITIES, id)
     body = await ctx.json(DisableBody)
@@ -272,7 +272,7 @@ async def disable_identity(ctx):
 
 
 @op("POST", "/identities/{id}/enable", op_id="enableIdentity", tag="identities")
-async def enable_identity(ctx):
+async def enable_identity(ctx: Ctx):
     id = ctx.params["id"]
     with ctx.store.write():
         before = crud.get_row(ctx.store, IDENTITIES, id)   # 404 for an unknown identity
@@ -301,7 +301,7 @@ class AuthenticatorUpdate(Body):
     tags: Tags | None = None
 
 
-def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
+def prepare_authenticator(ctx: Ctx, values: dict, existing: dict | None) -> None:
     store = ctx.store
     if existing is None:
         method = values["method"]
@@ -331,7 +331,7 @@ def prepare_authenticator(ctx, values: dict, existing: dict | None) -> None:
         values["password_hash"], values["salt"] = passwords.hash_password(password)
 
 
-def render_authenticator(ctx, row: dict, out: dict) -> None:
+def render_authenticator(ctx: Ctx, row: dict, out: dict) -> None:
     out["_links"]["identities"] = {"href": f"./identities/{row['identity_id']}"}
     if row["method"] == "updb":
         for k in ("certPem", "fingerprint", "isIssuedByNetwork"):
@@ -342,7 +342,7 @@ def render_authenticator(ctx, row: dict, out: dict) -> None:
             out.pop("isIssuedByNetwork", None)
 
 
-def before_delete_authenticator(ctx, row: dict) -> None:
+def before_delete_authenticator(ctx: Ctx, row: dict) -> None:
     ctx.store.execute("DELETE FROM api_sessions WHERE authenticator_id = ?", (row["id"],))
 
 
@@ -375,7 +375,7 @@ AUTHENTICATORS = Resource(
 
 
 # ---------------------------------------------------------------- API sessions (admin view)
-def render_api_session(ctx, row: dict, out: dict) -> None:
+def render_api_session(ctx: Ctx, row: dict, out: dict) -> None:
     out["cachedLastActivityAt"] = max(row["last_activity_at"], ctx.ctl.activity.get(row["token"], ""))
     out["authQueries"] = []
 
@@ -430,7 +430,7 @@ def parse_go_duration(text: str) -> float:
 
 
 @op("PUT", "/identities/{id}/trace", op_id="updateIdentityTracing", body=TraceSpec, tag="identities")
-async def update_identity_tracing(ctx):
+async def update_identity_tracing(ctx: Ctx):
     id = ctx.params["id"]
     crud.get_row(ctx.store, IDENTITIES, id)
     spec = await ctx.json(TraceSpec)

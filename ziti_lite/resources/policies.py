@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..api import crud
 from ..api.resource import Field, Resource
@@ -21,6 +21,9 @@ from .identities import IDENTITIES
 from .posture import POSTURE_CHECKS
 from .routers import EDGE_ROUTERS
 from .services import SERVICES
+
+if TYPE_CHECKING:
+    from ..api.context import Ctx
 
 Roles = list[str] | None
 
@@ -80,7 +83,7 @@ def _check_ids(store, ln: Link, roles: list[str]) -> None:
 
 
 def _preparer(kind: Kind):
-    def prepare(ctx, values: dict, existing: dict | None) -> None:
+    def prepare(ctx: Ctx, values: dict, existing: dict | None) -> None:
         check_name(values)
         if existing is None and not values.get("semantic"):
             values["semantic"] = evaluate.ALL_OF
@@ -119,7 +122,7 @@ def named_roles(store, side: Side, roles: list[str]) -> list[dict]:
 
 
 def _renderer(kind: Kind):
-    def render(ctx, row: dict, out: dict) -> None:
+    def render(ctx: Ctx, row: dict, out: dict) -> None:
         for ln in kind.links:
             roles = json.loads(row[ln.roles])
             out[ln.wire] = roles or None  # upstream reads an empty list back as null (its Display: [])

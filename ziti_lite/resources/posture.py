@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .. import semver
 from ..api.resource import Field, Resource
 from ..errors import CouldNotValidate
 from ..policy.posture_checks import TYPES, WIRE
 from .common import NAME, Attributes, Body, Semantic, Tags, check_attributes, check_name
+
+if TYPE_CHECKING:
+    from ..api.context import Ctx
 
 OsType = Literal["Windows", "WindowsServer", "Android", "iOS", "Linux", "macOS"]
 PostureCheckType = Literal["OS", "PROCESS", "DOMAIN", "MAC", "MFA", "PROCESS_MULTI"]
@@ -116,7 +119,7 @@ def _normalise(column: str, value):
     return value
 
 
-def prepare_posture_check(ctx, values: dict, existing: dict | None) -> None:
+def prepare_posture_check(ctx: Ctx, values: dict, existing: dict | None) -> None:
     check_name(values)
     check_attributes(values)
     patch = existing is not None and ctx.route.method == "PATCH"
@@ -149,7 +152,7 @@ def prepare_posture_check(ctx, values: dict, existing: dict | None) -> None:
             values[key] = []
 
 
-def render_posture_check(ctx, row: dict, out: dict) -> None:
+def render_posture_check(ctx: Ctx, row: dict, out: dict) -> None:
     TYPES[row["type_id"]].render(row, out)
 
 
@@ -183,7 +186,7 @@ POSTURE_CHECKS = Resource(
 )
 
 
-def render_posture_check_type(ctx, row: dict, out: dict) -> None:
+def render_posture_check_type(ctx: Ctx, row: dict, out: dict) -> None:
     # as upstream answers them: operating systems and versions in byte order, null for a type
     # that names no versions (it keeps no empty list)
     oses = sorted(json.loads(row["operating_systems"] or "[]"), key=lambda o: o["type"])

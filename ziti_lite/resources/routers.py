@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -39,6 +40,9 @@ from .common import (
 )
 from .services import SERVICES
 
+if TYPE_CHECKING:
+    from ..api.context import Ctx
+
 # a never-connected router: what upstream shows without a control channel
 VERSION_INFO = {"version": "", "revision": "", "buildDate": "", "os": "", "arch": ""}
 
@@ -62,7 +66,7 @@ def _enrollment_fields(store, column: str, router_id: str, out: dict) -> None:
         out["enrollmentExpiresAt"] = e["expires_at"]
 
 
-def delete_terminators(ctx, column: str, id: str) -> None:
+def delete_terminators(ctx: Ctx, column: str, id: str) -> None:
     """Delete the terminators of one router or service, telling terminator listeners."""
     assert column in ("router_id", "service_id")
     for row in ctx.store.all(f"SELECT * FROM terminators WHERE {column} = ?", (id,)):
@@ -70,7 +74,7 @@ def delete_terminators(ctx, column: str, id: str) -> None:
         crud.changed(ctx, TERMINATORS, row["id"], row, None)
 
 
-def before_delete_router(ctx, row: dict) -> None:
+def before_delete_router(ctx: Ctx, row: dict) -> None:
     delete_terminators(ctx, "router_id", row["id"])
     ctx.store.execute("DELETE FROM enrollments WHERE edge_router_id = ? OR transit_router_id = ?",
                       (row["id"], row["id"]))
@@ -79,7 +83,7 @@ def before_delete_router(ctx, row: dict) -> None:
 def _router_written(own: str):
     """after_write of one router collection: the enrollment of a new router, and on delete the
     listeners of the other collections that showed the row."""
-    def hook(ctx, id: str, before: dict | None, values: dict | None) -> None:
+    def hook(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
         if before is None and values is not None:
             if own == "edge-routers":
                 new_enrollment(ctx, "erott", edge_router_id=id)
@@ -114,13 +118,13 @@ EDGE_DEFAULTS = {"cost": 0, "no_traversal": False, "disabled": False, "is_tunnel
                  "role_attributes": list, "app_data": dict}
 
 
-def prepare_edge_router(ctx, values: dict, existing: dict | None) -> None:
+def prepare_edge_router(ctx: Ctx, values: dict, existing: dict | None) -> None:
     check_name(values)
     check_attributes(values)
     _defaults(values, EDGE_DEFAULTS)
 
 
-def render_edge_router(ctx, row: dict, out: dict) -> None:
+def render_edge_router(ctx: Ctx, row: dict, out: dict) -> None:
     live = ctx.ctl.router_states.get(row["id"]) or {}   # the embedded router while it runs
     out["isOnline"] = bool(live.get("isOnline"))
     out["hostname"] = live.get("hostname", "")
@@ -175,7 +179,7 @@ EDGE_ROUTERS = Resource(
 
 
 @op("POST", "/edge-routers/{id}/re-enroll", op_id="reEnrollEdgeRouter", tag="edge-routers")
-async def re_enroll_edge_router(ctx):
+async def re_enroll_edge_router(ctx: Ctx):
     """Forget the router's certificate and issue a fresh erott enrollment."""
     id = ctx.params["id"]
     with ctx.store.write():
@@ -201,7 +205,7 @@ class RouterUpdate(RouterCreate):
     pass
 
 
-def prepare_router(ctx, values: dict, existing: dict | None) -> None:
+def prepare_router(ctx: Ctx, values: dict, existing: dict | None) -> None:
     if existing is not None and existing["is_edge"]:
         raise ApiError("CAN_NOT_UPDATE_ROUTER")
     check_name(values)
@@ -210,7 +214,7 @@ def prepare_router(ctx, values: dict, existing: dict | None) -> None:
     _defaults(values, {"cost": 0, "no_traversal": False, "disabled": False})
 
 
-def render_router(ctx, row: dict, out: dict) -> None:
+def render_router(ctx: Ctx, row: dict, out: dict) -> None:
     out["isOnline"] = bool((ctx.ctl.router_states.get(row["id"]) or {}).get("isOnline"))
     if row["is_edge"]:
         # no transit sub-record: upstream reports the edge router as verified, no enrollment
@@ -260,7 +264,7 @@ class TerminatorUpdate(Body):
     tags: Tags | None = None
 
 
-def prepare_terminator(ctx, values: dict, existing: dict | None) -> None:
+def prepare_terminator(ctx: Ctx, values: dict, existing: dict | None) -> None:
     store = ctx.store
     if existing is None:
         if not exists(store, "services", values["service_id"]):
@@ -317,7 +321,7 @@ TERMINATORS = Resource(
 
 
 @crud.listen(SERVICES)
-def _service_deleted(ctx, id: str, before: dict | None, values: dict | None) -> None:
+def _service_deleted(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
     """A deleted service takes its terminators with it (the foreign key cascades as well)."""
     if values is None:
         delete_terminators(ctx, "service_id", id)

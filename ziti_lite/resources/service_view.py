@@ -29,12 +29,12 @@ PERMISSIONS_SQL = ("SELECT DISTINCT i.type FROM service_policy_identities i"
                    " WHERE i.identity_id = ?")
 
 
-def permissions_for(ctx, service_id: str, identity_id: str | None = None) -> list[str]:
+def permissions_for(ctx: Ctx, service_id: str, identity_id: str | None = None) -> list[str]:
     """The caller's (or ``identity_id``'s) permissions on a service from its service policies:
     ``Bind`` before ``Dial``, as upstream; none gives ``["Invalid"]`` (only admins see such a
     service)."""
     if identity_id is None:
-        identity_id = ctx.session.identity_id
+        identity_id = ctx.identity_id
     types = set(ctx.store.column(PERMISSIONS_SQL, (service_id, identity_id)))
     perms = [p for p in ("Bind", "Dial") if p in types]
     return perms or ["Invalid"]
@@ -44,13 +44,14 @@ def permissions_for(ctx, service_id: str, identity_id: str | None = None) -> lis
 class View:
     """The caller-dependent values of the services of one request."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Ctx):
         store = ctx.store
         sess = ctx.session
         self.identity_id = sess.identity_id if sess else None
         api_session_id = sess.id if sess else None
-        if ctx.api == "management" and ctx.q("asIdentity"):
-            self.identity_id = as_identity(store, ctx.q("asIdentity"))
+        named = ctx.q("asIdentity") if ctx.api == "management" else None
+        if named:
+            self.identity_id = as_identity(store, named)
             api_session_id = None
         self.detail = ctx.route.path.endswith("{id}")
         self.types = requested_types(ctx, sess)
@@ -60,7 +61,7 @@ class View:
         )
         self.values: dict[str, tuple] = {}
 
-    def prepare(self, ctx, rows: list[dict]) -> None:
+    def prepare(self, ctx: Ctx, rows: list[dict]) -> None:
         """Compute permissions, config and posture queries of ``rows`` in a few queries."""
         store = ctx.store
         rows = [r for r in rows if r["id"] not in self.values]
@@ -169,9 +170,10 @@ def as_identity(store, value: str) -> str:
     return found
 
 
-def requested_types(ctx, sess) -> list[str] | None:
+def requested_types(ctx: Ctx, sess) -> list[str] | None:
     """Config type ids (or ``["all"]``) the request asks for; None when it asks for none."""
     store = ctx.store
+    requested: list[str] | str | None
     if ctx.api == "client":
         given = ctx.qlist("configTypes") if not ctx.route.path.endswith("{id}") else []
         requested = given or None
@@ -208,7 +210,7 @@ def decorate(ctx: Ctx, row: Row, out: dict, view: View | None = None) -> None:
     out["postureQueries"] = queries if ctx.route.path.startswith("/services") else []
 
 
-def _as_identity_condition(ctx):
+def _as_identity_condition(ctx: Ctx):
     """Management ``GET /services?asIdentity=``: a non-admin identity sees only its services."""
     value = ctx.q("asIdentity") if ctx.api == "management" else None
     if not value:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any
+import typing
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import msgspec
@@ -15,6 +16,9 @@ from ..api.resource import Field, Ref, Resource
 from ..errors import CouldNotValidate, NotFound, ReferencedEntity
 from . import service_view
 from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Tags, check_attributes, check_name, exists
+
+if TYPE_CHECKING:
+    from ..api.context import Ctx
 
 TERMINATOR_STRATEGIES = ("smartrouting", "weighted", "random", "sticky")
 
@@ -29,7 +33,7 @@ class ConfigTypeCreate(Body):
 ConfigTypeUpdate = ConfigTypeCreate
 
 
-def prepare_config_type(ctx, values: dict, existing: dict | None) -> None:
+def prepare_config_type(ctx: Ctx, values: dict, existing: dict | None) -> None:
     check_name(values)
     if values.get("name") == "all":
         raise CouldNotValidate("name", "name 'all' is reserved", "all")
@@ -45,13 +49,13 @@ def prepare_config_type(ctx, values: dict, existing: dict | None) -> None:
         values["schema"] = schema
 
 
-def before_delete_config_type(ctx, row: dict) -> None:
+def before_delete_config_type(ctx: Ctx, row: dict) -> None:
     ids = ctx.store.column("SELECT id FROM configs WHERE config_type_id = ?", (row["id"],))
     if ids:
         raise ReferencedEntity("configTypeId", "configType", "config", ids)
 
 
-def render_config_type(ctx, row: dict, out: dict) -> None:
+def render_config_type(ctx: Ctx, row: dict, out: dict) -> None:
     # upstream keeps a schema as a map and so answers its keys sorted at every level (forms built
     # from it, the console's, list properties in that order)
     if out.get("schema") is not None:
@@ -140,7 +144,7 @@ def validate_config_data(store, type_id: str, data: Any) -> None:
         )
 
 
-def prepare_config(ctx, values: dict, existing: dict | None) -> None:
+def prepare_config(ctx: Ctx, values: dict, existing: dict | None) -> None:
     check_name(values)
     type_id = existing["config_type_id"] if existing else values.get("config_type_id")
     if existing is None and not exists(ctx.store, "config_types", type_id):
@@ -152,7 +156,7 @@ def prepare_config(ctx, values: dict, existing: dict | None) -> None:
         values["config_type_id"] = type_id
 
 
-def before_delete_config(ctx, row: dict) -> None:
+def before_delete_config(ctx: Ctx, row: dict) -> None:
     ids = ctx.store.column("SELECT DISTINCT identity_id FROM identity_service_configs WHERE config_id = ?",
                            (row["id"],))
     if ids:
@@ -161,7 +165,7 @@ def before_delete_config(ctx, row: dict) -> None:
         "SELECT s.id, s.configs FROM services s JOIN service_configs sc ON sc.service_id = s.id WHERE sc.config_id = ?",
         (row["id"],),
     ).fetchall():
-        remaining = [c for c in json.loads(configs) if c != row["id"]]
+        remaining = [c for c in json.loads(typing.cast(str, configs)) if c != row["id"]]
         ctx.store.execute("UPDATE services SET configs = ? WHERE id = ?", (json.dumps(remaining), sid))
 
 
@@ -200,7 +204,7 @@ class ServiceUpdate(Body):
     tags: Tags | None = None
 
 
-def prepare_service(ctx, values: dict, existing: dict | None) -> None:
+def prepare_service(ctx: Ctx, values: dict, existing: dict | None) -> None:
     store = ctx.store
     check_name(values)
     check_attributes(values)
@@ -234,7 +238,7 @@ def prepare_service(ctx, values: dict, existing: dict | None) -> None:
             values[key] = [] if key == "role_attributes" else {}
 
 
-def after_service(ctx, id: str, before: dict | None, values: dict | None) -> None:
+def after_service(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
     if values is not None and "configs" in values:
         ctx.store.execute("DELETE FROM service_configs WHERE service_id = ?", (id,))
         ctx.store.executemany(
@@ -242,7 +246,7 @@ def after_service(ctx, id: str, before: dict | None, values: dict | None) -> Non
         )
 
 
-def render_service(ctx, row: dict, out: dict) -> None:
+def render_service(ctx: Ctx, row: dict, out: dict) -> None:
     service_view.decorate(ctx, row, out)
 
 
