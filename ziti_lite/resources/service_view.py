@@ -20,6 +20,7 @@ from ..errors import NotFound
 from ..policy import access, posture_checks
 from ..policy.access import VISIBLE, has_posture_checks
 
+
 # ------------------------------------------------------------------ the caller's view (decorate)
 class View:
     """The caller-dependent values of the services of one request."""
