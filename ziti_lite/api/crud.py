@@ -26,7 +26,6 @@ from .context import Ctx
 from .resource import AfterWrite, Render, Resource, Row
 
 _jenc = msgspec.json.Encoder()
-BASE_COLUMNS = ("id", "created_at", "updated_at", "tags", "is_system")
 Raw = msgspec.Raw
 
 # resource -> functions called as fn(ctx, id, before_row, values) after every create, update,

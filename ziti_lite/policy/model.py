@@ -97,7 +97,6 @@ SERP = Kind(
     ),
 )
 KINDS = {k.name: k for k in (SP, ERP, SERP)}
-KIND_BY_RESOURCE = {k.resource: k for k in KINDS.values()}
 
 
 # ---------------------------------------------------------------- joins across the membership tables

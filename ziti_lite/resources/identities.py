@@ -163,12 +163,6 @@ def render_identity(ctx: Ctx, row: Row, out: dict, page: dict[str, Any] | None =
     out["edgeRouterConnectionStatus"] = "online" if connected else "offline"
 
 
-def enrollment_summary(store, identity_id: str) -> dict:
-    return _enrollments(store, store.conn.execute(
-        "SELECT id, method, token, jwt, expires_at, ca_id, username FROM enrollments"
-        " WHERE identity_id = ? ORDER BY created_at", (identity_id,)))
-
-
 def _enrollments(store, rows) -> dict:
     out = {}
     for e_id, method, token, jwt, expires_at, ca_id, username in rows:

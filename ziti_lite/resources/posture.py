@@ -62,9 +62,6 @@ class PostureCheckCreate(Body):
     ignore_legacy_endpoints: bool | None = None
 
 
-class PostureCheckUpdate(PostureCheckCreate):
-    pass
-
 
 # ---------------------------------------------------------------- the posture check types
 # one table (``ziti_lite.policy.posture_checks.TYPES``): each type's columns, posture-check-types
@@ -181,7 +178,7 @@ POSTURE_CHECKS = Resource(
     ),
     filters=("name", "promptOnUnlock", "promptOnWake"),
     computed=_TYPE_FIELDS,
-    create=PostureCheckCreate, update=PostureCheckUpdate,
+    create=PostureCheckCreate,
     prepare=prepare_posture_check, render=render_posture_check,
 )
 

@@ -110,9 +110,6 @@ class EdgeRouterCreate(Body):
     tags: Tags | None = None
 
 
-class EdgeRouterUpdate(EdgeRouterCreate):
-    pass
-
 
 EDGE_DEFAULTS = {"cost": 0, "no_traversal": False, "disabled": False, "is_tunneler_enabled": False,
                  "role_attributes": list, "app_data": dict}
@@ -163,7 +160,7 @@ EDGE_ROUTERS = Resource(
         Field("certPem", nullable=True),
         *_CERT_FIELDS,
     ),
-    create=EdgeRouterCreate, update=EdgeRouterUpdate,
+    create=EdgeRouterCreate,
     links=("edge-router-policies",),
     computed=(Field("isOnline", "bool"), Field("hostname"), Field("supportedProtocols", "map"), Field("syncStatus"),
               Field("versionInfo", "json"), *_ENROLLMENT_FIELDS),
@@ -201,9 +198,6 @@ class RouterCreate(Body):
     tags: Tags | None = None
 
 
-class RouterUpdate(RouterCreate):
-    pass
-
 
 def prepare_router(ctx: Ctx, values: dict, existing: dict | None) -> None:
     if existing is not None and existing["is_edge"]:
@@ -230,7 +224,7 @@ def _router_resource(name: str, entity: str, patch: type | None = None) -> Resou
         name=name, entity=entity, table="routers",
         fields=(*_ROUTER_FIELDS, Field("isVerified", "bool"), *_CERT_FIELDS),
         computed=(Field("isOnline", "bool"), *_ENROLLMENT_FIELDS),
-        create=RouterCreate, update=RouterUpdate, patch=patch,
+        create=RouterCreate, patch=patch,
         filters=("name", "fingerprint", "cost", "noTraversal", "disabled"),
         prepare=prepare_router, render=render_router,
         before_delete=before_delete_router, after_write=_router_written(name),

@@ -24,21 +24,6 @@ from ..errors import NotFound
 from ..policy import access, posture_checks
 from ..policy.access import VISIBLE, has_posture_checks
 
-PERMISSIONS_SQL = ("SELECT DISTINCT i.type FROM service_policy_identities i"
-                   " JOIN service_policy_services s ON s.policy_id = i.policy_id AND s.service_id = ?"
-                   " WHERE i.identity_id = ?")
-
-
-def permissions_for(ctx: Ctx, service_id: str, identity_id: str | None = None) -> list[str]:
-    """The caller's (or ``identity_id``'s) permissions on a service from its service policies:
-    ``Bind`` before ``Dial``, as upstream; none gives ``["Invalid"]`` (only admins see such a
-    service)."""
-    if identity_id is None:
-        identity_id = ctx.identity_id
-    types = set(ctx.store.column(PERMISSIONS_SQL, (service_id, identity_id)))
-    perms = [p for p in ("Bind", "Dial") if p in types]
-    return perms or ["Invalid"]
-
 
 # ------------------------------------------------------------------ the caller's view (decorate)
 class View:
