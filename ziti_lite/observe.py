@@ -29,23 +29,27 @@ import json
 import time
 import urllib.parse
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from starlette.responses import Response
 
 from . import __version__, clock
 from .api import envelope as env
 from .auth.methods import METHODS
+from .ctrl.server import CtrlController
 from .errors import ApiError
 from .ids import new_id
 from .lifecycle import expiry
+from .lifecycle.contexts import LifecycleController
 from .logs import REQUEST_ID, access
-
-if TYPE_CHECKING:
-    from .ctrl.server import CtrlController
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 PATHS = ("/health-checks", "/health-checks/controller/raft", "/metrics")
+
+
+class ObservedController(CtrlController, LifecycleController, Protocol):
+    """The controller as metrics and health checks see it (a Protocol: ``app`` imports this
+    module, so naming ``app.Controller`` here would close a folder cycle)."""
 
 
 class Metrics:
@@ -64,7 +68,7 @@ class Metrics:
         h[-2] += seconds
         h[-1] += 1
 
-    def render(self, ctl: CtrlController) -> str:
+    def render(self, ctl: ObservedController) -> str:
         out: list[str] = []
 
         def family(name: str, kind: str, help: str) -> None:
@@ -213,17 +217,17 @@ class Health:
     def __init__(self) -> None:
         self.failures: dict[str, tuple[int, float]] = {}  # check id -> (consecutive failures, since)
 
-    def _db(self, ctl: CtrlController) -> str:
+    def _db(self, ctl: ObservedController) -> str:
         ctl.store.value("SELECT count(*) FROM controller")
         return "database read"
 
-    def _router(self, ctl: CtrlController) -> str:
+    def _router(self, ctl: ObservedController) -> str:
         router = ctl.edge_router
         if router is None or router.server is None or not router.server.is_serving():
             raise RuntimeError("the embedded edge router is not listening")
         return f"listening on {router.url}, {len(router.channels)} channel(s)"
 
-    def _ctrl(self, ctl: CtrlController) -> str:
+    def _ctrl(self, ctl: ObservedController) -> str:
         ctrl = ctl.ctrl_server
         if ctrl is None or ctrl.server is None or not ctrl.server.is_serving():
             raise RuntimeError("the control channel is not listening")
@@ -231,13 +235,13 @@ class Health:
         return f"listening on {ctrl.address}, {len(online)} router(s) online" + (f": {', '.join(online)}" if online
                                                                                    else "")
 
-    def _server_cert(self, ctl: CtrlController) -> str:
+    def _server_cert(self, ctl: ObservedController) -> str:
         level, text = expiry.server_state(ctl.state)
         if level == "failing":
             raise RuntimeError(text)
         return ("warning: " if level == "warning" else "") + text
 
-    def run(self, ctl: CtrlController, short: bool) -> dict:
+    def run(self, ctl: ObservedController, short: bool) -> dict:
         checks = [("sqlite.read", self._db), ("tls.server-certificate", self._server_cert)]
         if ctl.settings.edge_port or ctl.edge_sock is not None:
             checks.append(("edge-router", self._router))
@@ -278,7 +282,7 @@ class Observer:
     """Wraps the controller: answers /health-checks and /metrics, counts and times every other
     request, and (with JSON logs) gives each one a request id and an access record."""
 
-    def __init__(self, ctl: CtrlController, access_log: bool):
+    def __init__(self, ctl: ObservedController, access_log: bool):
         self.ctl = ctl
         self.metrics = Metrics()
         self.health = Health()

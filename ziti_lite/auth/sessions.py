@@ -10,19 +10,26 @@ import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import clock
 from ..ids import new_sortable_id, new_token
-from ..policy.posture_checks import PolicyController
 from . import extjwt
 from .policy import parse_secondary
 
 FLUSH_SECONDS = 60
 
 
-class AuthController(PolicyController, Protocol):
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..db.store import Store
+
+
+class AuthController(Protocol):
     """The controller as the auth modules see it (see ``lifecycle.contexts.LifecycleController``)."""
+    settings: Settings
+    store: Store
+    state: dict[str, str]
     activity: dict[str, str]
     session_rows: tuple[tuple[int, int], dict[str, Any]] | None
     extjwt_keys: dict[str, Any]

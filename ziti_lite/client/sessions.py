@@ -34,6 +34,7 @@ from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, go_text
 from ..ids import new_token
 from ..policy import access, posture_checks
+from ..policy.posture_checks import PolicyController
 from ..resources.common import Body, Tags
 from ..resources.identities import IDENTITIES
 from ..resources.policies import SERVICE_POLICIES
@@ -84,7 +85,7 @@ class PostureResult:
         return bool(self.passing) or not self.failed
 
 
-class ClientController(AuthController, Protocol):
+class ClientController(AuthController, PolicyController, Protocol):
     """The controller as the client API's modules see it (see ``lifecycle.contexts.LifecycleController``)."""
     router_states: dict[str, dict]
     periodic: list[Callable[[Any], object]]

@@ -24,11 +24,10 @@ if TYPE_CHECKING:
 
 
 class LifecycleController(tls.HasTlsContexts, Protocol):
-    """The controller as the lifecycle modules see it. Each layer below ``app`` names the part
-    of ``app.Controller`` it uses with a Protocol of its own, each extending the one of the layer
-    below (``tls.HasTlsContexts`` < this < ``policy.posture_checks.PolicyController`` <
-    ``auth.sessions.AuthController`` < the operations', events', routers' ones): mypy checks the
-    controller against them where it is passed, and a ``Ctx`` passed instead is refused."""
+    """The controller as the lifecycle modules see it. Each folder below ``app`` names the part
+    of ``app.Controller`` it uses with a Protocol of its own (ARCHITECTURE.md lists them), which
+    extends another only where its modules pass the controller on: mypy checks the controller
+    against them where it is passed, and a ``Ctx`` passed instead is refused."""
     settings: Settings
     store: Store
     state: dict[str, str]

@@ -28,10 +28,9 @@ import msgspec
 
 from .. import clock, semver
 from ..api import envelope as env
-from ..lifecycle.contexts import LifecycleController
 
 if TYPE_CHECKING:
-    pass
+    from ..db.store import Store
 
 GRACE_SECONDS = 300          # MFA prompt grace after a wake or unlock
 NO_TIMEOUT = -1
@@ -61,8 +60,9 @@ class PostureState:
 EMPTY = PostureState()
 
 
-class PolicyController(LifecycleController, Protocol):
-    """The controller as the policy engine sees it (see ``LifecycleController``)."""
+class PolicyController(Protocol):
+    """The controller as the policy engine sees it (see ``lifecycle.contexts.LifecycleController``)."""
+    store: Store
     posture_states: dict[str, PostureState]
 
 
