@@ -80,36 +80,49 @@ def write(store: Any, redacted: bool = False, **values: Any) -> str:
     """Insert one row (``changes`` redacted here unless it comes ``redacted`` already)."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(values)
+    changes = row["changes"] or {}
     row["id"] = new_row_id()
     row["created_at"] = clock.stamp()
-    changes = row["changes"] or {}
     row["changes"] = _enc.encode(changes if redacted else shapes.redact(changes)).decode()
     row["remote_address"] = row["remote_address"] or ""
     row["outcome"] = row["outcome"] or "success"
+    return _store(store, [row[c] for c in COLUMNS])
+
+
+def _store(store: Any, params: list[Any]) -> str:
+    """Insert a row's values (in ``COLUMNS`` order): in the write under way, else in its own."""
     if store.writing:   # the change's own transaction (a savepoint would only add cost)
-        _insert(store, row)
+        _insert(store, params)
     else:
         with store.write():
-            _insert(store, row)
-    return str(row["id"])
+            _insert(store, params)
+    return str(params[0])
 
 
-def _insert(store: Any, row: dict[str, Any]) -> None:
+def _insert(store: Any, params: list[Any]) -> None:
     for _ in range(100):
         try:
-            store.execute(_INSERT, [row[c] for c in COLUMNS])
+            store.execute(_INSERT, params)
             return
         except apsw.ConstraintError:   # the same microsecond in another process: the next id
-            row["id"] = _last_id[0] = max(row["id"], _last_id[0]) + 1
+            params[0] = _last_id[0] = max(params[0], _last_id[0]) + 1
     raise RuntimeError("no free audit row id")
+
+
+_SKIP = frozenset(("id", "createdAt", "updatedAt"))
 
 
 def diff(before: dict | None, after: dict | None) -> dict[str, dict[str, Any]]:
     """field -> {old, new} for every field that differs (all of them on create and delete)."""
-    skip = ("id", "createdAt", "updatedAt")
-    b, a = before or {}, after or {}
+    if before is None or after is None:   # a create or a delete: every field that has a value
+        if before is None and after is None:
+            return {}
+        if before is None:
+            return {k: {"old": None, "new": v} for k, v in after.items() if v is not None and k not in _SKIP}
+        return {k: {"old": v, "new": None} for k, v in before.items() if v is not None and k not in _SKIP}
+    b, a = before, after
     return {k: {"old": b.get(k), "new": a.get(k)} for k in dict.fromkeys([*b, *a])
-            if k not in skip and b.get(k) != a.get(k)}
+            if k not in _SKIP and b.get(k) != a.get(k)}
 
 
 def _name(store: Any, collection: str | None, id: str | None) -> str | None:
@@ -122,9 +135,9 @@ def _name(store: Any, collection: str | None, id: str | None) -> str | None:
 
 
 def caller_name(ctx: Ctx) -> str | None:
-    """The name of the caller's identity (None without a session)."""
+    """The name of the caller's identity (None without a session), as its session lookup read it."""
     session = ctx.session
-    return _name(ctx.store, "identities", session.identity_id) if session is not None else None
+    return session.identity_name if session is not None else None
 
 
 def _caller(ctx: Ctx, name: str | None = None) -> dict[str, Any]:
@@ -149,12 +162,18 @@ def request_changed(ctx: Ctx, response: Any) -> None:
 def write_change(ctx: Ctx, collection: str, id: str, before: dict | None, after: dict | None,
                  caller: str | None = None) -> None:
     """The audit row of a request that wrote ``collection``/``id`` through the generic handlers,
-    in the write's own transaction (``changes.py`` calls it)."""
+    in the write's own transaction (``changes.py`` calls it); the states come redacted."""
     route = ctx.route
+    session = ctx.session
     name = (after or before or {}).get("name")
-    write(ctx.store, redacted=True, **_caller(ctx, caller), operation=route.op_id, method=route.method,
-          path=ctx.request.scope["path"], entity_type=collection, entity_id=id, entity_name=name,
-          changes=diff(before, after))
+    # the row in COLUMNS order, built directly: every audited write pays this; its time is the
+    # write's own where a generic create/update stamped the row (its new updatedAt), else now
+    stamp = after.get("updatedAt") if after is not None and route.resource is not None else None
+    _store(ctx.store, [
+        new_row_id(), stamp if isinstance(stamp, str) else clock.stamp(), session.identity_id if session is not None else None,
+        caller if caller is not None else caller_name(ctx), session.id if session is not None else None,
+        ctx.client_ip or "", route.op_id, route.method, ctx.request.scope["path"], collection, id, name, "success",
+        None, _enc.encode(diff(before, after)).decode()])
 
 
 def _record(ctx: Ctx, response: Any) -> None:
