@@ -58,6 +58,8 @@ SYMBOLS = {"id": Symbol("string", "t.id"), "createdAt": Symbol("datetime", "t.cr
            **{name: AUDIT.symbols[name] for name in AUDIT.filters}}
 # the current-* paths name the caller's own entities
 _SELF = {"current-api-session": "api-sessions", "current-identity": "identities"}
+# client-API paths whose writes are audited (the caller's own credentials; events/changes.py)
+CLIENT_AUDITED = ("/current-identity/", "/current-api-session/certificates")
 # method names as upstream's authentication events give them
 _METHODS = {"password": "updb", "cert": "cert", "ext-jwt": "ext-jwt"}
 
@@ -147,11 +149,22 @@ def _caller(ctx: Ctx, name: str | None = None) -> dict[str, Any]:
             "identity_name": name if name is not None else caller_name(ctx), "remote_address": ctx.client_ip}
 
 
+def audits(ctx: Ctx) -> bool:
+    """Whether the request's writes are audited: every write of the management API, and the
+    client API's writes of the caller's own credentials (its MFA enrollment, its authenticators,
+    its API session's certificates)."""
+    if ctx.api == "management":
+        return True
+    return ctx.api == "client" and ctx.session is not None and ctx.route.path.startswith(CLIENT_AUDITED)
+
+
 @after_change
 def request_changed(ctx: Ctx, response: Any) -> None:
-    """One row for a successful write of the management API (logins have their own, below)."""
+    """One row for a successful audited write not reported through ``crud.changed`` (logins
+    have their own, below)."""
     route = ctx.route
-    if ctx.audited or ctx.api != "management" or route.op_id == "authenticate" or ctx.ctl.settings.audit_days <= 0:
+    if ctx.audited or route.op_id in ("authenticate", "authenticateMfa") or ctx.ctl.settings.audit_days <= 0 \
+            or not audits(ctx):
         return
     try:
         _record(ctx, response)

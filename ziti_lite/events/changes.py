@@ -75,15 +75,21 @@ def author(ctx: Ctx, name: str | None) -> dict[str, Any]:
 
 def _serves(ctx: Ctx, res: Resource, id: str) -> bool:
     """Whether this write is the one the request is about (its audit row, with the diff): any
-    write of the route's resource, or for a hand-written operation on one entity
-    (``/cas/{id}/verify``, ``/identities/{id}/disable``) the write of that entity."""
+    write of the route's resource; for a hand-written operation on one entity of a collection
+    (``/cas/{id}/verify``, ``/identities/{id}/disable``) the write of that entity, and for any
+    other hand-written operation (``/current-identity/mfa``, ``/identities/{id}/mfa``) the first
+    write it reports."""
     route = ctx.route
     if route.resource is not None:
         return route.resource.name == res.name
-    return ctx.params.get("id") == id and route.path.split("/")[1] == res.name
+    if "id" in ctx.params and route.path.split("/")[1] == res.name:
+        return ctx.params["id"] == id
+    return True
 
 
-_TYPES: dict[str, str] = {}
+# resource names that are not their entity's collection: upstream's entity type, the audit's name
+_TYPES: dict[str, str] = {"current-api-session/certificates": "apiSessionCertificates"}
+_AUDIT_NAMES = {"current-api-session/certificates": "api-session-certificates"}
 
 
 @crud.listen_all
@@ -91,8 +97,7 @@ def entity_changed(ctx: Ctx, res: Resource, id: str, before: dict | None, values
     ctl = ctx.ctl
     bus = ctl.events
     emit = bus.wants("entityChange")
-    audited = (not ctx.audited and ctl.settings.audit_days > 0 and ctx.api == "management"
-               and _serves(ctx, res, id))
+    audited = not ctx.audited and ctl.settings.audit_days > 0 and audit.audits(ctx) and _serves(ctx, res, id)
     if not (emit or audited):
         return
     initial, initial_event = state(ctx, res, before)
@@ -105,7 +110,7 @@ def entity_changed(ctx: Ctx, res: Resource, id: str, before: dict | None, values
     session = ctx.session
     caller = session.identity_name if session is not None else None
     if audited:
-        audit.write_change(ctx, res.name, id, initial, final, caller)
+        audit.write_change(ctx, _AUDIT_NAMES.get(res.name, res.name), id, initial, final, caller)
         ctx.audited = True
     if emit:
         kind = "created" if before is None else "deleted" if values is None else "updated"
