@@ -74,7 +74,7 @@ def p99(xs: list[float]) -> float:
 
 
 def main() -> None:
-    print("load average (1, 5, 15 min) at start: %.2f %.2f %.2f" % os.getloadavg())
+    print("load average (1, 5, 15 min) at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     tmp = tempfile.mkdtemp(prefix="events-bench-")
     template = os.path.join(tmp, "template.db")
     testing.make_template(template, admin_password=PASSWORD)
@@ -127,7 +127,7 @@ def main() -> None:
         metrics = httpx.get(blocked.url + "/metrics", verify=blocked.ca_file).text
         dropped = [line for line in metrics.splitlines() if line.startswith("ziti_lite_events_dropped_total")]
         print("blocked sink:", "; ".join(dropped))
-        print("load average (1, 5, 15 min) at end: %.2f %.2f %.2f" % os.getloadavg())
+        print("load average (1, 5, 15 min) at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     finally:
         for ctl in (off, on, blocked):
             ctl.stop()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from ..auth import mfa, sessions
-from ..auth.methods import AUTH_QUERY_PROVIDERS
+from ..auth.methods import AUTH_QUERY_PROVIDERS, Login, login_outcome
 from ..errors import ApiError, NotFound
 from ..resources.common import Body
 from . import crud
@@ -116,20 +116,36 @@ AUTH_QUERY_PROVIDERS.insert(0, totp_auth_query)  # upstream lists MFA before EXT
     tag="authentication")
 async def authenticate_mfa(ctx: Ctx):
     body = await ctx.json(MfaCode)
-    rec = mfa.get(ctx.store, ctx.identity_id)
+    session = ctx.api_session
+    rec: dict | None = mfa.get(ctx.store, ctx.identity_id)
     if rec is None:
-        raise ApiError("MFA_NOT_ENROLLED")
+        raise _failed(ctx, None, "MFA_NOT_ENROLLED")
     with ctx.store.write():
         before = _row(ctx, rec["id"])
         codes = len(rec["recovery_codes"])
         ok = mfa.check_code(ctx.store, rec, body.code, recovery=True)
         if ok:
-            mfa.pass_session(ctx.store, ctx.api_session.id)
+            mfa.pass_session(ctx.store, session.id)
             if len(rec["recovery_codes"]) != codes:   # a recovery code was used up
                 _changed(ctx, rec["id"], before, {"recovery_codes": rec["recovery_codes"]})
     if not ok:
-        raise ApiError("MFA_INVALID_TOKEN")
+        raise _failed(ctx, rec, "MFA_INVALID_TOKEN")
+    _outcome(ctx, rec)
     return env.empty()
+
+
+def _outcome(ctx: Ctx, rec: dict | None, error: ApiError | None = None) -> None:
+    """Tell the login-outcome hooks (the audit trail, ``authentication`` events) how the TOTP
+    step of a login went (``error``: the failure answered)."""
+    session = ctx.api_session
+    login_outcome(ctx, "mfa", Login(session.identity_id, rec["id"] if rec else ""), session.id, error, None)
+
+
+def _failed(ctx: Ctx, rec: dict | None, code: str) -> ApiError:
+    """The error of a failed TOTP step, once the login-outcome hooks know of it."""
+    error = ApiError(code)
+    _outcome(ctx, rec, error)
+    return error
 
 
 @op("POST", "/current-identity/mfa", apis=BOTH, auth="partial", op_id="enrollMfa", tag=TAG, status=201)

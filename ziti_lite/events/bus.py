@@ -117,10 +117,13 @@ class Bus:
         if not self.subscribers:
             return
         if store is not None:
-            store.after_commit(lambda: [self._publish(e) for e in events])
+            store.after_commit(lambda: self._publish_all(events))
         else:
-            for e in events:
-                self._publish(e)
+            self._publish_all(events)
+
+    def _publish_all(self, events: list[dict]) -> None:
+        for e in events:
+            self._publish(e)
 
     def _publish(self, event: dict) -> None:
         namespace = event["namespace"]
