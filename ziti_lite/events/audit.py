@@ -59,6 +59,8 @@ SYMBOLS = {"id": Symbol("string", "t.id"), "createdAt": Symbol("datetime", "t.cr
 _SELF = {"current-api-session": "api-sessions", "current-identity": "identities"}
 # client-API paths whose writes are audited (the caller's own credentials; events/changes.py)
 CLIENT_AUDITED = ("/current-identity/", "/current-api-session/certificates")
+# the login operations (a row per outcome, from ``login`` below)
+_LOGINS = frozenset(("authenticate", "authenticateMfa"))
 # method names as upstream's authentication events give them
 # (``mfa``: the TOTP step of a login, POST /authenticate/mfa; ziti-lite's own)
 _METHODS = {"password": "updb", "cert": "cert", "ext-jwt": "ext-jwt", "mfa": "mfa"}
@@ -161,7 +163,9 @@ def _caller(ctx: Ctx, name: str | None = None) -> dict[str, Any]:
 def audits(ctx: Ctx) -> bool:
     """Whether the request's writes are audited: every write of the management API, and the
     client API's writes of the caller's own credentials (its MFA enrollment, its authenticators,
-    its API session's certificates)."""
+    its API session's certificates). Logins are not: they have their login-outcome row."""
+    if ctx.route.op_id in _LOGINS:
+        return False
     if ctx.api == "management":
         return True
     return ctx.api == "client" and ctx.session is not None and ctx.route.path.startswith(CLIENT_AUDITED)
@@ -172,8 +176,7 @@ def request_changed(ctx: Ctx, response: Any) -> None:
     """One row for a successful audited write not reported through ``crud.changed`` (logins
     have their own, below)."""
     route = ctx.route
-    if ctx.audited or route.op_id in ("authenticate", "authenticateMfa") or ctx.ctl.settings.audit_days <= 0 \
-            or not audits(ctx):
+    if ctx.audited or ctx.ctl.settings.audit_days <= 0 or not audits(ctx):
         return
     try:
         _record(ctx, response)
