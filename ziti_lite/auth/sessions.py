@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 
 from .. import clock
-from ..ids import new_id, new_token
+from ..ids import new_sortable_id, new_token
 from . import extjwt
 from .policy import parse_secondary
 
@@ -28,7 +28,7 @@ class Session:
     authenticator_id: str
     partial: bool
     last_activity_at: str
-    bearer: str | None = None   # the OIDC access token the session was named by (oidc/tokens.py), else None
+    bearer: str | None = None   # the OIDC access token the session was named by (auth/oidc_tokens.py), else None
     identity_name: str = ""     # the identity's name (the author of its changes: events/changes.py, audit.py)
 
 
@@ -141,7 +141,7 @@ def create(ctl, identity_id: str, authenticator_id: str, ip: str, config_types: 
            mfa_required: bool = False, cert_extendable: bool = False) -> dict:
     now = clock.stamp()
     row = {
-        "id": "c" + new_id() + new_id()[:4], "created_at": now, "updated_at": now, "token": new_token(),
+        "id": new_sortable_id(), "created_at": now, "updated_at": now, "token": new_token(),
         "identity_id": identity_id, "authenticator_id": authenticator_id, "ip_address": ip,
         "config_types": config_types, "is_mfa_required": int(mfa_required), "is_mfa_complete": 0,
         "is_cert_extendable": int(cert_extendable), "last_activity_at": now,

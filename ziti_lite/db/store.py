@@ -58,7 +58,7 @@ def _v2_to_v3_audit(conn) -> None:
 
 
 def _v3_to_v4_oidc(conn) -> None:
-    """Version 4 adds the OIDC provider's revocation list (``oidc/tokens.py``): schema.sql's oidc section."""
+    """Version 4 adds the OIDC provider's revocation list (``auth/oidc_tokens.py``): schema.sql's oidc section."""
     conn.execute(schema_section("oidc"))
 
 

@@ -309,7 +309,8 @@ def query(store: Any, since: str | None = None, identity: str | None = None, ent
           limit: int = 1000) -> list[dict]:
     """Rows for ``ziti-lite audit``, oldest first: since a time stamp, of one identity (name or
     id), of one entity type (collection name)."""
-    where, params = ["1"], []
+    where: list[str] = ["1"]
+    params: list[Any] = []
     if since:
         where.append("id >= ?")   # ids grow with time: a rowid range
         params.append(id_at(clock.parse(since)))

@@ -15,8 +15,8 @@ from ..api import envelope as env
 from ..api.ops import op
 from ..api.resource import Field, Ref, Resource, derive_patch
 from ..auth.certs import server_keypair
+from ..auth.enrollments import new_enrollment
 from ..db.filters import Symbol
-from ..enroll.create import new_enrollment
 from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca as pki

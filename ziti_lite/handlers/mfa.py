@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from ..api import crud
+from ..api import envelope as env
+from ..api.context import Ctx, decode
+from ..api.ops import BOTH, op
+from ..api.resource import Field, Resource
 from ..auth import mfa, sessions
-from ..auth.methods import AUTH_QUERY_PROVIDERS, Login, login_outcome
+from ..auth.methods import Login, auth_query, login_outcome
 from ..errors import ApiError, NotFound
 from ..resources.common import Body
-from . import crud
-from . import envelope as env
-from .context import Ctx, decode
-from .ops import BOTH, op
-from .resource import Field, Resource
 
 TAG = "current-identity"
 CODE_HEADER = "mfa-validation-code"
@@ -108,7 +108,7 @@ def totp_auth_query(ctx: Ctx, row: dict, secondary: dict) -> list:
     return []
 
 
-AUTH_QUERY_PROVIDERS.insert(0, totp_auth_query)  # upstream lists MFA before EXT-JWT
+auth_query(rank=1)(totp_auth_query)  # upstream lists MFA before EXT-JWT
 
 
 # ---------------------------------------------------------------- operations
