@@ -57,9 +57,10 @@ def state(ctx: Ctx, res: Resource, row: dict | None) -> tuple[dict | None, Any]:
 def author(ctx: Ctx, name: str | None) -> dict[str, Any]:
     """Upstream's change-context metadata for a REST change (``name``: the caller's identity's),
     and the API session behind it."""
-    meta: dict[str, Any] = {"src.type": "rest", "src.auth": "edge", "src.method": ctx.request.method,
+    scope = ctx.request.scope   # read directly: starlette's properties build objects on every call
+    meta: dict[str, Any] = {"src.type": "rest", "src.auth": "edge", "src.method": scope["method"],
                             "src.remote": ctx.client_ip}
-    server = ctx.request.scope.get("server")
+    server = scope.get("server")
     if server:
         meta["src.local"] = f"{server[0]}:{server[1]}"
     session = ctx.session
