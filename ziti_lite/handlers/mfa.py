@@ -119,7 +119,7 @@ async def authenticate_mfa(ctx: Ctx):
     session = ctx.api_session
     rec: dict | None = mfa.get(ctx.store, ctx.identity_id)
     if rec is None:
-        raise _failed(ctx, None, "MFA_NOT_ENROLLED")
+        raise _failed(ctx, None, ApiError("MFA_NOT_ENROLLED"))
     with ctx.store.write():
         before = _row(ctx, rec["id"])
         codes = len(rec["recovery_codes"])
@@ -129,7 +129,7 @@ async def authenticate_mfa(ctx: Ctx):
             if len(rec["recovery_codes"]) != codes:   # a recovery code was used up
                 _changed(ctx, rec["id"], before, {"recovery_codes": rec["recovery_codes"]})
     if not ok:
-        raise _failed(ctx, rec, "MFA_INVALID_TOKEN")
+        raise _failed(ctx, rec, ApiError("MFA_INVALID_TOKEN"))
     _outcome(ctx, rec)
     return env.empty()
 
@@ -141,9 +141,8 @@ def _outcome(ctx: Ctx, rec: dict | None, error: ApiError | None = None) -> None:
     login_outcome(ctx, "mfa", Login(session.identity_id, rec["id"] if rec else ""), session.id, error, None)
 
 
-def _failed(ctx: Ctx, rec: dict | None, code: str) -> ApiError:
-    """The error of a failed TOTP step, once the login-outcome hooks know of it."""
-    error = ApiError(code)
+def _failed(ctx: Ctx, rec: dict | None, error: ApiError) -> ApiError:
+    """``error``, the answer to a failed TOTP step, once the login-outcome hooks know of it."""
     _outcome(ctx, rec, error)
     return error
 
