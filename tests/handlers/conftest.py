@@ -1,3 +1,10 @@
-"""The handler tests build their networks with the policy tests' builder (``tests/policy/conftest.py``)."""
+"""The handler tests build their networks with the tests' one builder (``tests/builders.py``)."""
 
-from tests.policy.conftest import Net, net  # noqa: F401
+import pytest
+
+from tests.builders import Net
+
+
+@pytest.fixture
+def net(bare):
+    return Net(bare)
