@@ -46,11 +46,13 @@ class Session:
     partial: bool
     last_activity_at: str
     bearer: str | None = None   # the OIDC access token the session was named by (auth/oidc_tokens.py), else None
+    identity_name: str = ""     # the identity's name (the author of its changes: events/changes.py, audit.py)
 
 
 _LOOKUP = (
     "SELECT s.id, s.token, s.identity_id, s.authenticator_id, s.last_activity_at, s.is_mfa_required,"
-    " s.is_mfa_complete, i.is_admin, i.is_default_admin, i.disabled_at, i.disabled_until, p.secondary"
+    " s.is_mfa_complete, i.is_admin, i.is_default_admin, i.disabled_at, i.disabled_until, p.secondary,"
+    " i.name AS identity_name"
     " FROM api_sessions s CROSS JOIN identities i ON i.id = s.identity_id"
     " LEFT JOIN auth_policies p ON p.id = i.auth_policy_id WHERE s.token = ?"
 )
@@ -149,7 +151,7 @@ def lookup(ctl: AuthController, token: str | None, headers=None) -> Session | No
         with ctl.store.write():
             ctl.store.execute("UPDATE api_sessions SET last_activity_at = ? WHERE id = ?", (stamp, row["id"]))
     return Session(row["id"], token, row["identity_id"], bool(row["is_admin"] or row["is_default_admin"]),
-                   row["authenticator_id"], is_partial(ctl, row, headers), stamp)
+                   row["authenticator_id"], is_partial(ctl, row, headers), stamp, identity_name=row["identity_name"])
 
 
 def create(ctl: AuthController, identity_id: str, authenticator_id: str, ip: str, config_types: list[str],

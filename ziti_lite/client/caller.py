@@ -141,6 +141,7 @@ async def create_certificate(ctx: Ctx):
             " fingerprint, valid_from, valid_to, certificate) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (cert_id, stamp, stamp, sess.id, sess.identity_id, info["subject"], info["fingerprint"],
              clock.fmt(info["not_before"]), clock.fmt(info["not_after"]), chain))
+        crud.changed(ctx, API_SESSION_CERTIFICATES, cert_id, None, {"api_session_id": sess.id})
     return env.ok({"id": cert_id, "_links": {"self": {"href": f"./current-api-session/certificates/{cert_id}"}},
                    "certificate": chain, "cas": certauth.ca_bundle_pem(ctx.ctl)}, status=201)
 
@@ -173,5 +174,6 @@ async def delete_certificate(ctx: Ctx):
     with ctx.store.write():
         row = _own_certificate(ctx)
         ctx.store.execute("DELETE FROM api_session_certificates WHERE id = ?", (row["id"],))
+        crud.changed(ctx, API_SESSION_CERTIFICATES, row["id"], row, None)
     return env.empty()
 

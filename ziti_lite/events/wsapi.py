@@ -126,6 +126,7 @@ async def ws_api(ctl: EventsController, scope: Any, receive: Any, send: Any) -> 
             else:
                 stream.wanted = stream.wanted | types if stream.wanted is not None else None
                 stream.types = None if stream.wanted is None else stream.wanted | {"edge.apiSessions"}
+                bus.rewant()
             await outgoing.put(result(rseq, True, "success", seq))
         await outgoing.put(None)
 

@@ -27,7 +27,7 @@ from ..auth import passwords
 from ..auth.methods import Login, method
 from ..enroll import complete as enroll
 from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, field_cause, generic_cause
-from ..resources.cas_enrollments import CAS
+from ..resources.cas_enrollments import CAS, ENROLLMENTS
 from ..resources.common import Body, Tags
 from ..resources.identities import AUTHENTICATORS
 
@@ -181,6 +181,10 @@ async def reenroll_authenticator(ctx: Ctx):
         if auth is None:
             raise NotFound("authenticator", id)
         enr_id = create.reenroll_authenticator(ctx, auth, expires)
+        # as upstream's stores: the authenticator is deleted, an enrollment created (entityChange,
+        # and the request's audit row on the authenticator)
+        crud.changed(ctx, AUTHENTICATORS, id, auth, None)
+        crud.changed(ctx, ENROLLMENTS, enr_id, None, {"authenticator_id": id})
     return env.created(enr_id, f"./enrollments/{enr_id}")
 
 

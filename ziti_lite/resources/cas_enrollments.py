@@ -233,6 +233,7 @@ async def create_enrollment(ctx: Ctx):
         id = new_enrollment(ctx, body.method, identity_id=body.identity_id, expires_at=expires,
                             ca_id=body.ca_id if body.method == "ottca" else None,
                             username=body.username if body.method == "updb" else None)
+        crud.changed(ctx, ENROLLMENTS, id, None, {"method": body.method})   # entityChange, audit row
     return env.created(id, f"./enrollments/{id}")
 
 
@@ -253,6 +254,7 @@ async def refresh_enrollment(ctx: Ctx):
                                     subject=subject, token=token, method=row["method"], expires_at=expires)
         ctx.store.execute("UPDATE enrollments SET token = ?, jwt = ?, expires_at = ?, updated_at = ? WHERE id = ?",
                           (token, jwt, clock.fmt(expires), clock.stamp(), id))
+        crud.changed(ctx, ENROLLMENTS, id, row, {"token": token, "jwt": jwt, "expires_at": clock.fmt(expires)})
     return env.empty()
 
 
