@@ -132,6 +132,23 @@ def prefetch_identities(ctx, rows: list[dict]) -> None:
         _EXTRAS_MANY, (_encode([r["id"] for r in rows]).decode(),))}
 
 
+# (collection, id, name) -> the reference as encoded JSON: a list page renders the same few
+# identity types and auth policies on every row; built once they cost the encoder a copy
+_REFS: dict[tuple[str, str, str | None], msgspec.Raw] = {}
+
+
+def _ref(collection: str, id: str | None, name: str | None) -> msgspec.Raw | None:
+    if id is None:
+        return None
+    key = (collection, id, name)
+    ref = _REFS.get(key)
+    if ref is None:
+        if len(_REFS) >= 1024:   # many auth policies renamed while serving: stay bounded
+            _REFS.clear()
+        ref = _REFS[key] = msgspec.Raw(_encode(env.entity_ref(collection, collection, id, name)))
+    return ref
+
+
 def render_identity(ctx, row: dict, out: dict) -> None:
     store = ctx.store
     id = row["id"]
@@ -142,8 +159,8 @@ def render_identity(ctx, row: dict, out: dict) -> None:
         if extras is None:  # a row that is no longer stored (rendered from a listener's `before`)
             extras = (id, name_of(store, "auth_policies", row["auth_policy_id"]), "{}", "[]", 0, 0)
     _, policy_name, authenticators, enrollment_rows, has_session, has_mfa = extras
-    out["type"] = env.entity_ref("identity-types", "identity-types", row["type_id"], row["type_id"])
-    out["authPolicy"] = env.entity_ref("auth-policies", "auth-policies", row["auth_policy_id"], policy_name)
+    out["type"] = _ref("identity-types", row["type_id"], row["type_id"])
+    out["authPolicy"] = _ref("auth-policies", row["auth_policy_id"], policy_name)
     # {method: {id, username | fingerprint}}, built as JSON by SQLite (one per method, as upstream)
     out["authenticators"] = crud.Raw(authenticators)
     out["enrollment"] = _enrollments(store, _decode_list(enrollment_rows)) if enrollment_rows != "[]" else {}
