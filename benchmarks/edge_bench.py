@@ -714,20 +714,32 @@ def main() -> None:
                         lat.append((time.perf_counter() - t0) * 1e3)
                 return median_p99(lat)
             quiet, loaded, bare = [], [], []
+            cpu: dict[str, list[float]] = {"A": [], "B": []}
+
+            def timed_rest(pid: int) -> dict:   # and the CPU share of the relaying process meanwhile
+                c0, t0 = cpu_seconds(pid), time.perf_counter()
+                out = rest()
+                return {"rest": out, "cpu_share": (cpu_seconds(pid) - c0) / (time.perf_counter() - t0)}
             cfg = {"test": "traffic", "idle": a.dial_channels, "expect": -1, "pool": 1, "ticks": a.ticks}
             bcfg = {**cfg, "pool": a.dial_channels}
             for i in range(a.rest_rounds):
                 quiet.append(rest())
-                loaded.append(run.run("A", "traffic", cfg, lambda pid: {"rest": rest()})["rest"])
-                bare.append(run.run("B", "traffic", bcfg, lambda pid: {"rest": rest()})["rest"])
+                ra = run.run("A", "traffic", cfg, timed_rest)
+                rb = run.run("B", "traffic", bcfg, timed_rest)
+                loaded.append(ra["rest"])
+                bare.append(rb["rest"])
+                cpu["A"].append(ra["cpu_share"])
+                cpu["B"].append(rb["cpu_share"])
                 print(f"  GET /version p50/p99 round {i + 1}: alone {quiet[-1][0]:.2f}/{quiet[-1][1]:.2f} ms,"
                       f" {a.dial_channels} channels sending through ziti-lite {loaded[-1][0]:.2f}/{loaded[-1][1]:.2f} ms,"
-                      f" through the bare relay {bare[-1][0]:.2f}/{bare[-1][1]:.2f} ms", flush=True)
+                      f" through the bare relay {bare[-1][0]:.2f}/{bare[-1][1]:.2f} ms; relaying process CPU"
+                      f" {cpu['A'][-1]:.0%} (ziti-lite, API included) / {cpu['B'][-1]:.0%} (bare)", flush=True)
             figures["rest"] = {"quiet_p99": statistics.median(x[1] for x in quiet),
                                "loaded_p99": statistics.median(x[1] for x in loaded),
                                "bare_p99": statistics.median(x[1] for x in bare),
                                "loaded_p50": statistics.median(x[0] for x in loaded),
-                               "bare_p50": statistics.median(x[0] for x in bare)}
+                               "bare_p50": statistics.median(x[0] for x in bare),
+                               "cpu_A": statistics.median(cpu["A"]), "cpu_B": statistics.median(cpu["B"])}
         if "conc" in only:
             per = int(a.per_conn * MiB)
             cfg = {"test": "conc", "expect": per, "chunk": chunk, "conns": a.conns, "pool": a.conns}
@@ -796,6 +808,8 @@ def report(f: dict, a) -> list[tuple]:
                      f"{R['loaded_p99']:.2f} ms (p50 {R['loaded_p50']:.2f})",
                      f"{R['bare_p99']:.2f} ms (p50 {R['bare_p50']:.2f}) with the traffic through the bare relay;"
                      f" {R['quiet_p99']:.2f} ms alone", f"{r:.2f}", "≤ 1.25 × bare", r <= 1.25))
+        rows.append(("  CPU of the relaying process meanwhile (ziti-lite: router and API)", f"{R['cpu_A']:.0%}",
+                     f"{R['cpu_B']:.0%}", f"{R['cpu_A'] / R['cpu_B']:.2f}" if R["cpu_B"] else "—", "—", None))
     if "conc" in f:
         A, B = f["conc"]["A"], f["conc"]["B"]
         r = A["mbps"] / B["mbps"]
