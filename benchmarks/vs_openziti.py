@@ -80,6 +80,7 @@ class Target:
         self.ids: list[str] = []
         self.services: list[str] = []
         self.policies: list[str] = []
+        self.ott_ids: list[str] = []    # the identities the OTT-create rounds made (the enrollment pool)
         self.cert = self.key = ""
         self.pid = proc.pid
 
@@ -193,15 +194,21 @@ def raw_request(method: str, path: str, raw: bytes, ctype: str, headers: dict | 
 
 
 async def named(t: Target, collection: str, prefix: str) -> list[dict]:
-    """Every entity of ``collection`` whose name starts with ``prefix`` (pages of 500)."""
+    """Every entity of ``collection`` whose name starts with ``prefix``: the plain list in pages
+    of 500 (a ``contains`` filter timed out on OpenZiti right after the write rounds), each page
+    asked again after a 503."""
     conn = await Conn.open(t.port, tls_context())
     out: list[dict] = []
-    flt = urllib.parse.quote(f'name contains "{prefix}"')
+    offset = 0
     while True:
-        status, data = await t.call(conn, "GET", f"{MGMT}/{collection}?limit=500&offset={len(out)}&filter={flt}")
+        for attempt in range(10):
+            status, data = await t.call(conn, "GET", f"{MGMT}/{collection}?limit=500&offset={offset}")
+            if status != 503:
+                break
+            await asyncio.sleep(1)
         assert status == 200, (status, str(data)[:300])
-        page = [e for e in data["data"] if e["name"].startswith(prefix)]
-        out += page
+        out += [e for e in data["data"] if e["name"].startswith(prefix)]
+        offset += len(data["data"])
         if len(data["data"]) < 500:
             break
     conn.close()
@@ -228,10 +235,12 @@ def pool_delete(t: Target, rounds: int) -> list[list[bytes]]:
 
 
 def pool_enroll(t: Target, rounds: int) -> list[list[bytes]]:
-    """The identities the OTT-create rounds made, a share per round: one enrollment (a new key's
-    CSR, made beforehand) each."""
-    tokens = [e["enrollment"]["ott"]["token"] for e in asyncio.run(named(t, "identities", "bench-ott-"))
-              if (e.get("enrollment") or {}).get("ott")]
+    """The identities the OTT-create rounds made (their ids kept from the answers; listing 20,000
+    identities with their details took OpenZiti minutes), a share per round: one enrollment (a
+    new key's CSR, made beforehand) each."""
+    details = asyncio.run(many(t, [("GET", f"{MGMT}/identities/{i}", None) for i in t.ott_ids]))
+    tokens = [d["data"]["enrollment"]["ott"]["token"] for d in details
+              if (d["data"].get("enrollment") or {}).get("ott")]
     reqs = [raw_request("POST", f"{CLIENT}/enroll?method=ott&token={tok}", _csr(), "application/x-pem-file")
             for tok in tokens]
     return [reqs[r::rounds] for r in range(rounds)]
@@ -282,9 +291,10 @@ def operations(t: Target) -> list[tuple]:
 
 
 async def load(t: Target, reqs, expect: int, tls: str, conns: int, seconds: float,
-               once: bool = False) -> tuple[float, int, collections.Counter]:
+               once: bool = False, created: list | None = None) -> tuple[float, int, collections.Counter]:
     """``conns`` connections send until ``seconds`` passed (or, ``once``, the list is sent):
-    the rate of answers with the ``expect``ed status, the count of the others, all statuses."""
+    the rate of answers with the ``expect``ed status, the count of the others, all statuses;
+    the ids of the entities made go to ``created`` when given."""
     ctx = tls_context(t.cert, t.key) if tls else tls_context()
     pool = [await Conn.open(t.port, ctx) for _ in range(conns)]
     ok = bad = 0
@@ -298,8 +308,10 @@ async def load(t: Target, reqs, expect: int, tls: str, conns: int, seconds: floa
             i = next(counter)
             if once and i >= len(reqs):
                 return
-            status, _ = await conn.call(reqs(i) if callable(reqs) else reqs[i % len(reqs)])
+            status, body = await conn.call(reqs(i) if callable(reqs) else reqs[i % len(reqs)])
             statuses[status] += 1
+            if created is not None and status == 201:
+                created.append(json.loads(body)["data"]["id"])
             if status == expect:
                 ok += 1
             else:
@@ -312,6 +324,7 @@ async def load(t: Target, reqs, expect: int, tls: str, conns: int, seconds: floa
     return ok / elapsed, bad, statuses
 
 
+OTT_CREATE = "identity create with an OTT enrollment"
 OPS_WITH_POOLS = ("policy delete DELETE /service-policies/{id}", "enrollment: OTT completed with a CSR (POST /enroll)")
 
 
@@ -379,7 +392,8 @@ def main() -> None:
                         reqs = pools[t.name][r]
                         if not reqs:
                             continue
-                    rate, bad, st = asyncio.run(load(t, reqs, expect, tls, a.c, a.seconds, once=once))
+                    keep = t.ott_ids if label == OTT_CREATE else None
+                    rate, bad, st = asyncio.run(load(t, reqs, expect, tls, a.c, a.seconds, once=once, created=keep))
                     rates[t.name].append(rate)
                     errors[t.name] += bad
                     statuses[t.name].update(st)
