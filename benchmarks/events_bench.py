@@ -74,6 +74,7 @@ def p99(xs: list[float]) -> float:
 
 
 def main() -> None:
+    print("load average (1, 5, 15 min) at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     tmp = tempfile.mkdtemp(prefix="events-bench-")
     template = os.path.join(tmp, "template.db")
     testing.make_template(template, admin_password=PASSWORD)
@@ -111,7 +112,13 @@ def main() -> None:
         n_w, n_l = WRITES * ROUNDS, LOGINS * ROUNDS
         print(f"writes per server CPU second  off {n_w / wcpu['off']:8.1f}  on {n_w / wcpu['on']:8.1f}  ratio "
               f"{wcpu['off'] / wcpu['on']:.2f}")
-        per_round = statistics.median(o / n for o, n in zip(round_cpu["off"], round_cpu["on"], strict=True) if n)
+        ratios = [o / n for o, n in zip(round_cpu["off"], round_cpu["on"], strict=True) if n]
+        per_round = statistics.median(ratios)
+        print("writes per server CPU second  each round's ratio", " ".join(f"{r:.2f}" for r in ratios))
+        print("writes/s (wall clock)         each round's ratio",
+              " ".join(f"{n / o:.2f}" for o, n in zip(w["off"], w["on"], strict=True)))
+        print("logins/s (wall clock)         each round's ratio",
+              " ".join(f"{n / o:.2f}" for o, n in zip(lg["off"], lg["on"], strict=True)))
         print(f"writes per server CPU second  median of {ROUNDS} rounds' ratios {per_round:.2f}")
         print(f"logins per server CPU second  off {n_l / lcpu['off']:8.1f}  on {n_l / lcpu['on']:8.1f}  ratio "
               f"{lcpu['off'] / lcpu['on']:.2f}")
@@ -120,6 +127,7 @@ def main() -> None:
         metrics = httpx.get(blocked.url + "/metrics", verify=blocked.ca_file).text
         dropped = [line for line in metrics.splitlines() if line.startswith("ziti_lite_events_dropped_total")]
         print("blocked sink:", "; ".join(dropped))
+        print("load average (1, 5, 15 min) at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     finally:
         for ctl in (off, on, blocked):
             ctl.stop()

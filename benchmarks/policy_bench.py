@@ -179,7 +179,7 @@ def run(db: str) -> None:
                 store.all(f"SELECT t.* FROM {table} t WHERE {where} ORDER BY t.id LIMIT 10 OFFSET 0", params)
             return f
 
-        from ziti_lite.policy import relations
+        from ziti_lite.handlers import relations
         print("\n== reads (in-process HTTP via TestClient, admin session) ==")
         for label, path, where, params, table in (
                 ("GET /identities/{id}/services?policyType=dial", f"/identities/{ident}/services?policyType=dial",

@@ -30,8 +30,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.auth.conftest import Net
 from tests.auth.test_extjwt import AUDIENCE, ISSUER, Keys, cert_signer, claims, ext_login, fp_kid, jwk, sign
+from tests.builders import Net
 from tests.conftest import CLIENT, MGMT, Api, assert_error
 from tests.enroll.conftest import running
 

@@ -172,3 +172,13 @@ def test_invalid_enrollment_token(anon):
 def test_rate_limited(admin):
     assert admin.post("/database/snapshot").status_code == 200
     catalogued(admin.post("/database/snapshot"), "RATE_LIMITED")
+
+
+def test_unhandled_is_written_only_in_the_catalogue():
+    """A generic cause is ``generic_cause(message)`` and a bare 500 is ``ApiError()``: the code
+    ``UNHANDLED`` is spelled once, in errors.py, never as a literal at a raise site."""
+    literals = [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+                for path in sorted(PACKAGE.rglob("*.py")) if path.name != "errors.py" or path.parent != PACKAGE
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and "UNHANDLED" in node.value]
+    assert not literals, f"literal UNHANDLED outside errors.py (use errors.generic_cause): {literals}"

@@ -12,51 +12,48 @@ name a higher layer's types (``Ctx.ctl: Controller``). ARCHITECTURE.md describes
 from __future__ import annotations
 
 import ast
-import fnmatch
 import pathlib
 from collections import defaultdict
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ziti_lite"
 
-# bottom to top; a module belongs to the first layer with a pattern that names it exactly,
-# else to the layer with the longest matching pattern
+# bottom to top. A package (a folder of ``ziti_lite``) belongs to one layer as a whole, named by
+# its folder pattern; a module directly under ``ziti_lite/`` is a unit of its own, named exactly.
+# So the file list tells the layers: ``test_every_folder_is_in_one_layer`` keeps it that way.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("ziti_lite", "ziti_lite.errors", "ziti_lite.clock", "ziti_lite.ids", "ziti_lite.config",
                     "ziti_lite.logs", "ziti_lite.zitiql", "ziti_lite.semver", "ziti_lite.tls",
                     "ziti_lite.connections")),
-    ("db", ("ziti_lite.db", "ziti_lite.db.*", "ziti_lite.integrity")),
-    # the event stream's core: the bus, upstream's event shapes, the file sink, row events, the
-    # router-facing calls (the edge router and any router channel emit through ``fabric``)
-    ("events", ("ziti_lite.events", "ziti_lite.events.bus", "ziti_lite.events.shapes", "ziti_lite.events.sinks",
-                "ziti_lite.events.tables", "ziti_lite.events.fabric")),
-    ("pki", ("ziti_lite.pki", "ziti_lite.pki.*")),
+    ("db", ("ziti_lite.db.*", "ziti_lite.integrity")),
+    ("pki", ("ziti_lite.pki.*",)),
     # the controller's own certificates over time: renewal, live TLS contexts, expiry, start-up checks
-    ("lifecycle", ("ziti_lite.lifecycle", "ziti_lite.lifecycle.*")),
+    ("lifecycle", ("ziti_lite.lifecycle.*",)),
     # the request machinery: route table, context, envelope, generic CRUD, metrics
-    ("http", ("ziti_lite.api", "ziti_lite.api.router", "ziti_lite.api.ops", "ziti_lite.api.context",
-              "ziti_lite.api.envelope", "ziti_lite.api.resource", "ziti_lite.api.crud", "ziti_lite.api.routes",
-              "ziti_lite.observe", "ziti_lite.zac")),
-    # who may reach what: the policy model, its membership tables and posture evaluation
-    ("policy engine", ("ziti_lite.policy", "ziti_lite.policy.model", "ziti_lite.policy.evaluate",
-                       "ziti_lite.policy.links", "ziti_lite.policy.checks", "ziti_lite.client",
-                       "ziti_lite.client.access", "ziti_lite.client.posture_checks")),
-    # the OIDC tokens are one more way to name an API session: verified beside the sessions
-    ("auth", ("ziti_lite.auth", "ziti_lite.auth.*", "ziti_lite.oidc", "ziti_lite.oidc.tokens")),
-    ("enrollment creation", ("ziti_lite.enroll", "ziti_lite.enroll.create")),
-    ("resources", ("ziti_lite.resources", "ziti_lite.resources.*")),
-    # hand-written operations and hooks over the resources
-    # (and the OIDC provider's endpoints, which log in through the same primary methods)
-    ("operations", ("ziti_lite.api.*", "ziti_lite.enroll.complete", "ziti_lite.policy.*", "ziti_lite.client.*",
-                    "ziti_lite.events.*", "ziti_lite.fabric", "ziti_lite.fabric.*", "ziti_lite.oidc.*")),
+    ("http", ("ziti_lite.api.*", "ziti_lite.zac")),
+    # who may reach what: the policy model, its membership tables, access and posture evaluation
+    ("policy engine", ("ziti_lite.policy.*",)),
+    # credentials, logins and API sessions; the enrollments (one-time tokens) that turn into
+    # credentials; the OIDC tokens, one more way to name an API session
+    ("auth", ("ziti_lite.auth.*",)),
+    ("resources", ("ziti_lite.resources.*",)),
+    # hand-written operations and hooks over the resources: the management and shared ones
+    # (handlers), enrollment completion, the client API, the fabric API
+    ("operations", ("ziti_lite.handlers.*", "ziti_lite.enroll.*", "ziti_lite.client.*", "ziti_lite.fabric.*")),
+    # the OIDC provider's endpoints, which log in through the handlers' primary methods
+    ("oidc", ("ziti_lite.oidc.*",)),
+    # the event stream (bus, upstream's shapes, sinks, live streams) and the audit trail: hooks on
+    # every resource and login; the routers and the controller emit through it
+    ("events", ("ziti_lite.events.*",)),
     ("wiring", ("ziti_lite.wiring",)),
     # the routers: the embedded edge router, and the control channel of real routers (which
     # shares its checks, wire format and terminator strategy)
-    ("routers", ("ziti_lite.edge", "ziti_lite.edge.*", "ziti_lite.ctrl", "ziti_lite.ctrl.*")),
-    ("controller", ("ziti_lite.bootstrap", "ziti_lite.app")),
+    ("routers", ("ziti_lite.edge.*", "ziti_lite.ctrl.*")),
+    # the ASGI app: the controller, first-start seeding, metrics and the access log around it
+    ("controller", ("ziti_lite.bootstrap", "ziti_lite.observe", "ziti_lite.app")),
     # network as code (``netcode``) builds on export/import and the whole in-process controller
     ("entry points", ("ziti_lite.server", "ziti_lite.cli", "ziti_lite.exchange", "ziti_lite.testing",
-                      "ziti_lite.__main__", "ziti_lite.netcode", "ziti_lite.netcode.*")),
+                      "ziti_lite.__main__", "ziti_lite.netcode.*")),
 )
 
 # (module, imported module): function-level imports that stay, each for a reason
@@ -94,17 +91,22 @@ def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
 MODULES = _modules()
 
 
+def folder_of(module: str) -> str:
+    """The package folder a module lives in (``ziti_lite.api`` for ``ziti_lite.api.crud`` and for
+    ``ziti_lite.api`` itself), or the module itself when it sits directly under ``ziti_lite/``."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return module
+    return ".".join(parts[:2])
+
+
 def layer_of(module: str) -> int:
-    best, best_len = None, -1
+    folder = folder_of(module)
+    name = module if folder == module and not MODULES[module][1] or module == "ziti_lite" else f"{folder}.*"
     for index, (_, patterns) in enumerate(LAYERS):
-        for pattern in patterns:
-            if pattern == module:
-                return index
-            if "*" in pattern and fnmatch.fnmatchcase(module, pattern) and len(pattern) > best_len:
-                best, best_len = index, len(pattern)
-    if best is None:
-        raise AssertionError(f"{module} is in no layer: add it to LAYERS in tests/test_layers.py")
-    return best
+        if name in patterns:
+            return index
+    raise AssertionError(f"{module} is in no layer: add {name!r} to LAYERS in tests/test_layers.py")
 
 
 def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -127,10 +129,12 @@ def _type_checking(test: ast.expr) -> bool:
 
 
 class Imports:
-    """Every import of every module: (module, target, line, in a function)."""
+    """Every import of every module: (module, target, line, in a function); the imports under
+    ``if TYPE_CHECKING:`` apart, in ``typing``: (module, target, line)."""
 
     def __init__(self) -> None:
         self.edges: list[tuple[str, str, int, bool]] = []
+        self.typing: list[tuple[str, str, int]] = []
         self.dynamic: list[tuple[str, int]] = []
         for module, (path, is_package) in MODULES.items():
             self._walk(module, is_package, ast.parse(path.read_text()), in_function=False)
@@ -144,6 +148,10 @@ class Imports:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.If) and _type_checking(child.test):
                 self._walk(module, is_package, ast.Module(body=child.orelse, type_ignores=[]), in_function)
+                for node in ast.walk(ast.Module(body=child.body, type_ignores=[])):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        self.typing += [(module, t, node.lineno) for t in _targets(module, is_package, node)
+                                        if t != module]
                 continue  # typing only: never runs
             if isinstance(child, (ast.Import, ast.ImportFrom)):
                 for target in _targets(module, is_package, child):
@@ -245,5 +253,79 @@ def test_the_checks_see_what_they_check():
     assert ("ziti_lite.netcode.apply", "ziti_lite.exchange", False) in edges
     assert layer_of("ziti_lite.netcode.plan") == layer_of("ziti_lite.exchange") > layer_of("ziti_lite.app")
     assert ("ziti_lite.api.context", "ziti_lite.app", False) not in edges    # under TYPE_CHECKING
+    assert ("ziti_lite.api.context", "ziti_lite.app") in {(m, t) for m, t, _ in IMPORTS.typing}
     assert layer_of("ziti_lite.api.crud") < layer_of("ziti_lite.resources.identities") < layer_of(
-        "ziti_lite.api.authentication")
+        "ziti_lite.handlers.authentication")
+    assert folder_of("ziti_lite.api.crud") == folder_of("ziti_lite.api") == "ziti_lite.api"
+    assert folder_of("ziti_lite.app") == "ziti_lite.app"
+    assert layer_of("ziti_lite.api") == layer_of("ziti_lite.api.crud")   # a package's __init__ is its folder's
+    assert 5 <= floors() <= len(LAYERS)
+
+
+# ---- the folder picture: the import graph between folders (packages, and modules directly
+# under ziti_lite/), type-only imports included. An arrow runs up when a folder imports one of
+# a higher layer: at run time the module-level test above refuses it, so only an annotation
+# can, and each one is listed here with its reason (at most 3: name a Protocol of your own
+# layer instead).
+UPHILL: dict[tuple[str, str], str] = {
+    ("ziti_lite.api", "ziti_lite.app"): "api/context.py: Ctx.ctl is annotated as the Controller",
+    ("ziti_lite.api", "ziti_lite.auth"): "api/context.py: Ctx.session is annotated as an auth Session",
+    ("ziti_lite.api", "ziti_lite.resources"): "api/context.py: the per-request service_view slot names"
+                                              " resources.service_view.View",
+}
+
+
+def folder_arrows() -> set[tuple[str, str]]:
+    edges = [(m, t) for m, t, _, _ in IMPORTS.edges] + [(m, t) for m, t, _ in IMPORTS.typing]
+    return {(folder_of(m), folder_of(t)) for m, t in edges if folder_of(m) != folder_of(t)}
+
+
+def test_every_layer_pattern_names_a_folder_or_a_top_level_module():
+    folders = {folder_of(m) for m in MODULES}
+    bad = [p for _, patterns in LAYERS for p in patterns
+           if not (p.endswith(".*") and p[:-2] in folders and MODULES[p[:-2]][1])
+           and not (p in MODULES and folder_of(p) == p and (p == "ziti_lite" or not MODULES[p][1]))]
+    assert not bad, f"LAYERS names a folder as a module, a module inside a folder, or nothing: {bad}"
+
+
+def test_folder_imports_run_downhill():
+    layer = {folder_of(m): layer_of(m) for m in MODULES}
+    up = {(a, b) for a, b in folder_arrows() if layer[b] > layer[a]}
+    described = [f"{a} ({LAYERS[layer[a]][0]}) -> {b} ({LAYERS[layer[b]][0]})" for a, b in sorted(up - set(UPHILL))]
+    assert not described, "folder imports running up the layers:\n" + "\n".join(described)
+    assert not set(UPHILL) - up, f"UPHILL entries no import needs any more: {sorted(set(UPHILL) - up)}"
+    assert len(UPHILL) <= 3
+
+
+def test_no_folder_cycles_but_the_listed_annotations():
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, b in folder_arrows() - set(UPHILL):
+        graph[a].add(b)
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            raise AssertionError("folder import cycle: " + " -> ".join(path[path.index(node):] + [node]))
+        if node in done:
+            return
+        for nxt in sorted(graph[node]):
+            visit(nxt, path + [node])
+        done.add(node)
+
+    for folder in sorted(graph):
+        visit(folder, [])
+
+
+def floors() -> int:
+    """The height of the folder picture: the longest downhill chain of folder imports."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, b in folder_arrows() - set(UPHILL):
+        graph[a].add(b)
+    height: dict[str, int] = {}
+
+    def h(node: str) -> int:
+        if node not in height:
+            height[node] = 1 + max((h(n) for n in graph[node]), default=0)
+        return height[node]
+
+    return max(h(folder_of(m)) for m in MODULES)

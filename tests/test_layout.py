@@ -54,3 +54,20 @@ def test_the_rule():
     assert mirrored(TESTS / "client" / "test_live_tls.py")
     assert not mirrored(TESTS / "hardening" / "test_truths.py")
     assert not mirrored(TESTS / "api" / "test_nothing_here.py")
+
+
+ROOT = TESTS.parent
+# a path that names a machine rather than the repository: a home, a checkout, a mount
+FOREIGN = ("/work/", "/home/", "/root/", "/Users/", "/mnt/", "/opt/")
+
+
+def test_no_absolute_path_outside_the_repository_in_tests_or_scripts():
+    import ast
+    found = []
+    scripts = [*TESTS.rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py"), *(ROOT / "examples").rglob("*.py")]
+    for path in sorted(scripts):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and any(
+                    node.value.startswith(p) and len(node.value) > len(p) for p in FOREIGN):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
+    assert not found, "absolute paths outside the repository (derive them from __file__, or ask):\n" + "\n".join(found)

@@ -44,8 +44,7 @@ def _registrations() -> list[tuple[str, str]]:
     out += [("op", _module(r.handler)) for r in OPS]
     out += [("listener", _module(fn)) for fns in crud.LISTENERS.values() for fn in fns]
     out += [("prefetch", _module(fn)) for fn in crud.PREFETCH.values()]
-    out += [("list condition", _module(fn)) for fn in crud.LIST_CONDITIONS.values()
-            if _module(fn) != crud.__name__]    # crud's own combination of two conditions
+    out += [("list condition", _module(fn)) for fns in crud.LIST_CONDITIONS.values() for fn in fns]
     out += [("integrity check", _module(fn)) for fn in integrity.CHECKS]
     out += [("login method", _module(fn)) for fn in METHODS.values()]
     out += [("auth query", _module(fn)) for fn in AUTH_QUERY_PROVIDERS]
@@ -117,7 +116,7 @@ def test_routes_command_names_every_handler():
         module, _, function = handler.partition(":")
         assert module in sys.modules and function and "<locals>" not in function, line
     relation = [line.split() for line in lines if line.split()[:2] == ["GET", "/config-types/{id}/configs"]]
-    assert relation[0][4] == "ziti_lite.policy.relations:_register(listConfigsForConfigType)"
+    assert relation[0][4] == "ziti_lite.handlers.relations:_register(listConfigsForConfigType)"
     client = CliRunner().invoke(cli, ["routes", "--api", "client"])
     assert client.exit_code == 0
     assert all(line.split()[2] == "client" for line in client.output.splitlines())
@@ -154,3 +153,43 @@ def test_context_and_settings_state_is_declared(ctl):
     settings = Settings(db=":memory:")
     with pytest.raises(AttributeError):
         settings.something_new = 1  # type: ignore[attr-defined]
+
+
+def _hook_names(res) -> set[str]:
+    return {wiring.callable_name(fn) for fn in (res.prepare, res.render, res.before_delete, res.after_write) if fn}
+
+
+def test_hooks_prints_every_registered_callable():
+    out = CliRunner().invoke(cli, ["hooks"])
+    assert out.exit_code == 0, out.output
+    printed = {line.split()[-1] for line in out.output.splitlines() if ":" in line}
+    registered = {wiring.callable_name(fn) for fns in crud.LISTENERS.values() for fn in fns}
+    registered |= {wiring.callable_name(fn) for fns in crud.LIST_CONDITIONS.values() for fn in fns}
+    registered |= {wiring.callable_name(fn) for fn in (*crud.PREFETCH.values(), *crud.ANY_LISTENERS, *AFTER_CHANGE,
+                                                        *integrity.CHECKS, integrity.foreign_keys)}
+    for res in wiring.resources():
+        registered |= _hook_names(res)
+    assert len(registered) > 30
+    assert registered - printed == set()
+    # a registration by a name no mounted resource has would never run: the keys are resource names
+    names = {r.name for r in wiring.resources()}
+    for registry in (crud.LISTENERS, crud.LIST_CONDITIONS, crud.PREFETCH):
+        assert set(registry) <= names, set(registry) - names
+
+
+def test_hooks_shows_the_order_a_write_runs_in():
+    out = CliRunner().invoke(cli, ["hooks", "--resource", "identities"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0] == "identities" and "integrity checks" not in out.output
+    create = lines[lines.index("  create") + 1: lines.index("  update")]
+    steps = [line.split()[0] for line in create]
+    assert steps[0] == "prepare" and steps[-1] == "after"     # "after the request"
+    assert steps.index("after_write") < steps.index("listener")
+    assert any("ziti_lite.policy.links:" in line for line in create)
+
+
+def test_hooks_of_an_unknown_resource_is_one_line():
+    out = CliRunner().invoke(cli, ["hooks", "--resource", "nope"])
+    assert out.exit_code == 1 and out.output.strip().splitlines() == ["Error: no resource 'nope': `ziti-lite hooks`"
+                                                                       " lists them all"]

@@ -26,24 +26,23 @@ from starlette.types import Receive, Scope, Send
 
 from . import UPSTREAM_VERSION, bootstrap, clock, ctrl, edge, wiring
 from .api import envelope as env
-from .api.context import Ctx, not_parsable
+from .api.context import Ctx, not_parsable, too_deep
 from .api.ops import AFTER_CHANGE, WEBSOCKETS
 from .api.router import AuthLevel, Router
-from .auth import sessions
-from .client.posture_checks import PostureState
+from .auth import oidc_tokens, sessions
 from .config import Settings
 from .ctrl.server import CtrlServer
 from .db.checkpoint import Checkpointer
 from .db.store import Store
 from .edge.router import EdgeRouter
-from .errors import ApiError, NotFound, Unauthorized
+from .errors import ApiError, NotFound, Unauthorized, generic_cause
 from .events import runtime as events_runtime
 from .events import tables as event_tables
 from .events.bus import Bus
 from .lifecycle import renewal
 from .observe import PATHS, Observer
-from .oidc import tokens as oidc_tokens
 from .oidc.provider import Provider as OidcProvider
+from .policy.posture_checks import PostureState
 from .zac import Console
 
 log = logging.getLogger("ziti_lite")
@@ -79,7 +78,7 @@ class Controller:
     state: dict[str, str]                   # the controller table: instance id, PKI PEMs (bootstrap.ensure)
     instance_id: str
     router: Router                          # the route table (wiring.load)
-    jobs: dict[str, Any]                    # the integrity job and the snapshot rate limit (api/database.py)
+    jobs: dict[str, Any]                    # the integrity job and the snapshot rate limit (handlers/database.py)
     checkpointer: Checkpointer | None       # made by the first lifespan (serving)
     ssl_context: ssl.SSLContext | None      # the API's TLS context (server.build sets it)
     edge_ssl_context: ssl.SSLContext | None  # the edge router's (server.build sets it)
@@ -93,8 +92,8 @@ class Controller:
     session_rows: tuple[tuple[int, int], dict[str, Any]] | None  # the session lookup cache (auth.sessions)
     extjwt_keys: dict[str, Any]             # JWKS keys of ext-jwt signers (auth.extjwt)
     oidc: OidcProvider | None               # the OIDC provider under /oidc (None: --no-oidc)
-    oidc_verified: dict[str, dict]          # verified OIDC access tokens -> claims (oidc.tokens)
-    posture_states: dict[str, PostureState]  # identity id -> posture responses (client.posture_checks)
+    oidc_verified: dict[str, dict]          # verified OIDC access tokens -> claims (auth.oidc_tokens)
+    posture_states: dict[str, PostureState]  # identity id -> posture responses (policy.posture_checks)
     service_change_memory: dict[str, str]   # identity id -> in-memory lastChangeAt (client.changes)
     service_override_sigs: dict[str, str]   # identity id -> its service-config overrides' digest (client.changes)
     traces: dict[str, dict]                 # identity id -> tracing spec (PUT /identities/{id}/trace)
@@ -157,8 +156,8 @@ class Controller:
                     response = env.JSON(b"", status_code=200)
                     return await self._send(response, scope, receive, send)
                 allowed = ",".join(sorted(methods))
-                raise ApiError("METHOD_NOT_ALLOWED", cause={
-                    "code": "UNHANDLED", "message": f"method {method} is not allowed, but [{allowed}] are"})
+                raise ApiError("METHOD_NOT_ALLOWED",
+                               cause=generic_cause(f"method {method} is not allowed, but [{allowed}] are"))
             scope["zl.route"] = route   # for metrics and access records (observe.py)
             ctx = Ctx(self, request, api, params, route)
             await self.authorize(ctx, route.auth)
@@ -172,11 +171,10 @@ class Controller:
             response = env.error_response(not_parsable(e))
         except RecursionError:  # a JSON body nested deeper than any parser will follow
             log.warning("recursion limit on %s %s", method, scope["path"])
-            response = env.error_response(ApiError("COULD_NOT_PARSE_BODY", cause={
-                "code": "UNHANDLED", "message": "JSON document nested too deeply"}))
+            response = env.error_response(too_deep())
         except Exception:  # a bug: answer with the envelope, keep serving
             log.error("unhandled error on %s %s\n%s", method, scope["path"], traceback.format_exc())
-            response = env.error_response(ApiError("UNHANDLED"))
+            response = env.error_response(ApiError())
         if ctx is not None and ctx.session is not None:
             response.raw_headers.extend(self._expiry_headers(ctx.session))
         await self._send(response, scope, receive, send)

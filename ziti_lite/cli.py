@@ -374,6 +374,28 @@ def routes(api) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
 
 
+@cli.command()
+@click.option("--resource", "name", default=None, help="only this collection (e.g. identities)")
+def hooks(name) -> None:
+    """Print the write path: per resource, what runs on create, update, delete and list (hooks,
+    listeners, list conditions, prefetchers; module:function), then the integrity checks."""
+    from . import wiring
+
+    chosen = [r for r in wiring.resources() if name is None or r.name == name]
+    if not chosen:
+        raise click.ClickException(f"no resource {name!r}: `ziti-lite hooks` lists them all")
+    for res in chosen:
+        click.echo(res.name)
+        for operation, steps in wiring.hooks(res).items():
+            click.echo(f"  {operation}")
+            for step, fn in steps:
+                click.echo(f"    {step:<27} {fn}")
+    if name is None:
+        click.echo("integrity checks (ziti-lite check, /database/check-data-integrity)")
+        for fn in wiring.integrity_checks():
+            click.echo(f"    {fn}")
+
+
 def _local_api(db: str):
     """The in-process API of ``import``/``export`` on ``db``; a refused file is one line, exit 1."""
     from . import exchange

@@ -18,7 +18,6 @@ import logging
 import sys
 
 REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("ziti_lite_request_id", default=None)
-FORMATS = ("text", "json")
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 

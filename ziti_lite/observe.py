@@ -34,6 +34,7 @@ from starlette.responses import Response
 
 from . import __version__, clock
 from .api import envelope as env
+from .auth.methods import METHODS
 from .errors import ApiError
 from .ids import new_id
 from .lifecycle import expiry
@@ -41,7 +42,6 @@ from .logs import REQUEST_ID, access
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 PATHS = ("/health-checks", "/health-checks/controller/raft", "/metrics")
-LOGIN_METHODS = ("password", "cert", "ext-jwt")
 
 
 class Metrics:
@@ -309,7 +309,7 @@ class Observer:
             if op == "authenticate":
                 query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
                 method = (query.get("method") or [""])[0]
-                method = method if method in LOGIN_METHODS else "other"  # bounded label values
+                method = method if method in METHODS else "other"  # bounded label values: the registered ones
                 self.metrics.logins[(method, "success" if status == 200 else "failure")] += 1
             if token is not None:
                 client = scope.get("client")

@@ -9,7 +9,9 @@ of ``MODULES`` and returns the route table built from what they registered; the 
 because some code path happened not to import its module. ``tests/test_wiring.py`` checks that
 every registered function comes from a module listed here.
 
-``ziti-lite routes`` prints the route table: method, path, API, auth level, handler.
+``ziti-lite routes`` prints the route table: method, path, API, auth level, handler;
+``ziti-lite hooks`` prints the write path: per resource, what runs on create, update, delete and
+list, read from the same registries the handlers run (``hooks()``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
-from .api import ops, routes
+from . import integrity
+from .api import crud, ops, routes
 from .api.resource import Resource
 from .api.router import Route, Router
 
@@ -40,22 +44,25 @@ MODULES: tuple[tuple[str, str], ...] = (
     ("ziti_lite.resources.posture", "posture-check-types, posture-checks"),
     ("ziti_lite.resources.policies", "service-policies, edge-router-policies, service-edge-router-policies"),
     ("ziti_lite.resources.service_view", "the services list's asIdentity condition (installed by client.services)"),
-    # --- the policy engine's hooks and endpoints
+    # --- the policy engine's hooks
     ("ziti_lite.policy.links", "listeners: membership of policies kept in step with every entity write"),
     ("ziti_lite.policy.checks", "integrity checks of the derived policy tables"),
-    ("ziti_lite.policy.tunneler", "listener: tunneler-enabled edge routers get a Router identity and policy"),
-    ("ziti_lite.policy.relations", "ops: the relationship lists (/identities/{id}/services, ...)"),
-    ("ziti_lite.policy.roles", "ops: role-attribute lists; list conditions: roleFilter/roleSemantic"),
-    ("ziti_lite.policy.advice", "op: /identities/{id}/policy-advice/{serviceId}"),
-    ("ziti_lite.policy.service_configs", "ops: /identities/{id}/service-configs"),
+    # --- hand-written operations and hooks (ziti_lite.handlers), the policy endpoints first
+    ("ziti_lite.handlers.tunneler", "listener: tunneler-enabled edge routers get a Router identity and policy"),
+    ("ziti_lite.handlers.relations", "ops: the relationship lists (/identities/{id}/services, ...)"),
+    ("ziti_lite.handlers.roles", "ops: role-attribute lists; list conditions: roleFilter/roleSemantic"),
+    ("ziti_lite.handlers.advice", "op: /identities/{id}/policy-advice/{serviceId}"),
+    ("ziti_lite.handlers.service_configs", "ops: /identities/{id}/service-configs"),
     # --- management and shared operations
-    ("ziti_lite.api.informational", "ops: /version, /, /specs, /.well-known/est/cacerts, /network-jwts, /summary"),
-    ("ziti_lite.api.authentication", "ops: /authenticate, /current-api-session, /current-identity; method password"),
-    ("ziti_lite.api.mfa", "ops: TOTP enrollment and /authenticate/mfa; the TOTP auth query"),
-    ("ziti_lite.api.enrollment", "ops: /enroll*, authenticator re-enroll/extend, CA verify; method cert;"
-                                 " listener on cas"),
+    ("ziti_lite.handlers.informational", "ops: /version, /, /specs, /.well-known/est/cacerts, /network-jwts,"
+                                        " /summary"),
+    ("ziti_lite.handlers.authentication", "ops: /authenticate, /current-api-session, /current-identity;"
+                                          " method password"),
+    ("ziti_lite.handlers.mfa", "ops: TOTP enrollment and /authenticate/mfa; the TOTP auth query"),
+    ("ziti_lite.handlers.enrollment", "ops: /enroll*, authenticator re-enroll/extend, CA verify; method cert;"
+                                      " listener on cas"),
     ("ziti_lite.auth.extjwt", "method ext-jwt; the EXT-JWT auth query"),
-    ("ziti_lite.api.database", "ops: /database/* (integrity check and fix, snapshot)"),
+    ("ziti_lite.handlers.database", "ops: /database/* (integrity check and fix, snapshot)"),
     ("ziti_lite.integrity", "integrity checks of foreign keys and search indexes"),
     # --- the fabric management API (/fabric/v1)
     ("ziti_lite.fabric.entities", "ops: the fabric's routers, services, terminators (lists, details, sub-lists)"),
@@ -129,3 +136,51 @@ def describe() -> Iterator[tuple[str, str, str, str, str]]:
     """(method, path, api, auth level, handler) of every route, sorted by path, method, api."""
     rows = [(r.method, r.path, r.api, r.auth, handler_name(r)) for r in load().routes]
     yield from sorted(rows, key=lambda row: (row[1], row[0], row[2]))
+
+
+def callable_name(fn: Any) -> str:
+    """``module:qualname`` of a registered function (of the function a partial wraps)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def hooks(resource: Resource) -> dict[str, list[tuple[str, str]]]:
+    """What runs, in order, when the generic handlers of ``resource`` create, update (PUT and
+    PATCH), delete and list: {operation: [(step, module:function)]}, only the operations the
+    resource mounts. Read from the registries ``api/crud.py`` and ``app.Controller`` run."""
+    listeners = [callable_name(fn) for fn in crud.LISTENERS.get(resource.name, ())]
+    every = [callable_name(fn) for fn in crud.ANY_LISTENERS]
+    after = [callable_name(fn) for fn in ops.AFTER_CHANGE]
+
+    def write(first: str) -> list[tuple[str, str]]:
+        hook = getattr(resource, first)
+        steps = [(first, callable_name(hook))] if hook else []
+        if resource.after_write:
+            steps.append(("after_write", callable_name(resource.after_write)))
+        steps += [("listener", n) for n in listeners] + [("listener of every resource", n) for n in every]
+        return steps + [("after the request", n) for n in after]
+
+    out: dict[str, list[tuple[str, str]]] = {}
+    if "create" in resource.ops:
+        out["create"] = write("prepare")
+    if "update" in resource.ops or "patch" in resource.ops:
+        out["update"] = write("prepare")
+    if "delete" in resource.ops:
+        out["delete"] = write("before_delete")
+    if "list" in resource.ops:
+        steps = [("list condition", callable_name(fn)) for fn in crud.LIST_CONDITIONS.get(resource.name, ())]
+        if resource.name in crud.PREFETCH:
+            steps.append(("prefetch", callable_name(crud.PREFETCH[resource.name])))
+        if resource.render:
+            steps.append(("render", callable_name(resource.render)))
+        out["list"] = steps
+    if "detail" in resource.ops and resource.render:
+        out["detail"] = [("render", callable_name(resource.render))]
+    return out
+
+
+def integrity_checks() -> list[str]:
+    """``module:function`` of every integrity check ``ziti-lite check`` and ``/database/*`` run."""
+    load()
+    return [callable_name(fn) for fn in (*integrity.CHECKS, integrity.foreign_keys)]

@@ -6,9 +6,10 @@ PATCH writes only what was sent (``{"tags": {}}`` is a no-op), delete, 404 on an
 400 ``COULD_NOT_VALIDATE`` with a field cause, and 401 ``UNAUTHORIZED`` for non-admins and
 anonymous callers on every operation whose auth level is ``admin``.
 
-Checks that need an entity of the resource need a sample create body in ``SAMPLES``; a
-resource without one is skipped (with its name in the skip reason) rather than failed, so the
-table can grow as resource families land. Read-only resources use the rows they already have.
+Checks that need an entity of the resource need a sample create body in ``SAMPLES``: a
+resource with a create or update operation and no sample fails (``test_every_writable_resource_has_a_sample``
+and each check that needs it), so a new resource cannot silently skip the contract. Read-only
+resources use the rows they already have.
 """
 
 from __future__ import annotations
@@ -305,16 +306,15 @@ def params(op: str | None = None):
     return [pytest.param(r.name, id=r.name) for r in ALL if op is None or op in r.ops]
 
 
-def sample_or_skip(name: str) -> Sample:
+def sample(name: str) -> Sample:
     s = SAMPLES.get(name)
     if s is None:
-        print(f"contract: no sample body for resource {name!r}; add one to SAMPLES")
-        pytest.skip(f"no sample create body for {name}")
+        pytest.fail(f"no sample create body for resource {name!r}: add one to SAMPLES in {__file__}")
     return s
 
 
 def make(api: Api, name: str, n: int = 0) -> tuple[str, dict]:
-    body = sample_or_skip(name).create(api, n)
+    body = sample(name).create(api, n)
     r = api.post(f"/{name}", json=body)
     assert r.status_code == 201, r.text
     return r.json()["data"]["id"], body
@@ -466,7 +466,7 @@ def test_paging(admin, name):
 
 @pytest.mark.parametrize("name", params("create"))
 def test_create_envelope_and_detail(admin, name):
-    s = sample_or_skip(name)
+    s = sample(name)
     body = s.create(admin, 0)
     r = admin.post(f"/{name}", json=body)
     assert r.status_code == 201, r.text
@@ -492,7 +492,7 @@ def test_create_envelope_and_detail(admin, name):
 
 @pytest.mark.parametrize("name", params("update"))
 def test_put_replaces(admin, name):
-    s = sample_or_skip(name)
+    s = sample(name)
     id, created = make(admin, name, 0)
     before = detail(admin, name, id)
     put = s.put(admin, 1) if s.put else {k: v for k, v in s.create(admin, 1).items() if k != "tags"}
@@ -514,7 +514,7 @@ def test_put_replaces(admin, name):
 
 @pytest.mark.parametrize("name", params("patch"))
 def test_patch_writes_only_sent_fields(admin, name):
-    s = sample_or_skip(name)
+    s = sample(name)
     id, created = make(admin, name, 0)
     # upstream's posture-check PATCH body requires the type (its discriminator) in every PATCH
     base = {"typeId": detail(admin, name, id)["typeId"]} if name == "posture-checks" else {}
@@ -585,7 +585,7 @@ def test_unknown_id_is_404(admin, name):
 
 @pytest.mark.parametrize("name", params("create"))
 def test_validation_error(admin, name):
-    s = sample_or_skip(name)
+    s = sample(name)
     if s.invalid is None:
         pytest.skip(f"{name}: no invalid sample")
     body, field_name = s.invalid
@@ -641,12 +641,16 @@ def test_non_admin_refused(admin, anon, user, name):
             assert_error(r, 401, "UNAUTHORIZED")
 
 
-def test_every_resource_is_listed_or_sampled():
-    """Not a failure: report which resources lack a sample body (pytest -rs shows the skips)."""
-    missing = [r.name for r in ALL if "create" in r.ops and r.name not in SAMPLES]
-    if missing:
-        print("contract: resources without a sample create body:", ", ".join(missing))
+def test_every_writable_resource_has_a_sample():
+    """A resource that can be created or replaced needs a sample body: without one the checks
+    above that need an entity would have nothing to write (they fail too, naming SAMPLES)."""
     assert ALL, "the registry lists no resources"
+    missing = [r.name for r in ALL if ("create" in r.ops or "update" in r.ops) and r.name not in SAMPLES]
+    assert not missing, f"resources without a sample create body in SAMPLES: {missing}"
+    stale = sorted(set(SAMPLES) - {r.name for r in ALL})
+    assert not stale, f"SAMPLES names no resource: {stale}"
+    with pytest.raises(pytest.fail.Exception, match="add one to SAMPLES"):   # a failure, not a skip
+        sample("a-resource-without-a-sample")
 
 
 ODD_VALUES = [None, "", "x" * 300, 1.5, -1, 1 << 63, True, [], [None], {}, {"a": {"b": 1}}, "not-a-date"]
@@ -657,7 +661,7 @@ ODD_VALUES = [None, "", "x" * 300, 1.5, -1, 1 << 63, True, [], [None], {}, {"a":
 def test_odd_field_values_never_500(admin, name):
     """Every body field, given values of the wrong type or range, gets a 2xx or a 4xx envelope."""
     import msgspec
-    s = sample_or_skip(name)
+    s = sample(name)
     res = resource(name)
     body = s.create(admin, 0)
     id = None

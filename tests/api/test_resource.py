@@ -1,4 +1,5 @@
-"""``derive_patch``: PATCH bodies derived from the PUT structs (``ziti_lite/api/resource.py``)."""
+"""``derive_patch``: PATCH bodies derived from the PUT structs, and the PUT struct defaulting to
+the create one (``ziti_lite/api/resource.py``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import msgspec
 import pytest
 from msgspec import UNSET
 
-from ziti_lite.api.resource import derive_patch
+from ziti_lite.api.resource import Resource, derive_patch
+from ziti_lite.wiring import resources
 
 
 class Inner(msgspec.Struct, rename="camel", kw_only=True):
@@ -49,3 +51,25 @@ def test_default_and_kept_fields():
         msgspec.json.decode(b"{}", type=patch)
     body = msgspec.json.decode(b'{"secret": "x"}', type=patch)
     assert body.name is None and body.secret == "x"
+
+
+class ThingCreate(msgspec.Struct, rename="camel", kw_only=True):
+    name: str
+
+
+def test_put_takes_the_create_body_unless_told_otherwise():
+    same = Resource("things-a", "thing", create=ThingCreate, apis=())
+    assert same.update is ThingCreate
+    assert same.patch is not None and same.patch.__name__ == "ThingPatch"
+    assert msgspec.json.decode(b"{}", type=same.patch).name is UNSET
+    own = Resource("things-b", "thing", create=ThingCreate, update=ThingUpdate, apis=())
+    assert own.update is ThingUpdate and own.patch is not None and own.patch.__name__ == "ThingPatch"
+    assert Resource("things-c", "thing", ops=("list",), apis=()).update is None
+
+
+def test_no_resource_declares_an_update_struct_that_only_repeats_its_create():
+    """An ``XUpdate(XCreate): pass`` says nothing the default does not."""
+    repeats = [r.name for r in resources() if r.create is not None and r.update is not r.create
+               and r.update is not None and r.update.__bases__ == (r.create,)
+               and r.update.__struct_fields__ == r.create.__struct_fields__]
+    assert not repeats, repeats

@@ -1,79 +1,18 @@
-"""Helpers for the second-factor and auth-policy tests: users with passwords, auth policies
-made through the API, and TOTP codes computed on the controller's (movable) clock."""
+"""Helpers for the second-factor and auth-policy tests: the tests' builder (users with passwords,
+auth policies; ``tests/builders.py``) as ``net``, and TOTP codes computed on the controller's
+(movable) clock."""
 
 from __future__ import annotations
 
 import base64
-import copy
 import urllib.parse
 
 import pyotp
 import pytest
 
+from tests.builders import PASSWORD, Net
 from tests.conftest import CLIENT, MGMT, Api
 from ziti_lite import clock
-
-PASSWORD = "Secret-Passw0rd"
-
-DEFAULT_POLICY = {
-    "primary": {
-        "cert": {"allowed": True, "allowExpiredCerts": True},
-        "extJwt": {"allowed": True, "allowedSigners": []},
-        "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 0, "minPasswordLength": 5,
-                 "requireMixedCase": False, "requireNumberChar": False, "requireSpecialChar": False},
-    },
-    "secondary": {"requireTotp": False},
-}
-
-
-def merge(base: dict, changes: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in changes.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = merge(out[k], v)
-        else:
-            out[k] = v
-    return out
-
-
-class Net:
-    """Builds users and policies through the management API as the admin."""
-
-    def __init__(self, admin: Api):
-        self.admin = admin
-        self.client = admin.client
-        self.n = 0
-
-    def policy(self, **changes) -> str:
-        self.n += 1
-        body = merge({"name": f"policy-{self.n}", **DEFAULT_POLICY}, changes)
-        return self.admin.create("auth-policies", body)
-
-    def identity(self, name: str | None = None, policy: str | None = None, external_id: str | None = None) -> str:
-        self.n += 1
-        body = {"name": name or f"user-{self.n}", "type": "User", "isAdmin": False}
-        if policy:
-            body["authPolicyId"] = policy
-        if external_id:
-            body["externalId"] = external_id
-        return self.admin.create("identities", body)
-
-    def user(self, name: str | None = None, policy: str | None = None, password: str = PASSWORD) -> tuple[str, str]:
-        """An identity with a password authenticator: (identity id, username)."""
-        ident = self.identity(name, policy)
-        username = f"login-{ident}"
-        self.admin.create("authenticators", {"method": "updb", "identityId": ident, "username": username,
-                                             "password": password})
-        return ident, username
-
-    def authenticate(self, username: str, password: str = PASSWORD, prefix: str = CLIENT):
-        return self.client.post(prefix + "/authenticate?method=password",
-                                json={"username": username, "password": password})
-
-    def login(self, username: str, password: str = PASSWORD, prefix: str = CLIENT) -> Api:
-        r = self.authenticate(username, password, prefix)
-        assert r.status_code == 200, r.text
-        return Api(self.client, prefix, r.json()["data"]["token"])
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ Kept, and nothing else (no prose):
 
 Run it again when the reference moves to a new upstream version::
 
-    python tests/data/make_edge_api_fields.py /path/to/openziti-edge-api.md
+    python tests/data/make_edge_api_fields.py PATH/TO/openziti-edge-api.md
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ def dump(data: dict) -> str:
 
 
 if __name__ == "__main__":
-    source = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/shared/reference/openziti-edge-api.md")
+    if len(sys.argv) != 2:
+        sys.exit("usage: python tests/data/make_edge_api_fields.py PATH/TO/openziti-edge-api.md")
+    source = Path(sys.argv[1])
     OUT.write_text(dump(extract(source.read_text())))
     print(f"wrote {OUT}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.builders import Net
 from tests.conftest import assert_error
-from tests.policy.conftest import Net
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union
 import msgspec
 from starlette.requests import Request
 
-from ..errors import ApiError, CouldNotValidate, Unauthorized
+from ..errors import ApiError, CouldNotValidate, Unauthorized, generic_cause
 from .router import Route
 
 if TYPE_CHECKING:  # typing only: these sit in higher layers (see tests/test_layers.py)
@@ -95,8 +95,8 @@ class Ctx:
                         chunks.append(chunk)
                         deadline.reschedule(loop.time() + wait)
             except TimeoutError:
-                raise ApiError("COULD_NOT_PARSE_BODY", cause={
-                    "code": "UNHANDLED", "message": f"request body not received within {wait:g} s"}) from None
+                raise ApiError("COULD_NOT_PARSE_BODY",
+                               cause=generic_cause(f"request body not received within {wait:g} s")) from None
             self._body = b"".join(chunks)
         return self._body
 
@@ -258,11 +258,11 @@ def not_parsable(e: Exception) -> ApiError:
         message = f"invalid UTF-8 in JSON body at byte {e.start}"
     else:
         message = str(e)
-    return ApiError("COULD_NOT_PARSE_BODY", cause={"code": "UNHANDLED", "message": message})
+    return ApiError("COULD_NOT_PARSE_BODY", cause=generic_cause(message))
 
 
 def too_deep() -> ApiError:
-    cause = {"code": "UNHANDLED", "message": "JSON document nested too deeply"}
+    cause = generic_cause("JSON document nested too deeply")
     return ApiError("COULD_NOT_PARSE_BODY", cause=cause)
 
 
@@ -300,7 +300,7 @@ def validation_error(text: str, body: bytes) -> ApiError:
         # unmarshalling, before any validation: COULD_NOT_PARSE_BODY
         message = (f"json: cannot unmarshal {t.group(2)} into field {field or 'body'} of type {t.group(1)}"
                    if t else f"invalid typeId value: {reason.removeprefix('Invalid enum value ')}")
-        return ApiError("COULD_NOT_PARSE_BODY", cause={"code": "UNHANDLED", "message": message})
+        return ApiError("COULD_NOT_PARSE_BODY", cause=generic_cause(message))
     try:
         doc = _json.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError):

@@ -19,14 +19,13 @@ from msgspec import UNSET
 from .. import clock, zitiql
 from ..db import filters as fq
 from ..db import search
-from ..errors import ApiError, CouldNotValidate, InvalidFilter, NotFound
+from ..errors import ApiError, CouldNotValidate, InvalidFilter, NotFound, generic_cause
 from ..ids import new_id
 from . import envelope as env
 from .context import Ctx
 from .resource import Resource
 
 _jenc = msgspec.json.Encoder()
-BASE_COLUMNS = ("id", "created_at", "updated_at", "tags", "is_system")
 Raw = msgspec.Raw
 
 # resource name -> functions called as fn(ctx, id, before_row, values) after every create,
@@ -242,7 +241,7 @@ def _run_unique(store, res: Resource, sql: str, params: list, values: dict) -> N
                 name, f"duplicate value '{value}' in unique index on {res.name} store", value
             ) from None
         if "FOREIGN KEY" in text:
-            raise ApiError("REFERENCED_ENTITY_NOT_FOUND", cause={"code": "UNHANDLED", "message": text}) from None
+            raise ApiError("REFERENCED_ENTITY_NOT_FOUND", cause=generic_cause(text)) from None
         raise
 
 
@@ -305,7 +304,7 @@ def compile_request(ctx: Ctx, symbols: fq.Symbols, filter_text: str | None = Non
             try:
                 query = _with_sort(query, ctx.q("sort") or "")
             except zitiql.ParseError as e:
-                raise ApiError("INVALID_SORT_IDENTIFIER", cause={"code": "UNHANDLED", "message": str(e)})
+                raise ApiError("INVALID_SORT_IDENTIFIER", cause=generic_cause(str(e)))
         compiled = fq.compile_query(query, symbols)
         limit, offset = fq.paging(compiled.skip, compiled.limit, ctx.q("limit"), ctx.q("offset"))
     except (zitiql.ParseError, fq.FilterError) as e:
@@ -313,7 +312,7 @@ def compile_request(ctx: Ctx, symbols: fq.Symbols, filter_text: str | None = Non
     except fq.SortError as e:
         if not sort_param:  # a sort inside the filter is part of the filter, as upstream reports it
             raise InvalidFilter(str(e)) from None
-        raise ApiError("INVALID_SORT_IDENTIFIER", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("INVALID_SORT_IDENTIFIER", cause=generic_cause(str(e))) from None
     except fq.PagingError:
         # list operations declare limit/offset, so upstream's parameter binding answers first
         name = "limit" if _bad_int(ctx.q("limit")) else "offset"
@@ -366,36 +365,35 @@ def child_list(ctx: Ctx, parent: Resource, res: Resource, column: str) -> env.JS
     return list_response(ctx, res, f"t.{column} = ?", [id])
 
 
-# resource name -> fn(ctx) returning None or (where, params): a condition the request adds to
-# that resource's list (e.g. roleFilter on identities), applied before filter and paging.
-LIST_CONDITIONS: dict[str, Any] = {}
+# resource name -> fns(ctx) each returning None or (where, params): conditions the request adds
+# to that resource's list (e.g. roleFilter on identities), AND-ed in registration order and
+# applied before filter and paging.
+LIST_CONDITIONS: dict[str, list[Any]] = {}
 
 
 def list_condition(resource_name: str):
     """Register fn as a list condition of the resource; several registrations are AND-ed."""
 
     def deco(fn):
-        previous = LIST_CONDITIONS.get(resource_name)
-        LIST_CONDITIONS[resource_name] = fn if previous is None else _both(previous, fn)
+        LIST_CONDITIONS.setdefault(resource_name, []).append(fn)
         return fn
 
     return deco
 
 
-def _both(first, second):
-    def condition(ctx):
-        parts = [c for c in (first(ctx), second(ctx)) if c is not None]
-        if not parts:
-            return None
-        return " AND ".join(f"({w})" for w, _ in parts), [p for _, ps in parts for p in ps]
-
-    return condition
+def list_conditions(ctx: Ctx, res: Resource) -> tuple[str, list] | None:
+    """The list conditions of ``res`` for this request, AND-ed; None when none applies."""
+    parts = [c for c in (fn(ctx) for fn in LIST_CONDITIONS.get(res.name, ())) if c is not None]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return " AND ".join(f"({w})" for w, _ in parts), [p for _, ps in parts for p in ps]
 
 
 # ------------------------------------------------------------------ the six handlers
 async def list_(res: Resource, ctx: Ctx):
-    cond = LIST_CONDITIONS.get(res.name)
-    extra = cond(ctx) if cond is not None else None
+    extra = list_conditions(ctx, res)
     if extra is not None:
         return list_response(ctx, res, extra[0], extra[1])
     return list_response(ctx, res)
@@ -441,7 +439,7 @@ async def _change(res: Resource, ctx: Ctx, struct: type | None, patch: bool):
         if existing.get("is_system") and res.protect_system:
             raise ApiError(
                 "ENTITY_CAN_NOT_BE_UPDATED",
-                cause={"code": "UNHANDLED", "message": f"cannot update system {res.entity}"},
+                cause=generic_cause(f"cannot update system {res.entity}"),
             )
         if res.prepare:
             res.prepare(ctx, values, existing)
@@ -457,7 +455,7 @@ async def delete(res: Resource, ctx: Ctx):
         if row.get("is_system") and res.protect_system:
             raise ApiError(
                 "ENTITY_CAN_NOT_BE_DELETED",
-                cause={"code": "UNHANDLED", "message": f"cannot delete system {res.entity}"},
+                cause=generic_cause(f"cannot delete system {res.entity}"),
             )
         if res.before_delete:
             res.before_delete(ctx, row)

@@ -99,7 +99,7 @@ class Resource:
     fields: tuple[Field, ...] = ()
     table: str = ""
     create: type | None = None               # msgspec Struct for POST bodies
-    update: type | None = None               # msgspec Struct for PUT bodies
+    update: type | None = None               # msgspec Struct for PUT bodies; the create one when not given
     patch: type | None = None                # derived from update when not given
     ops: tuple[str, ...] = ("list", "detail", "create", "update", "patch", "delete")
     auth: dict[str, AuthLevel] = field(default_factory=dict)  # op -> level (default admin)
@@ -130,6 +130,8 @@ class Resource:
     def __post_init__(self):
         if not self.table:
             self.table = self.name.replace("-", "_")
+        if self.update is None:
+            self.update = self.create   # a PUT replaces what a POST sets, unless the resource says otherwise
         if self.update is not None and self.patch is None:
             self.patch = derive_patch(self.update)
         if "/" not in self.name and "management" in self.apis:
@@ -171,7 +173,8 @@ def derive_patch(update: type, default: Any = UNSET, keep: tuple[str, ...] = (),
         t = _patch_type(f.type) if nested else f.type
         options = (t, None) if default is None else (t, None, UnsetType)
         fields.append((f.name, Union[options], msgspec.field(default=default, name=f.encode_name)))  # noqa: UP007
-    return msgspec.defstruct(update.__name__.replace("Update", "") + "Patch", fields,
+    name = update.__name__.removesuffix("Update").removesuffix("Create")   # the PUT struct may be the create one
+    return msgspec.defstruct(name.replace("Update", "") + "Patch", fields,
                              rename="camel", kw_only=True)
 
 

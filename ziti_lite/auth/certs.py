@@ -21,7 +21,7 @@ from cryptography.x509.oid import NameOID
 
 from .. import clock
 from ..api.context import Ctx
-from ..errors import ApiError, InvalidAuth, Unauthorized
+from ..errors import ApiError, InvalidAuth, Unauthorized, generic_cause
 from ..pki import ca as pki
 from ..pki import claims
 from ..pki.csr import CsrError, parse_csr
@@ -210,21 +210,21 @@ def verify_ca(ctx: Ctx, row: dict, body: bytes) -> None:
     if not text.strip() or m is None:
         raise ApiError("COULD_NOT_PARSE_BODY")
     if m.group(1) != "CERTIFICATE":
-        cause = {"code": "UNHANDLED", "message": f"encountered PEM block type {m.group(1)}"}
+        cause = generic_cause(f"encountered PEM block type {m.group(1)}")
         raise ApiError("EXPECTED_PEM_CERTIFICATE", cause=cause)
     try:
         der = base64.b64decode("".join(m.group(2).split()), validate=True)
         cert = x509.load_der_x509_certificate(der)
         cns = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     except (binascii.Error, ValueError) as e:
-        raise ApiError("COULD_NOT_PARSE_DER_BLOCK", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("COULD_NOT_PARSE_DER_BLOCK", cause=generic_cause(str(e))) from None
     cn = cns[0].value if cns else ""
     if cn != row["verification_token"]:
         raise ApiError("INVALID_COMMON_NAME")
     try:
         pki.verify_chain(cert, [], pki.load_certs(row["cert_pem"])[:1])
     except (pki.ChainError, ValueError) as e:
-        raise ApiError("CERTIFICATE_FAILED_VALIDATION", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("CERTIFICATE_FAILED_VALIDATION", cause=generic_cause(str(e))) from None
 
 
 # ------------------------------------------------------------------ certificate extension
@@ -247,7 +247,7 @@ def extend(ctx: Ctx, auth: dict, certs: list[x509.Certificate], csr_pem: str) ->
     try:
         csr = parse_csr(csr_pem)
     except CsrError as e:
-        raise ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("COULD_NOT_PROCESS_CSR", cause=generic_cause(str(e))) from None
     current = pki.load_cert(auth["cert_pem"])
     try:
         sans = list(current.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)

@@ -43,7 +43,7 @@ from starlette.concurrency import run_in_threadpool
 from .. import clock
 from ..api.context import Ctx
 from ..errors import InvalidAuth
-from .methods import AUTH_QUERY_PROVIDERS, Login, method
+from .methods import Login, auth_query, method
 from .policy import check_primary, identity_policy, is_disabled
 
 log = logging.getLogger("ziti_lite.extjwt")
@@ -273,7 +273,7 @@ async def _login_with(ctx: Ctx, token: str) -> Login:
     return Login(ident["id"], f"extJwtId:{signer['id']}")
 
 
-@method("ext-jwt")
+@method("ext-jwt", rank=3)
 async def ext_jwt_login(ctx: Ctx, body) -> Login:
     for token in bearer_tokens(ctx.request.headers):
         try:
@@ -334,4 +334,4 @@ def ext_jwt_auth_query(ctx: Ctx, row: dict, secondary: dict) -> list:
     return [query]
 
 
-AUTH_QUERY_PROVIDERS.append(ext_jwt_auth_query)
+auth_query(rank=2)(ext_jwt_auth_query)   # after MFA's, as upstream lists them

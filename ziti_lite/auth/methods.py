@@ -1,8 +1,8 @@
 """The registries of ways to log in: primary methods (``POST /authenticate?method=``) and the
 providers of a session's ``authQueries`` (the secondary factors it still owes).
 
-``password`` registers in ``api/authentication.py``, ``cert`` in ``api/enrollment.py`` and
-``ext-jwt`` in ``auth/extjwt.py``; TOTP's auth query in ``api/mfa.py`` and ext-jwt's in
+``password`` registers in ``handlers/authentication.py``, ``cert`` in ``handlers/enrollment.py`` and
+``ext-jwt`` in ``auth/extjwt.py``; TOTP's auth query in ``handlers/mfa.py`` and ext-jwt's in
 ``auth/extjwt.py``. Which modules are loaded is ``ziti_lite/wiring.py``'s list.
 """
 
@@ -25,13 +25,20 @@ class Login(msgspec.Struct):
 
 
 Method = Callable[[Ctx, Any], Awaitable[Login]]
-METHODS: dict[str, Method] = {}
+METHODS: dict[str, Method] = {}     # in rank order, whatever order their modules load in
+_METHOD_RANKS: dict[str, int] = {}
 
 
-def method(name: str) -> Callable[[Method], Method]:
-    """Register a primary authentication method under its ``?method=`` name."""
+def method(name: str, *, rank: int) -> Callable[[Method], Method]:
+    """Register a primary authentication method under its ``?method=`` name. ``rank`` is its
+    place wherever the methods are listed (the refusal of an unknown method names them in
+    upstream's order: password, cert, ext-jwt)."""
     def deco(fn: Method) -> Method:
+        _METHOD_RANKS[name] = rank
         METHODS[name] = fn
+        ordered = sorted(METHODS.items(), key=lambda item: _METHOD_RANKS[item[0]])
+        METHODS.clear()
+        METHODS.update(ordered)
         return fn
     return deco
 
@@ -58,7 +65,19 @@ def login_outcome(ctx: Ctx, method: str, login: Login | None, api_session_id: st
 # hooks that fill a session's authQueries (MFA, ext-jwt secondary); each gets the session row and
 # the secondary rules of its identity's auth policy, and returns a list
 AuthQueryProvider = Callable[[Ctx, dict, dict], list]
-AUTH_QUERY_PROVIDERS: list[AuthQueryProvider] = []
+AUTH_QUERY_PROVIDERS: list[AuthQueryProvider] = []   # in rank order
+_QUERY_RANKS: dict[AuthQueryProvider, int] = {}
+
+
+def auth_query(*, rank: int) -> Callable[[AuthQueryProvider], AuthQueryProvider]:
+    """Register a provider of auth queries; ``rank`` is the place of its queries in a session's
+    ``authQueries`` (upstream lists MFA before EXT-JWT), whatever order the modules load in."""
+    def deco(fn: AuthQueryProvider) -> AuthQueryProvider:
+        _QUERY_RANKS[fn] = rank
+        AUTH_QUERY_PROVIDERS.append(fn)
+        AUTH_QUERY_PROVIDERS.sort(key=_QUERY_RANKS.__getitem__)
+        return fn
+    return deco
 
 
 def auth_queries(ctx: Ctx, row: dict) -> list:

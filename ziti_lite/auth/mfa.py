@@ -116,11 +116,6 @@ def get(store, identity_id: str) -> dict | None:
     return row
 
 
-def is_enabled(store, identity_id: str) -> bool:
-    """Has a verified TOTP enrollment (identity ``isMfaEnabled``; makes new sessions need MFA)."""
-    return store.value("SELECT 1 FROM mfa WHERE identity_id = ? AND is_verified = 1", (identity_id,)) is not None
-
-
 def create(store, identity_id: str) -> dict:
     now = clock.stamp()
     row = {"id": new_id(), "created_at": now, "updated_at": now, "identity_id": identity_id,

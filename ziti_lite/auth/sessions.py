@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 
 from .. import clock
-from ..ids import new_id, new_token
+from ..ids import new_sortable_id, new_token
 from . import extjwt
 from .policy import parse_secondary
 
@@ -28,12 +28,14 @@ class Session:
     authenticator_id: str
     partial: bool
     last_activity_at: str
-    bearer: str | None = None   # the OIDC access token the session was named by (oidc/tokens.py), else None
+    bearer: str | None = None   # the OIDC access token the session was named by (auth/oidc_tokens.py), else None
+    identity_name: str = ""     # the identity's name (the author of its changes: events/changes.py, audit.py)
 
 
 _LOOKUP = (
     "SELECT s.id, s.token, s.identity_id, s.authenticator_id, s.last_activity_at, s.is_mfa_required,"
-    " s.is_mfa_complete, i.is_admin, i.is_default_admin, i.disabled_at, i.disabled_until, p.secondary"
+    " s.is_mfa_complete, i.is_admin, i.is_default_admin, i.disabled_at, i.disabled_until, p.secondary,"
+    " i.name AS identity_name"
     " FROM api_sessions s CROSS JOIN identities i ON i.id = s.identity_id"
     " LEFT JOIN auth_policies p ON p.id = i.auth_policy_id WHERE s.token = ?"
 )
@@ -132,14 +134,14 @@ def lookup(ctl, token: str | None, headers=None) -> Session | None:
         with ctl.store.write():
             ctl.store.execute("UPDATE api_sessions SET last_activity_at = ? WHERE id = ?", (stamp, row["id"]))
     return Session(row["id"], token, row["identity_id"], bool(row["is_admin"] or row["is_default_admin"]),
-                   row["authenticator_id"], is_partial(ctl, row, headers), stamp)
+                   row["authenticator_id"], is_partial(ctl, row, headers), stamp, identity_name=row["identity_name"])
 
 
 def create(ctl, identity_id: str, authenticator_id: str, ip: str, config_types: list[str],
            mfa_required: bool = False, cert_extendable: bool = False) -> dict:
     now = clock.stamp()
     row = {
-        "id": "c" + new_id() + new_id()[:4], "created_at": now, "updated_at": now, "token": new_token(),
+        "id": new_sortable_id(), "created_at": now, "updated_at": now, "token": new_token(),
         "identity_id": identity_id, "authenticator_id": authenticator_id, "ip_address": ip,
         "config_types": config_types, "is_mfa_required": int(mfa_required), "is_mfa_complete": 0,
         "is_cert_extendable": int(cert_extendable), "last_activity_at": now,

@@ -22,10 +22,11 @@ from ..api.ops import op
 from ..api.resource import Field, Resource
 from ..auth import certs as certauth
 from ..db.filters import Symbol
-from ..errors import ApiError, NotFound
+from ..errors import ApiError, NotFound, generic_cause
 from ..ids import new_id
 from ..pki import ca
 from ..pki.csr import CsrError, parse_csr
+from ..policy.model import IDENTITY_ROUTERS
 from ..resources.common import Body
 from ..resources.routers import EDGE_ROUTERS
 from . import changes
@@ -41,8 +42,7 @@ async def current_identity_edge_routers(ctx: Ctx):
     res = EDGE_ROUTERS
     where, params = "t.is_verified = 1", []
     if not ctx.api_session.is_admin:
-        where += (" AND t.id IN (SELECT r.router_id FROM edge_router_policy_identities i"
-                  " JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)")
+        where += f" AND {IDENTITY_ROUTERS}"
         params = [ctx.identity_id]
     states = ctx.ctl.router_states
 
@@ -106,7 +106,7 @@ def trust_domain(root_pem: str) -> str:
 
 
 def _csr_error(message: str) -> ApiError:
-    return ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": message})
+    return ApiError("COULD_NOT_PROCESS_CSR", cause=generic_cause(message))
 
 
 def _render_certificate(ctx, row: dict) -> dict:
@@ -141,6 +141,7 @@ async def create_certificate(ctx: Ctx):
             " fingerprint, valid_from, valid_to, certificate) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (cert_id, stamp, stamp, sess.id, sess.identity_id, info["subject"], info["fingerprint"],
              clock.fmt(info["not_before"]), clock.fmt(info["not_after"]), chain))
+        crud.changed(ctx, API_SESSION_CERTIFICATES, cert_id, None, {"api_session_id": sess.id})
     return env.ok({"id": cert_id, "_links": {"self": {"href": f"./current-api-session/certificates/{cert_id}"}},
                    "certificate": chain, "cas": certauth.ca_bundle_pem(ctx.ctl)}, status=201)
 
@@ -173,5 +174,6 @@ async def delete_certificate(ctx: Ctx):
     with ctx.store.write():
         row = _own_certificate(ctx)
         ctx.store.execute("DELETE FROM api_session_certificates WHERE id = ?", (row["id"],))
+        crud.changed(ctx, API_SESSION_CERTIFICATES, row["id"], row, None)
     return env.empty()
 

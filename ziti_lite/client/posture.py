@@ -19,9 +19,10 @@ from .. import clock
 from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import op
-from ..errors import ApiError, CouldNotValidate
-from . import changes, posture_checks, sessions
-from .posture_checks import PostureState, SessionPosture, clean_hex, state
+from ..errors import ApiError, CouldNotValidate, generic_cause
+from ..policy import posture_checks
+from ..policy.posture_checks import PostureState, SessionPosture, clean_hex, state
+from . import changes, sessions
 
 STRINGS = ("id", "typeId", "type", "version", "build", "domain", "path", "hash")
 
@@ -170,7 +171,7 @@ async def posture_response_bulk(ctx: Ctx):
         raise CouldNotValidate("body", "body in body is required", None)
     body = await ctx.json_any()
     if not isinstance(body, list):
-        cause = {"code": "UNHANDLED", "message": "expected an array of posture responses"}
+        cause = generic_cause("expected an array of posture responses")
         raise ApiError("COULD_NOT_PARSE_BODY", cause=cause)
     return await _respond(ctx, [_validate(item, i) for i, item in enumerate(body)])
 

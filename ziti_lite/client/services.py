@@ -16,10 +16,11 @@ from ..api.context import Ctx
 from ..api.ops import op
 from ..api.router import AuthLevel
 from ..errors import NotFound, Unauthorized
+from ..policy import access
 from ..resources import service_view
 from ..resources.routers import TERMINATORS
 from ..resources.services import SERVICES
-from . import access, changes
+from . import changes
 from .sessions import edge_router
 
 CLIENT = ("client",)

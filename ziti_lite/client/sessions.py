@@ -31,8 +31,8 @@ from ..api.resource import Field, Resource
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, go_text
 from ..ids import new_token
+from ..policy import access, posture_checks
 from ..resources.common import Body, Tags
-from . import access, posture_checks
 
 
 class SessionCreate(Body):

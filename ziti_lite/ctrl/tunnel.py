@@ -2,7 +2,7 @@
 
 A router whose configuration has a ``tunnel`` listener (``ziti create config router edge
 --tunnelerMode host``) works as an SDK of its own over the control channel, under its identity of
-type Router (same id as the router, made by ``policy/tunneler.py`` when the API turns tunneling
+type Router (same id as the router, made by ``handlers/tunneler.py`` when the API turns tunneling
 on; the policies reach it by ``@name`` or by the role attributes given to that identity):
 
 * ``CreateApiSession``: an API session for the router's identity (kept while it exists);
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import clock
-from ..client.access import VISIBLE
 from ..edge import checks
 from ..edge.wire import Message
-from ..ids import new_id
+from ..ids import new_id, new_sortable_id
+from ..policy.access import VISIBLE
 from . import messages, pb
 from .messages import C, H
 from .terminators import Refused
@@ -106,7 +106,7 @@ class Tunnel:
                 "SELECT 1 FROM api_sessions WHERE id = ? AND identity_id = ?", (state.api_session[0], identity["id"])):
             self.server.ctl.activity[state.api_session[1]] = clock.stamp()
             return False
-        sid, token, now = new_id(), str(uuid.uuid4()), clock.stamp()
+        sid, token, now = new_sortable_id(), str(uuid.uuid4()), clock.stamp()
         with store.write():
             store.execute(
                 "INSERT INTO api_sessions (id, created_at, updated_at, token, identity_id, authenticator_id,"

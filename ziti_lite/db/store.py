@@ -27,7 +27,7 @@ import apsw.bestpractice
 from .. import clock
 from . import search
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 KEEP_SNAPSHOTS = 3      # snapshots taken before migrations, kept beside the file
 log = logging.getLogger("ziti_lite")
 
@@ -58,12 +58,18 @@ def _v2_to_v3_audit(conn) -> None:
 
 
 def _v3_to_v4_oidc(conn) -> None:
-    """Version 4 adds the OIDC provider's revocation list (``oidc/tokens.py``): schema.sql's oidc section."""
+    """Version 4 adds the OIDC provider's revocation list (``auth/oidc_tokens.py``): schema.sql's oidc section."""
     conn.execute(schema_section("oidc"))
 
 
+def _v4_to_v5_audit_index(conn) -> None:
+    """Version 5 drops the audit trail's index on created_at (``events/audit.py``): its rows'
+    ids grow with time, and the index was a b-tree more to write in every audited change."""
+    conn.execute("DROP INDEX IF EXISTS audit_log_created")
+
+
 # version n -> the step that brings a version-n database to version n + 1 (in one transaction)
-MIGRATIONS = {1: _v1_to_v2_search_indexes, 2: _v2_to_v3_audit, 3: _v3_to_v4_oidc}
+MIGRATIONS = {1: _v1_to_v2_search_indexes, 2: _v2_to_v3_audit, 3: _v3_to_v4_oidc, 4: _v4_to_v5_audit_index}
 
 
 def schema_sql() -> str:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..auth import sessions
-from ..oidc import tokens as oidc_tokens
+from ..auth import oidc_tokens, sessions
+from ..policy.model import identity_router_ids, service_router_ids
 
 INVALID_SESSION = "Invalid Session"
 INVALID_API_SESSION = "invalid api session"
@@ -47,10 +47,8 @@ _SESSION = (
 # router policy both select the router, and a service policy of the session's type still links
 # the identity to the service
 _ALLOWED = (
-    "SELECT EXISTS (SELECT 1 FROM edge_router_policy_identities i JOIN edge_router_policy_routers r"
-    "  ON r.policy_id = i.policy_id WHERE i.identity_id = ?1 AND r.router_id = ?3)"
-    " AND EXISTS (SELECT 1 FROM service_edge_router_policy_services s JOIN service_edge_router_policy_routers r"
-    "  ON r.policy_id = s.policy_id WHERE s.service_id = ?2 AND r.router_id = ?3)"
+    f"SELECT EXISTS ({identity_router_ids('?1')} AND r.router_id = ?3)"
+    f" AND EXISTS ({service_router_ids('?2')} AND r.router_id = ?3)"
     " AND EXISTS (SELECT 1 FROM service_policy_identities i JOIN service_policy_services s"
     "  ON s.policy_id = i.policy_id AND s.type = ?4 WHERE i.identity_id = ?1 AND s.service_id = ?2)")
 

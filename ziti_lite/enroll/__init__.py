@@ -7,9 +7,10 @@ router's client and server certificates. ``ca`` (auto CA enrollment) needs no to
 certificate from a CA with auto enrollment on creates a new identity. A completed enrollment is
 deleted in the same transaction that stores the credential, so a token works once.
 
-    create.py    making enrollments and their JWTs (used by the identity, router and CA resources)
-    complete.py  redeeming them (used by the ``/enroll`` handlers in ``api/enrollment.py``)
+    complete.py  redeeming them (used by the ``/enroll`` handlers in ``handlers/enrollment.py``)
 
-The two are apart so that the resources that create enrollments never import the code that
-completes them, which itself writes identities, authenticators and routers through the resources.
+Making enrollments and their JWTs is ``ziti_lite/auth/enrollments.py`` (used by the identity,
+router and CA resources). The two are apart, in two layers, so that the resources that create
+enrollments never import the code that completes them, which itself writes identities,
+authenticators and routers through the resources.
 """

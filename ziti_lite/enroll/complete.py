@@ -14,7 +14,7 @@ from ..auth import certs as certauth
 from ..auth import passwords
 from ..auth.certs import signer_keypair
 from ..auth.policy import identity_policy
-from ..errors import ApiError, CouldNotValidate, Unauthorized
+from ..errors import ApiError, CouldNotValidate, Unauthorized, generic_cause
 from ..ids import new_id
 from ..pki import ca, claims
 from ..pki.csr import CsrError, parse_csr
@@ -61,7 +61,7 @@ def _csr(data: bytes | str):
     try:
         return parse_csr(data)
     except CsrError as e:
-        raise ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("COULD_NOT_PROCESS_CSR", cause=generic_cause(str(e))) from None
 
 
 def enroll_ott(ctx: Ctx, enr: dict, body: bytes, is_json: bool) -> str:
@@ -70,7 +70,7 @@ def enroll_ott(ctx: Ctx, enr: dict, body: bytes, is_json: bool) -> str:
     store = ctx.store
     _check_live(store, enr, "identity_id")
     if is_json:
-        raise ApiError("COULD_NOT_PROCESS_CSR", cause={"code": "UNHANDLED", "message": "expected a PEM CSR, got JSON"})
+        raise ApiError("COULD_NOT_PROCESS_CSR", cause=generic_cause("expected a PEM CSR, got JSON"))
     csr = _csr(body)
     leaf = ca.sign_csr(csr, signer_keypair(ctx.ctl), usage="client")
     with store.write():
@@ -164,7 +164,7 @@ def enroll_ca(ctx: Ctx, certs: list, requested: str) -> str:
     try:
         external_id = claims.external_id(certauth.claim_of(row), leaf)
     except claims.ClaimError as e:
-        raise ApiError("MISSING_CERT_CLAIM", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("MISSING_CERT_CLAIM", cause=generic_cause(str(e))) from None
     fp = certauth.fingerprint(leaf)
     if not external_id:
         _cert_not_in_use(store, fp)
@@ -198,9 +198,9 @@ def _router_certs(ctx: Ctx, router_id: str, doc: dict) -> tuple[str, str]:
     client_csr = doc.get("certCsr") or doc.get("clientCsr")
     server_csr = doc.get("serverCertCsr") or doc.get("serverCsr")
     if not isinstance(server_csr, str) or not server_csr.strip():
-        raise ApiError("MISSING_OR_INVALID_CSR", cause={"code": "UNHANDLED", "message": "invalid server CSR"})
+        raise ApiError("MISSING_OR_INVALID_CSR", cause=generic_cause("invalid server CSR"))
     if not isinstance(client_csr, str) or not client_csr.strip():
-        raise ApiError("MISSING_OR_INVALID_CSR", cause={"code": "UNHANDLED", "message": "invalid client CSR"})
+        raise ApiError("MISSING_OR_INVALID_CSR", cause=generic_cause("invalid client CSR"))
     server = _csr(server_csr)
     client = _csr(client_csr)
     if client.common_name != router_id:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -58,8 +57,13 @@ SYMBOLS = {"id": Symbol("string", "t.id"), "createdAt": Symbol("datetime", "t.cr
            **{name: AUDIT.symbols[name] for name in AUDIT.filters}}
 # the current-* paths name the caller's own entities
 _SELF = {"current-api-session": "api-sessions", "current-identity": "identities"}
+# client-API paths whose writes are audited (the caller's own credentials; events/changes.py)
+CLIENT_AUDITED = ("/current-identity/", "/current-api-session/certificates")
+# the login operations (a row per outcome, from ``login`` below)
+_LOGINS = frozenset(("authenticate", "authenticateMfa"))
 # method names as upstream's authentication events give them
-_METHODS = {"password": "updb", "cert": "cert", "ext-jwt": "ext-jwt"}
+# (``mfa``: the TOTP step of a login, POST /authenticate/mfa; ziti-lite's own)
+_METHODS = {"password": "updb", "cert": "cert", "ext-jwt": "ext-jwt", "mfa": "mfa"}
 
 
 _INSERT = f"INSERT INTO audit_log ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
@@ -68,10 +72,19 @@ _INSERT = f"INSERT INTO audit_log ({', '.join(COLUMNS)}) VALUES ({', '.join('?' 
 _last_id = [0]
 
 
-def new_row_id() -> int:
-    """Row ids that grow with time (the table's rowid: each insert appends, and the list's
-    default order by id is time order): microseconds times 256, past the last one given."""
-    id = max(time.time_ns() // 1000 * 256, _last_id[0] + 1)
+def id_at(t: dt.datetime) -> int:
+    """The smallest row id of time ``t``: its microseconds since the epoch times 256."""
+    return int(t.timestamp() * 1_000_000) * 256
+
+
+def new_row_id(now: dt.datetime | None = None) -> int:
+    """Row ids that grow with time (the table's rowid: each insert appends, the list's default
+    order by id is time order, and retention and ``since`` read id ranges): the controller
+    clock's microseconds times 256, past the last one given in the same microsecond (a clock
+    set back gives smaller ids: a row's id stays its time)."""
+    id = id_at(now or clock.now())
+    if id <= _last_id[0] < id + 256:
+        id = _last_id[0] + 1
     _last_id[0] = id
     return id
 
@@ -80,36 +93,49 @@ def write(store: Any, redacted: bool = False, **values: Any) -> str:
     """Insert one row (``changes`` redacted here unless it comes ``redacted`` already)."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(values)
-    row["id"] = new_row_id()
-    row["created_at"] = clock.stamp()
     changes = row["changes"] or {}
+    now = clock.now()
+    row["id"] = new_row_id(now)
+    row["created_at"] = clock.fmt(now)
     row["changes"] = _enc.encode(changes if redacted else shapes.redact(changes)).decode()
     row["remote_address"] = row["remote_address"] or ""
     row["outcome"] = row["outcome"] or "success"
+    return _store(store, [row[c] for c in COLUMNS])
+
+
+def _store(store: Any, params: list[Any]) -> str:
+    """Insert a row's values (in ``COLUMNS`` order): in the write under way, else in its own."""
     if store.writing:   # the change's own transaction (a savepoint would only add cost)
-        _insert(store, row)
+        _insert(store, params)
     else:
         with store.write():
-            _insert(store, row)
-    return str(row["id"])
+            _insert(store, params)
+    return str(params[0])
 
 
-def _insert(store: Any, row: dict[str, Any]) -> None:
+def _insert(store: Any, params: list[Any]) -> None:
     for _ in range(100):
         try:
-            store.execute(_INSERT, [row[c] for c in COLUMNS])
+            store.execute(_INSERT, params)
             return
         except apsw.ConstraintError:   # the same microsecond in another process: the next id
-            row["id"] = _last_id[0] = max(row["id"], _last_id[0]) + 1
+            params[0] += 1
     raise RuntimeError("no free audit row id")
+
+
+_SKIP = frozenset(("id", "createdAt", "updatedAt"))
 
 
 def diff(before: dict | None, after: dict | None) -> dict[str, dict[str, Any]]:
     """field -> {old, new} for every field that differs (all of them on create and delete)."""
-    skip = ("id", "createdAt", "updatedAt")
-    b, a = before or {}, after or {}
+    if before is None:   # a create: every field that has a value
+        return {} if after is None else \
+            {k: {"old": None, "new": v} for k, v in after.items() if v is not None and k not in _SKIP}
+    if after is None:    # a delete
+        return {k: {"old": v, "new": None} for k, v in before.items() if v is not None and k not in _SKIP}
+    b, a = before, after
     return {k: {"old": b.get(k), "new": a.get(k)} for k in dict.fromkeys([*b, *a])
-            if k not in skip and b.get(k) != a.get(k)}
+            if k not in _SKIP and b.get(k) != a.get(k)}
 
 
 def _name(store: Any, collection: str | None, id: str | None) -> str | None:
@@ -122,9 +148,9 @@ def _name(store: Any, collection: str | None, id: str | None) -> str | None:
 
 
 def caller_name(ctx: Ctx) -> str | None:
-    """The name of the caller's identity (None without a session)."""
+    """The name of the caller's identity (None without a session), as its session lookup read it."""
     session = ctx.session
-    return _name(ctx.store, "identities", session.identity_id) if session is not None else None
+    return session.identity_name if session is not None else None
 
 
 def _caller(ctx: Ctx, name: str | None = None) -> dict[str, Any]:
@@ -134,11 +160,23 @@ def _caller(ctx: Ctx, name: str | None = None) -> dict[str, Any]:
             "identity_name": name if name is not None else caller_name(ctx), "remote_address": ctx.client_ip}
 
 
+def audits(ctx: Ctx) -> bool:
+    """Whether the request's writes are audited: every write of the management API, and the
+    client API's writes of the caller's own credentials (its MFA enrollment, its authenticators,
+    its API session's certificates). Logins are not: they have their login-outcome row."""
+    if ctx.route.op_id in _LOGINS:
+        return False
+    if ctx.api == "management":
+        return True
+    return ctx.api == "client" and ctx.session is not None and ctx.route.path.startswith(CLIENT_AUDITED)
+
+
 @after_change
 def request_changed(ctx: Ctx, response: Any) -> None:
-    """One row for a successful write of the management API (logins have their own, below)."""
+    """One row for a successful audited write not reported through ``crud.changed`` (logins
+    have their own, below)."""
     route = ctx.route
-    if ctx.audited or ctx.api != "management" or route.op_id == "authenticate" or ctx.ctl.settings.audit_days <= 0:
+    if ctx.audited or ctx.ctl.settings.audit_days <= 0 or not audits(ctx):
         return
     try:
         _record(ctx, response)
@@ -149,12 +187,20 @@ def request_changed(ctx: Ctx, response: Any) -> None:
 def write_change(ctx: Ctx, collection: str, id: str, before: dict | None, after: dict | None,
                  caller: str | None = None) -> None:
     """The audit row of a request that wrote ``collection``/``id`` through the generic handlers,
-    in the write's own transaction (``changes.py`` calls it)."""
+    in the write's own transaction (``changes.py`` calls it); the states come redacted."""
     route = ctx.route
+    session = ctx.session
     name = (after or before or {}).get("name")
-    write(ctx.store, redacted=True, **_caller(ctx, caller), operation=route.op_id, method=route.method,
-          path=ctx.request.scope["path"], entity_type=collection, entity_id=id, entity_name=name,
-          changes=diff(before, after))
+    # the row in COLUMNS order, built directly: every audited write pays this; its time is the
+    # write's own where a generic create/update stamped the row (its new updatedAt), else now
+    stamp = after.get("updatedAt") if after is not None and route.resource is not None else None
+    now = clock.now()
+    _store(ctx.store, [
+        new_row_id(now), stamp if isinstance(stamp, str) else clock.fmt(now),
+        session.identity_id if session is not None else None,
+        caller if caller is not None else caller_name(ctx), session.id if session is not None else None,
+        ctx.client_ip or "", route.op_id, route.method, ctx.request.scope["path"], collection, id, name, "success",
+        None, _enc.encode(diff(before, after)).decode()])
 
 
 def _record(ctx: Ctx, response: Any) -> None:
@@ -221,7 +267,8 @@ def _login(ctx: Ctx, method: str, done: Login | None, api_session_id: str | None
             reason=reason))
     if ctx.ctl.settings.audit_days > 0:
         write(store, identity_id=identity_id, identity_name=_name(store, "identities", identity_id),
-              api_session_id=api_session_id, remote_address=ctx.client_ip, operation="authenticate",
+              api_session_id=api_session_id, remote_address=ctx.client_ip,
+              operation="authenticateMfa" if method == "mfa" else "authenticate",
               method=ctx.route.method, path=ctx.request.scope["path"], entity_type="api-sessions",
               entity_id=api_session_id, outcome="success" if error is None else "failure", reason=reason or None,
               changes={"method": {"old": None, "new": method}})
@@ -247,11 +294,11 @@ async def list_audit(ctx: Ctx) -> env.JSON:
 
 def prune(store: Any, days: float, max_rows: int) -> int:
     """Delete rows older than ``days`` and the oldest beyond ``max_rows``; the number deleted."""
-    cutoff = clock.fmt(clock.now() - dt.timedelta(days=days))
+    cutoff = id_at(clock.now() - dt.timedelta(days=days))
     with store.write():
-        store.execute("DELETE FROM audit_log WHERE created_at < ?", (cutoff,))   # the time index's prefix
+        store.execute("DELETE FROM audit_log WHERE id < ?", (cutoff,))   # ids grow with time: a rowid range
         gone = store.value("SELECT changes()")
-        # ids grow with time: the newest max_rows are those from the max_rows-th largest id on
+        # the newest max_rows are those from the max_rows-th largest id on
         store.execute("DELETE FROM audit_log WHERE id < (SELECT id FROM audit_log ORDER BY id DESC LIMIT 1 OFFSET ?)",
                       (max_rows - 1,))
         gone += store.value("SELECT changes()")
@@ -262,10 +309,11 @@ def query(store: Any, since: str | None = None, identity: str | None = None, ent
           limit: int = 1000) -> list[dict]:
     """Rows for ``ziti-lite audit``, oldest first: since a time stamp, of one identity (name or
     id), of one entity type (collection name)."""
-    where, params = ["1"], []
+    where: list[str] = ["1"]
+    params: list[Any] = []
     if since:
-        where.append("created_at >= ?")
-        params.append(since)
+        where.append("id >= ?")   # ids grow with time: a rowid range
+        params.append(id_at(clock.parse(since)))
     if identity:
         where.append("(identity_name = ? OR identity_id = ?)")
         params += [identity, identity]

@@ -61,6 +61,7 @@ class Bus:
         self.on_active: list[Callable[[], None]] = []  # called when the first subscriber comes, the last goes
         self.sink: Any = None               # the --events file while serving (runtime.py)
         self.tasks: list[Any] = []          # entity counts and housekeeping while serving (runtime.py)
+        self._wanted: frozenset[str] = frozenset()   # namespaces some subscriber takes (kept by _toggled)
 
     @property
     def active(self) -> bool:
@@ -68,18 +69,28 @@ class Bus:
         return bool(self.subscribers)
 
     def wants(self, namespace: str) -> bool:
-        return any(s.types is None or namespace in s.types for s in self.subscribers)
+        """Whether a subscriber takes ``namespace`` (a set lookup: every write asks)."""
+        return namespace in self._wanted
 
     def subscribe(self, sub: Subscriber) -> None:
         self.subscribers.append(sub)
+        self.rewant()
         if len(self.subscribers) == 1:
             self._toggled()
 
     def unsubscribe(self, sub: Subscriber) -> None:
         if sub in self.subscribers:
             self.subscribers.remove(sub)
+            self.rewant()
             if not self.subscribers:
                 self._toggled()
+
+    def rewant(self) -> None:
+        """Recompute what the subscribers take (after one changed its ``types``)."""
+        wanted: set[str] = set()
+        for s in self.subscribers:
+            wanted.update(NAMESPACES if s.types is None else s.types)
+        self._wanted = frozenset(wanted)
 
     def end_streams(self) -> None:
         """End every live stream (SSE, ws-api): the server is shutting down."""
@@ -100,6 +111,19 @@ class Bus:
             store.after_commit(lambda: self._publish(event))
         else:
             self._publish(event)
+
+    def emit_all(self, events: list[dict], store: Any = None) -> None:
+        """``emit`` each of ``events``, in order, with one commit hook for all of them."""
+        if not self.subscribers:
+            return
+        if store is not None:
+            store.after_commit(lambda: self._publish_all(events))
+        else:
+            self._publish_all(events)
+
+    def _publish_all(self, events: list[dict]) -> None:
+        for e in events:
+            self._publish(e)
 
     def _publish(self, event: dict) -> None:
         namespace = event["namespace"]

@@ -37,20 +37,30 @@ def detail(ctx: Ctx, res: Resource, row: dict | None) -> dict | None:
     constants, not what the resource's render hook computes for the caller (a service's
     permissions, an identity's enrollment tokens). JSON-valued fields stay ``msgspec.Raw``
     unless the detail has a secret key to redact (then it is plain JSON values)."""
+    return state(ctx, res, row)[0]
+
+
+def state(ctx: Ctx, res: Resource, row: dict | None) -> tuple[dict | None, Any]:
+    """``detail`` and the same detail for the event: ``msgspec.Raw`` of its JSON when it needed
+    no redaction (the text encoded once, for the secret scan, is the event's), else the dict."""
     if row is None:
-        return None
+        return None, None
     out = crud.render_declared(ctx, res, row)
     out.pop("_links", None)
     encoded = _enc.encode(out)
-    return shapes.redact(_dec.decode(encoded)) if shapes.may_hold_secrets(encoded) else out
+    if shapes.may_hold_secrets(encoded):
+        clean = shapes.redact(_dec.decode(encoded))
+        return clean, clean
+    return out, msgspec.Raw(encoded)
 
 
 def author(ctx: Ctx, name: str | None) -> dict[str, Any]:
     """Upstream's change-context metadata for a REST change (``name``: the caller's identity's),
     and the API session behind it."""
-    meta: dict[str, Any] = {"src.type": "rest", "src.auth": "edge", "src.method": ctx.request.method,
+    scope = ctx.request.scope   # read directly: starlette's properties build objects on every call
+    meta: dict[str, Any] = {"src.type": "rest", "src.auth": "edge", "src.method": scope["method"],
                             "src.remote": ctx.client_ip}
-    server = ctx.request.scope.get("server")
+    server = scope.get("server")
     if server:
         meta["src.local"] = f"{server[0]}:{server[1]}"
     session = ctx.session
@@ -66,37 +76,48 @@ def author(ctx: Ctx, name: str | None) -> dict[str, Any]:
 
 def _serves(ctx: Ctx, res: Resource, id: str) -> bool:
     """Whether this write is the one the request is about (its audit row, with the diff): any
-    write of the route's resource, or for a hand-written operation on one entity
-    (``/cas/{id}/verify``, ``/identities/{id}/disable``) the write of that entity."""
+    write of the route's resource; for a hand-written operation on one entity of a collection
+    (``/cas/{id}/verify``, ``/identities/{id}/disable``) the write of that entity, and for any
+    other hand-written operation (``/current-identity/mfa``, ``/identities/{id}/mfa``) the first
+    write it reports."""
     route = ctx.route
     if route.resource is not None:
         return route.resource.name == res.name
-    return ctx.params.get("id") == id and route.path.split("/")[1] == res.name
+    if "id" in ctx.params and route.path.split("/")[1] == res.name:
+        return ctx.params["id"] == id
+    return True
+
+
+# resource names that are not their entity's collection: upstream's entity type, the audit's name
+_TYPES: dict[str, str] = {"current-api-session/certificates": "apiSessionCertificates"}
+_AUDIT_NAMES = {"current-api-session/certificates": "api-session-certificates"}
 
 
 @crud.listen_all
 def entity_changed(ctx: Ctx, res: Resource, id: str, before: dict | None, values: dict | None) -> None:
-    bus = ctx.ctl.events
+    ctl = ctx.ctl
+    bus = ctl.events
     emit = bus.wants("entityChange")
-    audited = (ctx.ctl.settings.audit_days > 0 and not ctx.audited and ctx.api == "management"
-               and _serves(ctx, res, id))
+    audited = not ctx.audited and ctl.settings.audit_days > 0 and audit.audits(ctx) and _serves(ctx, res, id)
     if not (emit or audited):
         return
-    initial = detail(ctx, res, before)
-    final = None
+    initial, initial_event = state(ctx, res, before)
+    final = final_event = None
     if values is not None:
         try:
-            final = detail(ctx, res, crud.get_row(ctx.store, res, id))
+            final, final_event = state(ctx, res, crud.get_row(ctx.store, res, id))
         except NotFound:   # written outside the resource's scope: nothing to show
-            final = None
-    caller = audit.caller_name(ctx)
+            pass
+    session = ctx.session
+    caller = session.identity_name if session is not None else None
     if audited:
-        audit.write_change(ctx, res.name, id, initial, final, caller)
+        audit.write_change(ctx, _AUDIT_NAMES.get(res.name, res.name), id, initial, final, caller)
         ctx.audited = True
     if emit:
         kind = "created" if before is None else "deleted" if values is None else "updated"
         event_id = new_id()
-        etype = entity_type(res.name)
-        bus.emit(shapes.entity_change(bus.source_id, kind, event_id, etype, initial, final, author(ctx, caller)),
-                 ctx.store)
-        bus.emit(shapes.entity_committed(bus.source_id, event_id, etype), ctx.store)
+        etype = _TYPES.get(res.name) or _TYPES.setdefault(res.name, entity_type(res.name))
+        when = shapes.timestamp()
+        bus.emit_all([shapes.entity_change(bus.source_id, kind, event_id, etype, initial_event, final_event,
+                                           author(ctx, caller), when),
+                      shapes.entity_committed(bus.source_id, event_id, etype, when)], ctx.store)

@@ -23,13 +23,14 @@ SECRET_FIELDS = frozenset({
 })
 
 
-_SECRET_KEY = re.compile(b'"(?:' + b"|".join(sorted(n.encode() for n in SECRET_FIELDS)) + b')"', re.IGNORECASE)
+# matched against the lower-cased text: a case-insensitive pattern scans ~5 times slower
+_SECRET_KEY = re.compile(b'"(?:' + b"|".join(sorted(n.encode() for n in SECRET_FIELDS)) + b')"')
 
 
 def may_hold_secrets(encoded: bytes) -> bool:
     """Whether JSON text has a key that ``redact`` would replace (one scan of the text: most
     entity details have none, and walking them costs more than encoding them)."""
-    return _SECRET_KEY.search(encoded) is not None
+    return _SECRET_KEY.search(encoded.lower()) is not None
 
 
 def redact(value: Any) -> Any:
@@ -44,8 +45,13 @@ def redact(value: Any) -> Any:
 
 def timestamp(t: dt.datetime | None = None) -> str:
     """Go's ``time.Time`` in JSON (RFC 3339 with the fraction's trailing zeros dropped), in UTC."""
-    t = (t or clock.now()).astimezone(dt.UTC).replace(tzinfo=None)
+    if t is None:
+        t = clock.now()   # already UTC
+    elif t.utcoffset():
+        t = t.astimezone(dt.UTC)
     text = t.isoformat()   # C-fast; ".ffffff" only when there is a fraction
+    if t.tzinfo is not None:
+        text = text[:-6]   # "+00:00"
     return (text.rstrip("0") if t.microsecond else text) + "Z"
 
 
@@ -55,11 +61,11 @@ def nanos(seconds: float) -> int:
 
 
 def entity_change(src: str, event_type: str, event_id: str, entity_type: str, initial: Any, final: Any,
-                  metadata: dict[str, Any]) -> dict:
+                  metadata: dict[str, Any], when: str | None = None) -> dict:
     """``entityChange``: created, updated, deleted (and ``committed`` after them); camelCase
     names, as upstream's (the one namespace that uses them). The states must come redacted."""
     out: dict[str, Any] = {"namespace": "entityChange", "eventId": event_id, "eventType": event_type,
-                           "event_src_id": src, "timestamp": timestamp()}
+                           "event_src_id": src, "timestamp": when or timestamp()}
     if metadata:
         out["metadata"] = metadata
     if entity_type:
@@ -72,9 +78,9 @@ def entity_change(src: str, event_type: str, event_id: str, entity_type: str, in
     return out
 
 
-def entity_committed(src: str, event_id: str, entity_type: str) -> dict:
+def entity_committed(src: str, event_id: str, entity_type: str, when: str | None = None) -> dict:
     return {"namespace": "entityChange", "eventId": event_id, "eventType": "committed", "event_src_id": src,
-            "timestamp": timestamp(), "entityType": entity_type, "isParentEvent": False}
+            "timestamp": when or timestamp(), "entityType": entity_type, "isParentEvent": False}
 
 
 def api_session(src: str, event_type: str, id: str, identity_id: str, ip_address: str) -> dict:

@@ -1,10 +1,14 @@
 """Events read from the rows themselves: API sessions, sessions and terminators are created and
 deleted by many paths (logins, logouts, expiry, revocation, cascades of an identity's or a
 service's deletion, the embedded router, a router's control channel), so their events come from
-SQLite's pre-update hook on the controller's connection rather than from each path. A row seen
-in the hook is announced when its write commits (``Store.after_commit``).
+triggers on those three tables rather than from each path: temporary triggers of the
+controller's connection (never in the file) that hand the row to ``zl_row_event``. A row seen
+there is announced when its write commits (``Store.after_commit``).
 
-The hook is installed only while the bus has subscribers: without them a write pays nothing.
+Triggers rather than SQLite's pre-update hook: the hook calls into Python for every row any
+write touches (a service create touches a dozen: link tables, the audit row), the triggers only
+for the rows of these tables. They exist only while the bus has subscribers: without them a
+write pays nothing.
 """
 
 from __future__ import annotations
@@ -17,9 +21,6 @@ from . import shapes
 from .bus import Bus
 
 log = logging.getLogger("ziti_lite.events")
-
-_OPS = {"INSERT": "created", "DELETE": "deleted", "UPDATE": "updated"}
-
 
 def _api_session(bus: Bus, store: Any, op: str, row: dict) -> Callable[[], dict | None] | None:
     if op == "updated":
@@ -53,20 +54,30 @@ TABLES = {
 }
 
 
+# the triggers of each table: (SQL event, ``op`` given to the builder, row image)
+_TRIGGERS = {
+    "api_sessions": (("INSERT", "created", "NEW"), ("DELETE", "deleted", "OLD")),
+    "sessions": (("INSERT", "created", "NEW"), ("DELETE", "deleted", "OLD")),
+    "terminators": (("INSERT", "created", "NEW"), ("DELETE", "deleted", "OLD"), ("UPDATE", "updated", "OLD")),
+}
+
+
 class RowEvents:
-    """The pre-update hook of one store, on while ``bus`` has subscribers."""
+    """The row triggers of one store, present while ``bus`` has subscribers."""
 
     def __init__(self, store: Any, bus: Bus):
         self.store = store
         self.bus = bus
         self.installed = False
         self._columns: dict[str, tuple[str, ...]] = {}
+        store.conn.create_scalar_function("zl_row_event", self._row, -1)
 
     def sync(self) -> None:
-        """Install or remove the hook as the bus gains its first or loses its last subscriber."""
+        """Create or drop the triggers as the bus gains its first or loses its last subscriber."""
         want = self.bus.active
         if want != self.installed:
-            self.store.conn.preupdate_hook(self._hook if want else None, id="zl-events")
+            with self.store.write():   # never inside another thread's transaction on this connection
+                self.store.conn.execute(self._create_sql() if want else self._drop_sql())
             self.installed = want
 
     def _names(self, table: str) -> tuple[str, ...]:
@@ -76,25 +87,31 @@ class RowEvents:
                 f"PRAGMA table_info({table})"))
         return names
 
-    def _hook(self, update: Any) -> None:
+    def _create_sql(self) -> str:
+        out = []
+        for table, triggers in _TRIGGERS.items():
+            for event, op, image in triggers:
+                values = ", ".join(f"{image}.{c}" for c in self._names(table))
+                out.append(f"CREATE TEMP TRIGGER IF NOT EXISTS zl_event_{table}_{op} AFTER {event} ON main.{table}"
+                           f" BEGIN SELECT zl_row_event('{table}', '{op}', {values}); END;")
+        return "\n".join(out)
+
+    def _drop_sql(self) -> str:
+        return "\n".join(f"DROP TRIGGER IF EXISTS temp.zl_event_{table}_{op};"
+                         for table, triggers in _TRIGGERS.items() for _, op, _ in triggers)
+
+    def _row(self, table: str, op: str, *values: Any) -> None:
+        """``zl_row_event(table, op, column values...)``, from the triggers: never raises into SQLite."""
         try:
-            entry = TABLES.get(update.table_name)
-            if entry is None or update.database_name != "main" or not self.bus.wants(entry[0]):
+            namespace, builder = TABLES[table]
+            if not self.bus.wants(namespace):
                 return
-            op = _OPS[update.op]
-            values = update.new if op == "created" else update.old
-            row = dict(zip(self._names_outside(update.table_name), values))
-            build = entry[1](self.bus, self.store, op, row)
+            row = dict(zip(self._columns[table], values))
+            build = builder(self.bus, self.store, op, row)
             if build is not None:
                 self.store.after_commit(lambda: self._publish(build))
-        except Exception:  # never into SQLite: the write goes on, the event is lost and logged
-            log.exception("row event of %s", getattr(update, "table_name", "?"))
-
-    def _names_outside(self, table: str) -> tuple[str, ...]:
-        names = self._columns.get(table)
-        if names is None:  # learnt before the hook is installed; never queried from inside it
-            raise LookupError(f"columns of {table} not known")
-        return names
+        except Exception:  # the write goes on, the event is lost and logged
+            log.exception("row event of %s", table)
 
     def _publish(self, build: Callable[[], dict | None]) -> None:
         event = build()

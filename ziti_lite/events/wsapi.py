@@ -123,6 +123,7 @@ async def ws_api(ctl: Any, scope: Any, receive: Any, send: Any) -> None:
             else:
                 stream.wanted = stream.wanted | types if stream.wanted is not None else None
                 stream.types = None if stream.wanted is None else stream.wanted | {"edge.apiSessions"}
+                bus.rewant()
             await outgoing.put(result(rseq, True, "success", seq))
         await outgoing.put(None)
 

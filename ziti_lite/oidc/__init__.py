@@ -1,2 +1,3 @@
-"""The ``oauth2`` security scheme: the controller's OIDC provider (``provider.py``) and the
-tokens it issues and the edge APIs and the embedded router accept (``tokens.py``)."""
+"""The ``oauth2`` security scheme: the controller's OIDC provider (``provider.py``). The tokens it
+issues, which the edge APIs and the embedded router accept, are ``ziti_lite/auth/oidc_tokens.py``
+(below the resources: the request path verifies them)."""

@@ -33,18 +33,18 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.types import Receive, Scope, Send
 
 from .. import clock
-from ..api.authentication import Authenticate, password_login
 from ..api.context import Ctx
-from ..api.enrollment import cert_login
 from ..api.router import Route
 from ..auth import mfa, sessions
+from ..auth import oidc_tokens as tokens
 from ..auth.extjwt import ext_jwt_login
 from ..auth.methods import Login, login_outcome
 from ..auth.policy import policy_secondary
 from ..errors import ApiError, InvalidAuth
+from ..handlers.authentication import Authenticate, password_login
+from ..handlers.enrollment import cert_login
 from ..pki.ca import fingerprint
 from ..tls import peer_certs
-from . import tokens
 
 log = logging.getLogger("ziti_lite")
 

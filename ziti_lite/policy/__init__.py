@@ -3,13 +3,11 @@
     model.py            the entity sides and policy kinds, with their membership tables
     evaluate.py         role matching (#attr, @id, #all; AllOf/AnyOf), in Python and in SQL
     links.py            the materialised membership, kept in step inside every write
-    tunneler.py         Router identities and system policies of tunneler-enabled edge routers
-    relations.py        the relationship list endpoints
-    roles.py            roleFilter on entity lists and the role-attribute lists
-    advice.py           /identities/{id}/policy-advice/{serviceId}
-    service_configs.py  /identities/{id}/service-configs
     checks.py           integrity checks of the derived tables
+    access.py           what a caller may see and use: its visible services, posture checks
+    posture_checks.py   posture evaluation, and the one table of posture check types
 
 The resources themselves (service, edge router and service edge router policies) are declared
-in ``ziti_lite.resources.policies``.
+in ``ziti_lite.resources.policies``; the policy endpoints (relationship and role-attribute lists,
+advice, service configs) and the tunneler listener are operations, in ``ziti_lite.handlers``.
 """

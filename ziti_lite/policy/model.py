@@ -97,7 +97,6 @@ SERP = Kind(
     ),
 )
 KINDS = {k.name: k for k in (SP, ERP, SERP)}
-KIND_BY_RESOURCE = {k.resource: k for k in KINDS.values()}
 
 
 # ---------------------------------------------------------------- joins across the membership tables
@@ -106,11 +105,26 @@ IDENTITY_SERVICES = ("t.id IN (SELECT s.service_id FROM service_policy_identitie
                      " JOIN service_policy_services s ON s.policy_id = i.policy_id WHERE i.identity_id = ?{})")
 SERVICE_IDENTITIES = ("t.id IN (SELECT i.identity_id FROM service_policy_services s"
                       " JOIN service_policy_identities i ON i.policy_id = s.policy_id WHERE s.service_id = ?{})")
-IDENTITY_ROUTERS = ("t.id IN (SELECT r.router_id FROM edge_router_policy_identities i"
-                    " JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)")
+
+
+def identity_router_ids(identity: str = "?") -> str:
+    """The one identity -> router query: the ids of the routers the edge router policies of the
+    identity (an SQL expression, a parameter by default) select. Used by the relationship lists,
+    the caller's edge routers and a service's routers (client API), policy advice and the edge
+    router's dial check; a caller may add ``AND r.router_id = ...`` to its WHERE clause."""
+    return ("SELECT r.router_id FROM edge_router_policy_identities i"
+            f" JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = {identity}")
+
+
+def service_router_ids(service: str = "?") -> str:
+    """The ids of the routers the service edge router policies of the service select (as above)."""
+    return ("SELECT r.router_id FROM service_edge_router_policy_services s"
+            f" JOIN service_edge_router_policy_routers r ON r.policy_id = s.policy_id WHERE s.service_id = {service}")
+
+
+IDENTITY_ROUTERS = f"t.id IN ({identity_router_ids()})"
 ROUTER_IDENTITIES = ("t.id IN (SELECT i.identity_id FROM edge_router_policy_routers r"
                      " JOIN edge_router_policy_identities i ON i.policy_id = r.policy_id WHERE r.router_id = ?)")
-SERVICE_ROUTERS = ("t.id IN (SELECT r.router_id FROM service_edge_router_policy_services s"
-                   " JOIN service_edge_router_policy_routers r ON r.policy_id = s.policy_id WHERE s.service_id = ?)")
+SERVICE_ROUTERS = f"t.id IN ({service_router_ids()})"
 ROUTER_SERVICES = ("t.id IN (SELECT s.service_id FROM service_edge_router_policy_routers r"
                    " JOIN service_edge_router_policy_services s ON s.policy_id = r.policy_id WHERE r.router_id = ?)")

@@ -75,9 +75,6 @@ class AuthPolicyCreate(Body):
     tags: Tags | None = None
 
 
-class AuthPolicyUpdate(AuthPolicyCreate):
-    pass
-
 
 def merge_leaves(base: dict, patch: dict) -> dict:
     """``base`` with the non-null leaves of ``patch`` written over it (nested dicts merged)."""
@@ -154,8 +151,8 @@ AUTH_POLICIES = Resource(
     name="auth-policies", entity="authPolicy", table="auth_policies",
     fields=(NAME, Field("primary", "json", column="primary_"),
             Field("secondary", "json")),
-    create=AuthPolicyCreate, update=AuthPolicyUpdate,
-    patch=derive_patch(AuthPolicyUpdate, default=None, nested=True),  # null (or absent) leaves the stored value alone
+    create=AuthPolicyCreate,
+    patch=derive_patch(AuthPolicyCreate, default=None, nested=True),  # null (or absent) leaves the stored value alone
     extra_symbols={
         "primary.cert.allowed": _json_sym("bool", "primary_", "cert.allowed"),
         "primary.cert.allowExpiredCerts": _json_sym("bool", "primary_", "cert.allowExpiredCerts"),
@@ -194,9 +191,6 @@ class ExternalJwtSignerCreate(Body):
     target_token: Literal["ACCESS", "ID"] | None = None
     tags: Tags | None = None
 
-
-class ExternalJwtSignerUpdate(ExternalJwtSignerCreate):
-    pass
 
 
 def prepare_signer(ctx, values: dict, existing: dict | None) -> None:
@@ -272,7 +266,7 @@ EXT_JWT_SIGNERS = Resource(
         Field("notBefore", "datetime", nullable=True),
         Field("notAfter", "datetime", nullable=True),
     ),
-    create=ExternalJwtSignerCreate, update=ExternalJwtSignerUpdate,
+    create=ExternalJwtSignerCreate,
     filters=("name", "fingerprint", "kid", "issuer", "certPem", "commonName", "notAfter", "notBefore", "enabled",
              "claimsProperty", "useExternalId", "audience", "clientId", "scopes"),
     # upstream's scopes symbol is a plain string one (set functions on it are refused)

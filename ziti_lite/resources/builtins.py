@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 
-from ..client.posture_checks import TYPES as POSTURE_TYPES
+from ..policy.posture_checks import TYPES as POSTURE_TYPES
 
 UINT16 = 65535
 INT32 = 2147483647

@@ -15,8 +15,8 @@ from ..api import envelope as env
 from ..api.ops import op
 from ..api.resource import Field, Ref, Resource, derive_patch
 from ..auth.certs import server_keypair
+from ..auth.enrollments import new_enrollment
 from ..db.filters import Symbol
-from ..enroll.create import new_enrollment
 from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca as pki
@@ -230,6 +230,7 @@ async def create_enrollment(ctx):
         id = new_enrollment(ctx, body.method, identity_id=body.identity_id, expires_at=expires,
                             ca_id=body.ca_id if body.method == "ottca" else None,
                             username=body.username if body.method == "updb" else None)
+        crud.changed(ctx, ENROLLMENTS, id, None, {"method": body.method})   # entityChange, audit row
     return env.created(id, f"./enrollments/{id}")
 
 
@@ -250,6 +251,7 @@ async def refresh_enrollment(ctx):
                                     subject=subject, token=token, method=row["method"], expires_at=expires)
         ctx.store.execute("UPDATE enrollments SET token = ?, jwt = ?, expires_at = ?, updated_at = ? WHERE id = ?",
                           (token, jwt, clock.fmt(expires), clock.stamp(), id))
+        crud.changed(ctx, ENROLLMENTS, id, row, {"token": token, "jwt": jwt, "expires_at": clock.fmt(expires)})
     return env.empty()
 
 

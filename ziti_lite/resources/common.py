@@ -21,7 +21,6 @@ Attributes = list[str]
 Cost = Annotated[int, Meta(ge=0, le=65535)]
 Precedence = Annotated[str, Meta(pattern="^(default|required|failed)$")]
 Semantic = Annotated[str, Meta(pattern="^(AllOf|AnyOf)$")]
-NonEmpty = Annotated[str, Meta(min_length=1)]
 
 NAME = Field("name")
 ROLE_ATTRIBUTES = Field("roleAttributes", "set")

@@ -16,9 +16,9 @@ from ..api.ops import op
 from ..api.resource import Field, Ref, Resource
 from ..auth import passwords
 from ..auth.certs import prepare_cert_authenticator  # certificate checks live with the PKI
+from ..auth.enrollments import create_for_identity  # the enrollment module owns JWTs and tokens
 from ..db.filters import Symbol
-from ..enroll.create import create_for_identity  # the enrollment module owns JWTs and tokens
-from ..errors import ApiError, CouldNotValidate, NotFound
+from ..errors import ApiError, CouldNotValidate, NotFound, generic_cause
 from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Cost, Tags, check_attributes, check_name, exists, name_of
 
 IdentityTypeName = Literal["User", "Device", "Service", "Router", "Default"]
@@ -178,12 +178,6 @@ def render_identity(ctx, row: dict, out: dict) -> None:
     out["edgeRouterConnectionStatus"] = "online" if connected else "offline"
 
 
-def enrollment_summary(store, identity_id: str) -> dict:
-    return _enrollments(store, store.conn.execute(
-        "SELECT id, method, token, jwt, expires_at, ca_id, username FROM enrollments"
-        " WHERE identity_id = ? ORDER BY created_at", (identity_id,)))
-
-
 def _enrollments(store, rows) -> dict:
     out = {}
     for e_id, method, token, jwt, expires_at, ca_id, username in rows:
@@ -201,7 +195,7 @@ def before_delete_identity(ctx, row: dict) -> None:
     if row["type_id"] == "Router" and exists(ctx.store, "routers", row["id"]):
         raise ApiError(
             "ENTITY_CAN_NOT_BE_DELETED",
-            cause={"code": "UNHANDLED", "message": "cannot delete a router's identity while the router exists"},
+            cause=generic_cause("cannot delete a router's identity while the router exists"),
         )
 
 

@@ -29,9 +29,6 @@ class ServicePolicyCreate(Body):
     tags: Tags | None = None
 
 
-class ServicePolicyUpdate(ServicePolicyCreate):
-    pass
-
 
 class EdgeRouterPolicyCreate(Body):
     name: str
@@ -41,9 +38,6 @@ class EdgeRouterPolicyCreate(Body):
     tags: Tags | None = None
 
 
-class EdgeRouterPolicyUpdate(EdgeRouterPolicyCreate):
-    pass
-
 
 class ServiceEdgeRouterPolicyCreate(Body):
     name: str
@@ -52,9 +46,6 @@ class ServiceEdgeRouterPolicyCreate(Body):
     edge_router_roles: Roles = None
     tags: Tags | None = None
 
-
-class ServiceEdgeRouterPolicyUpdate(ServiceEdgeRouterPolicyCreate):
-    pass
 
 
 def _check_ids(store, ln: Link, roles: list[str]) -> None:
@@ -151,7 +142,6 @@ SERVICE_POLICIES = Resource(
     table="service_policies",
     fields=(NAME, Field("type"), Field("semantic"), *_role_fields(SP)),
     create=ServicePolicyCreate,
-    update=ServicePolicyUpdate,
     links=("services", "identities", "posture-checks"),
     filters=("name", "type", "semantic", "identityRoles", "serviceRoles", "postureCheckRoles", "identities",
              "services"),
@@ -168,7 +158,6 @@ EDGE_ROUTER_POLICIES = Resource(
     table="edge_router_policies",
     fields=(NAME, Field("semantic"), *_role_fields(ERP)),
     create=EdgeRouterPolicyCreate,
-    update=EdgeRouterPolicyUpdate,
     links=("edge-routers", "identities"),
     filters=("name", "semantic", "identityRoles", "edgeRouterRoles"),
     protect_system=True,
@@ -184,7 +173,6 @@ SERVICE_EDGE_ROUTER_POLICIES = Resource(
     table="service_edge_router_policies",
     fields=(NAME, Field("semantic"), *_role_fields(SERP)),
     create=ServiceEdgeRouterPolicyCreate,
-    update=ServiceEdgeRouterPolicyUpdate,
     links=("edge-routers", "services"),
     filters=("name", "semantic", "serviceRoles", "edgeRouterRoles"),
     prepare=_preparer(SERP),

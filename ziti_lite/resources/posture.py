@@ -15,8 +15,8 @@ from typing import Literal
 
 from .. import semver
 from ..api.resource import Field, Resource
-from ..client.posture_checks import TYPES, WIRE
 from ..errors import CouldNotValidate
+from ..policy.posture_checks import TYPES, WIRE
 from .common import NAME, Attributes, Body, Semantic, Tags, check_attributes, check_name
 
 OsType = Literal["Windows", "WindowsServer", "Android", "iOS", "Linux", "macOS"]
@@ -59,12 +59,9 @@ class PostureCheckCreate(Body):
     ignore_legacy_endpoints: bool | None = None
 
 
-class PostureCheckUpdate(PostureCheckCreate):
-    pass
-
 
 # ---------------------------------------------------------------- the posture check types
-# one table (``ziti_lite.client.posture_checks.TYPES``): each type's columns, posture-check-types
+# one table (``ziti_lite.policy.posture_checks.TYPES``): each type's columns, posture-check-types
 # row, render and evaluation
 assert set(TYPES) == set(PostureCheckType.__args__)  # type: ignore[attr-defined]
 ALL_TYPE_COLUMNS = tuple(c for t in TYPES.values() for c in t.columns)
@@ -178,7 +175,7 @@ POSTURE_CHECKS = Resource(
     ),
     filters=("name", "promptOnUnlock", "promptOnWake"),
     computed=_TYPE_FIELDS,
-    create=PostureCheckCreate, update=PostureCheckUpdate,
+    create=PostureCheckCreate,
     prepare=prepare_posture_check, render=render_posture_check,
 )
 

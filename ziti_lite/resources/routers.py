@@ -22,8 +22,8 @@ from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
 from ..api.resource import Field, Ref, Resource
+from ..auth.enrollments import new_enrollment
 from ..db.filters import Symbol
-from ..enroll.create import new_enrollment
 from ..errors import ApiError, CouldNotValidate, NotFound
 from .common import (
     NAME,
@@ -105,9 +105,6 @@ class EdgeRouterCreate(Body):
     tags: Tags | None = None
 
 
-class EdgeRouterUpdate(EdgeRouterCreate):
-    pass
-
 
 EDGE_DEFAULTS = {"cost": 0, "no_traversal": False, "disabled": False, "is_tunneler_enabled": False,
                  "role_attributes": list, "app_data": dict}
@@ -158,7 +155,7 @@ EDGE_ROUTERS = Resource(
         Field("certPem", nullable=True),
         *_CERT_FIELDS,
     ),
-    create=EdgeRouterCreate, update=EdgeRouterUpdate,
+    create=EdgeRouterCreate,
     links=("edge-router-policies",),
     computed=(Field("isOnline", "bool"), Field("hostname"), Field("supportedProtocols", "map"), Field("syncStatus"),
               Field("versionInfo", "json"), *_ENROLLMENT_FIELDS),
@@ -196,9 +193,6 @@ class RouterCreate(Body):
     tags: Tags | None = None
 
 
-class RouterUpdate(RouterCreate):
-    pass
-
 
 def prepare_router(ctx, values: dict, existing: dict | None) -> None:
     if existing is not None and existing["is_edge"]:
@@ -225,7 +219,7 @@ def _router_resource(name: str, entity: str, patch: type | None = None) -> Resou
         name=name, entity=entity, table="routers",
         fields=(*_ROUTER_FIELDS, Field("isVerified", "bool"), *_CERT_FIELDS),
         computed=(Field("isOnline", "bool"), *_ENROLLMENT_FIELDS),
-        create=RouterCreate, update=RouterUpdate, patch=patch,
+        create=RouterCreate, patch=patch,
         filters=("name", "fingerprint", "cost", "noTraversal", "disabled"),
         prepare=prepare_router, render=render_router,
         before_delete=before_delete_router, after_write=_router_written(name),

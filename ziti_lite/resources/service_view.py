@@ -16,24 +16,9 @@ import msgspec
 
 from ..api import crud
 from ..auth.sessions import resolve_config_types
-from ..client import access, posture_checks
-from ..client.access import VISIBLE, has_posture_checks
 from ..errors import NotFound
-
-PERMISSIONS_SQL = ("SELECT DISTINCT i.type FROM service_policy_identities i"
-                   " JOIN service_policy_services s ON s.policy_id = i.policy_id AND s.service_id = ?"
-                   " WHERE i.identity_id = ?")
-
-
-def permissions_for(ctx, service_id: str, identity_id: str | None = None) -> list[str]:
-    """The caller's (or ``identity_id``'s) permissions on a service from its service policies:
-    ``Bind`` before ``Dial``, as upstream; none gives ``["Invalid"]`` (only admins see such a
-    service)."""
-    if identity_id is None:
-        identity_id = ctx.session.identity_id
-    types = set(ctx.store.column(PERMISSIONS_SQL, (service_id, identity_id)))
-    perms = [p for p in ("Bind", "Dial") if p in types]
-    return perms or ["Invalid"]
+from ..policy import access, posture_checks
+from ..policy.access import VISIBLE, has_posture_checks
 
 
 # ------------------------------------------------------------------ the caller's view (decorate)
@@ -213,16 +198,6 @@ def _as_identity_condition(ctx):
 
 
 def install_list_condition() -> None:
-    """Add the asIdentity restriction to whatever condition the services list already has."""
-    previous = crud.LIST_CONDITIONS.get("services")
-    if getattr(previous, "_as_identity", False):
-        return
-
-    def condition(ctx):
-        parts = [c for c in ((previous(ctx) if previous else None), _as_identity_condition(ctx)) if c]
-        if not parts:
-            return None
-        return " AND ".join(f"({w})" for w, _ in parts), [p for _, ps in parts for p in ps]
-
-    setattr(condition, "_as_identity", True)  # a marker (mypy allows no new attributes on functions)
-    crud.LIST_CONDITIONS["services"] = condition
+    """Add the asIdentity restriction to the services list's conditions (after those already there)."""
+    if _as_identity_condition not in crud.LIST_CONDITIONS.get("services", ()):
+        crud.list_condition("services")(_as_identity_condition)

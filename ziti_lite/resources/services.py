@@ -26,9 +26,6 @@ class ConfigTypeCreate(Body):
     tags: Tags | None = None
 
 
-ConfigTypeUpdate = ConfigTypeCreate
-
-
 def prepare_config_type(ctx, values: dict, existing: dict | None) -> None:
     check_name(values)
     if values.get("name") == "all":
@@ -61,7 +58,7 @@ def render_config_type(ctx, row: dict, out: dict) -> None:
 CONFIG_TYPES = Resource(
     name="config-types", entity="configType", table="config_types",
     fields=(NAME, Field("schema", "json", empty_null=True)),
-    create=ConfigTypeCreate, update=ConfigTypeUpdate,
+    create=ConfigTypeCreate,
     filters=("name", "schema"),
     prepare=prepare_config_type, before_delete=before_delete_config_type, render=render_config_type,
     auth={"delete": "admin"},

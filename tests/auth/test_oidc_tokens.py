@@ -12,7 +12,7 @@ import jwt
 from tests.auth.conftest import code, enroll_totp
 from tests.conftest import CLIENT, MGMT, assert_error
 from tests.oidc.test_provider import bearer, exchange, login, start, tokens_for
-from ziti_lite.oidc import tokens
+from ziti_lite.auth import oidc_tokens as tokens
 
 
 def test_a_token_works_on_both_apis_as_its_identity(client, admin):

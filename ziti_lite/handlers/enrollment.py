@@ -16,20 +16,20 @@ from msgspec import Meta
 from starlette.responses import Response
 
 from .. import clock, tls
+from ..api import crud
+from ..api import envelope as env
+from ..api.context import Ctx, not_parsable
+from ..api.ops import BOTH, op
+from ..api.resource import derive_patch
 from ..auth import certs as certauth
+from ..auth import enrollments as create
 from ..auth import passwords
 from ..auth.methods import Login, method
 from ..enroll import complete as enroll
-from ..enroll import create
-from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, field_cause
-from ..resources.cas_enrollments import CAS
+from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, field_cause, generic_cause
+from ..resources.cas_enrollments import CAS, ENROLLMENTS
 from ..resources.common import Body, Tags
 from ..resources.identities import AUTHENTICATORS
-from . import crud
-from . import envelope as env
-from .context import Ctx, not_parsable
-from .ops import BOTH, op
-from .resource import derive_patch
 
 CLIENT = ("client",)
 RAW_TYPES = {"text/plain", "application/x-pem-file", "application/pkcs7-mime", "application/pkcs10"}
@@ -41,7 +41,7 @@ Password = Annotated[str, Meta(min_length=5, max_length=100)]
 
 
 # ================================================================ method=cert
-@method("cert")
+@method("cert", rank=2)
 async def cert_login(ctx: Ctx, body) -> Login:
     identity_id, authenticator_id, extendable = certauth.login(ctx, tls.peer_certs(ctx))
     return Login(identity_id, authenticator_id, extendable)
@@ -73,7 +73,7 @@ async def _read_body(ctx: Ctx) -> tuple[bytes, dict | None]:
     if ctype in RAW_TYPES:
         return body, None
     raise ApiError("INVALID_CONTENT_TYPE",
-                   cause={"code": "UNHANDLED", "message": f"content type {ctype} is not supported"})
+                   cause=generic_cause(f"content type {ctype} is not supported"))
 
 
 def wants_json(accept: str | None) -> bool:
@@ -181,6 +181,10 @@ async def reenroll_authenticator(ctx: Ctx):
         if auth is None:
             raise NotFound("authenticator", id)
         enr_id = create.reenroll_authenticator(ctx, auth, expires)
+        # as upstream's stores: the authenticator is deleted, an enrollment created (entityChange,
+        # and the request's audit row on the authenticator)
+        crud.changed(ctx, AUTHENTICATORS, id, auth, None)
+        crud.changed(ctx, ENROLLMENTS, enr_id, None, {"authenticator_id": id})
     return env.created(enr_id, f"./enrollments/{enr_id}")
 
 

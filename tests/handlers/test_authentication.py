@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, CLIENT, MGMT, Api, assert_error
 from ziti_lite import clock
+from ziti_lite.auth.methods import METHODS
 
 SESSION_FIELDS = {"id", "createdAt", "updatedAt", "tags", "_links", "token", "identityId", "identity", "ipAddress",
                   "configTypes", "authQueries", "isMfaRequired", "isMfaComplete", "authenticatorId",
@@ -112,7 +113,10 @@ def test_missing_credentials_and_unknown_method(client):
         client.post(MGMT + "/authenticate", json={"username": "admin", "password": "xxxxx"}), 400, "COULD_NOT_VALIDATE"
     )
     assert err["cause"]["field"] == "method"
-    assert_error(client.post(MGMT + "/authenticate?method=magic", json={}), 400, "COULD_NOT_VALIDATE")
+    err = assert_error(client.post(MGMT + "/authenticate?method=magic", json={}), 400, "COULD_NOT_VALIDATE")
+    # the list comes from the registry of login methods, in upstream's order
+    assert err["cause"]["reason"] == "method in query should be one of [password cert ext-jwt]"
+    assert METHODS and all(name in err["cause"]["reason"] for name in METHODS)
 
 
 def test_stale_session_header_is_ignored_on_authenticate(client):

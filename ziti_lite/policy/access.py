@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from ..api.context import Ctx
-from ..policy.model import IDENTITY_SERVICES
+from .model import IDENTITY_ROUTERS, IDENTITY_SERVICES, SERVICE_ROUTERS
 
 # condition on services ``t``: the identity (one parameter) may dial or bind it
 VISIBLE = IDENTITY_SERVICES.format("")
@@ -35,10 +35,7 @@ CHECKS_SQL = (
 # router row also holds its certificates, which cost a third of the query to read
 ROUTERS_SQL = (
     "SELECT t.id, t.name, t.cost, t.no_traversal, t.disabled FROM routers t WHERE t.is_edge = 1"
-    " AND t.id IN (SELECT r.router_id FROM edge_router_policy_identities i"
-    "  JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?)"
-    " AND t.id IN (SELECT r.router_id FROM service_edge_router_policy_services s"
-    "  JOIN service_edge_router_policy_routers r ON r.policy_id = s.policy_id WHERE s.service_id = ?)"
+    f" AND {IDENTITY_ROUTERS} AND {SERVICE_ROUTERS}"
     " ORDER BY t.name, t.id LIMIT ?")
 
 MAX_SESSION_ROUTERS = 25

@@ -14,17 +14,16 @@ import msgspec
 from msgspec import Meta
 
 from .. import clock
-from ..auth import passwords, sessions
+from ..api import crud
+from ..api import envelope as env
+from ..api.context import Ctx
+from ..api.ops import BOTH, op
+from ..auth import oidc_tokens, passwords, sessions
 from ..auth.methods import METHODS, Login, auth_queries, login_outcome, method
 from ..auth.policy import identity_policy, is_disabled, primary_rules
 from ..errors import ApiError, CouldNotValidate, InvalidAuth, Unauthorized
-from ..oidc import tokens as oidc_tokens
 from ..resources.common import Body
 from ..resources.identities import IDENTITIES
-from . import crud
-from . import envelope as env
-from .context import Ctx
-from .ops import BOTH, op
 
 S255 = Annotated[str, Meta(max_length=255)]
 S253 = Annotated[str, Meta(max_length=253)]
@@ -56,7 +55,7 @@ class Authenticate(Body):
     sdk_info: SdkInfo | None = None
 
 
-@method("password")
+@method("password", rank=1)
 async def password_login(ctx: Ctx, body: Authenticate) -> Login:
     """Upstream's order: user, identity + policy, disabled, ``updb.allowed``, attempts, password.
     Every refusal is the same ``INVALID_AUTH`` after the same amount of hashing. Lockout counts
@@ -164,7 +163,8 @@ async def authenticate(ctx: Ctx):
     name = ctx.q("method")
     fn = METHODS.get(name or "")
     if fn is None:
-        raise CouldNotValidate("method", "method in query should be one of [password cert ext-jwt]", name)
+        # the registered methods in rank order: upstream's [password cert ext-jwt]
+        raise CouldNotValidate("method", f"method in query should be one of [{' '.join(METHODS)}]", name)
     body = await ctx.json(Authenticate)
     try:
         login = await fn(ctx, body)

@@ -9,9 +9,9 @@ from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
 from ..db import filters as fq
-from ..errors import ApiError, InvalidFilter
-from . import evaluate
-from .model import SIDES, Side
+from ..errors import ApiError, InvalidFilter, generic_cause
+from ..policy import evaluate
+from ..policy.model import SIDES, Side
 
 # ------------------------------------------------------------------ roleFilter
 
@@ -42,7 +42,7 @@ def attribute_list(ctx, side: Side):
     except (zitiql.ParseError, fq.FilterError) as e:
         raise InvalidFilter(str(e)) from None
     except fq.SortError as e:
-        raise ApiError("INVALID_SORT_IDENTIFIER", cause={"code": "UNHANDLED", "message": str(e)}) from None
+        raise ApiError("INVALID_SORT_IDENTIFIER", cause=generic_cause(str(e))) from None
     limit = compiled.limit if compiled.limit is not None and compiled.limit >= 0 else -1
     offset = max(compiled.skip or 0, 0)
     params = [side.name, *compiled.params]

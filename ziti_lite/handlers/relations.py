@@ -14,12 +14,7 @@ from ..api.context import Ctx
 from ..api.ops import op
 from ..api.resource import Resource
 from ..errors import CouldNotValidate, NotFound
-from ..resources.identities import IDENTITIES
-from ..resources.policies import EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES, SERVICE_POLICIES
-from ..resources.posture import POSTURE_CHECKS
-from ..resources.routers import EDGE_ROUTERS, TERMINATORS
-from ..resources.services import CONFIGS, SERVICES
-from .model import (
+from ..policy.model import (
     IDENTITY_ROUTERS,
     IDENTITY_SERVICES,
     ROUTER_IDENTITIES,
@@ -27,6 +22,11 @@ from .model import (
     SERVICE_IDENTITIES,
     SERVICE_ROUTERS,
 )
+from ..resources.identities import IDENTITIES
+from ..resources.policies import EDGE_ROUTER_POLICIES, SERVICE_EDGE_ROUTER_POLICIES, SERVICE_POLICIES
+from ..resources.posture import POSTURE_CHECKS
+from ..resources.routers import EDGE_ROUTERS, TERMINATORS
+from ..resources.services import CONFIGS, SERVICES
 
 LIST_QUERY = ("limit", "offset", "filter")
 

@@ -10,12 +10,12 @@ from starlette.responses import Response
 
 from .. import UPSTREAM_VERSION, __version__
 from ..api import envelope as env
+from ..api.context import Ctx
 from ..api.ops import BOTH, op
-from ..enroll.create import network_jwt
+from ..auth.enrollments import network_jwt
 from ..errors import NotFound
 from ..pki import ca
 from . import spec
-from .context import Ctx
 
 BUILD_DATE = "2026-11-22T00:00:00Z"
 REVISION = f"ziti-lite-{__version__}"

@@ -10,11 +10,11 @@ import datetime as dt
 
 from .. import clock
 from ..api.context import Ctx
-from ..auth import certs as certauth
-from ..auth.certs import server_keypair
 from ..errors import ApiError, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca, tokens
+from . import certs as certauth
+from .certs import server_keypair
 
 
 def network_jwt(ctl) -> str:

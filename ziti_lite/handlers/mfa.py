@@ -6,22 +6,44 @@ or enroll when its auth policy requires TOTP): ``POST /authenticate/mfa``, ``GET
 recovery codes and ``DELETE /current-identity/mfa`` need a fully authenticated session. The
 secret (in ``provisioningUrl`` and the QR code) and the recovery codes are shown only while
 the enrollment is unverified; afterwards recovery codes are read with a current TOTP code.
+
+Every change of the MFA record is reported through ``crud.changed`` as an entity of type
+``mfas`` (upstream's store), so it makes an entityChange event and the request's audit row; its
+secret and recovery codes are redacted there like any secret field.
 """
 
 from __future__ import annotations
 
 from starlette.responses import Response
 
+from ..api import crud
+from ..api import envelope as env
+from ..api.context import Ctx, decode
+from ..api.ops import BOTH, op
+from ..api.resource import Field, Resource
 from ..auth import mfa, sessions
-from ..auth.methods import AUTH_QUERY_PROVIDERS
+from ..auth.methods import Login, auth_query, login_outcome
 from ..errors import ApiError, NotFound
 from ..resources.common import Body
-from . import envelope as env
-from .context import Ctx, decode
-from .ops import BOTH, op
 
 TAG = "current-identity"
 CODE_HEADER = "mfa-validation-code"
+
+
+# the MFA record as an entity for entityChange and the audit trail (never mounted: its routes are
+# the hand-written ones below); upstream's field names
+MFAS = Resource(name="mfas", entity="mfa", table="mfa", ops=(),
+                fields=(Field("identityId"), Field("isVerified", "bool"), Field("secret"),
+                        Field("recoveryCodes", "json")))
+
+
+def _changed(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
+    """Report a change of the MFA record ``id`` (inside its write; ``before``: its row then)."""
+    crud.changed(ctx, MFAS, id, before, values)
+
+
+def _row(ctx: Ctx, id: str) -> dict | None:
+    return ctx.store.one("SELECT * FROM mfa WHERE id = ?", (id,))
 
 
 class MfaCode(Body):
@@ -86,7 +108,7 @@ def totp_auth_query(ctx: Ctx, row: dict, secondary: dict) -> list:
     return []
 
 
-AUTH_QUERY_PROVIDERS.insert(0, totp_auth_query)  # upstream lists MFA before EXT-JWT
+auth_query(rank=1)(totp_auth_query)  # upstream lists MFA before EXT-JWT
 
 
 # ---------------------------------------------------------------- operations
@@ -94,16 +116,35 @@ AUTH_QUERY_PROVIDERS.insert(0, totp_auth_query)  # upstream lists MFA before EXT
     tag="authentication")
 async def authenticate_mfa(ctx: Ctx):
     body = await ctx.json(MfaCode)
-    rec = mfa.get(ctx.store, ctx.identity_id)
+    session = ctx.api_session
+    rec: dict | None = mfa.get(ctx.store, ctx.identity_id)
     if rec is None:
-        raise ApiError("MFA_NOT_ENROLLED")
+        raise _failed(ctx, None, ApiError("MFA_NOT_ENROLLED"))
     with ctx.store.write():
+        before = _row(ctx, rec["id"])
+        codes = len(rec["recovery_codes"])
         ok = mfa.check_code(ctx.store, rec, body.code, recovery=True)
         if ok:
-            mfa.pass_session(ctx.store, ctx.api_session.id)
+            mfa.pass_session(ctx.store, session.id)
+            if len(rec["recovery_codes"]) != codes:   # a recovery code was used up
+                _changed(ctx, rec["id"], before, {"recovery_codes": rec["recovery_codes"]})
     if not ok:
-        raise ApiError("MFA_INVALID_TOKEN")
+        raise _failed(ctx, rec, ApiError("MFA_INVALID_TOKEN"))
+    _outcome(ctx, rec)
     return env.empty()
+
+
+def _outcome(ctx: Ctx, rec: dict | None, error: ApiError | None = None) -> None:
+    """Tell the login-outcome hooks (the audit trail, ``authentication`` events) how the TOTP
+    step of a login went (``error``: the failure answered)."""
+    session = ctx.api_session
+    login_outcome(ctx, "mfa", Login(session.identity_id, rec["id"] if rec else ""), session.id, error, None)
+
+
+def _failed(ctx: Ctx, rec: dict | None, error: ApiError) -> ApiError:
+    """``error``, the answer to a failed TOTP step, once the login-outcome hooks know of it."""
+    _outcome(ctx, rec, error)
+    return error
 
 
 @op("POST", "/current-identity/mfa", apis=BOTH, auth="partial", op_id="enrollMfa", tag=TAG, status=201)
@@ -113,6 +154,7 @@ async def enroll_mfa(ctx: Ctx):
         if mfa.get(store, ctx.identity_id) is not None:
             raise ApiError("MFA_EXISTS")
         rec = mfa.create(store, ctx.identity_id)
+        _changed(ctx, rec["id"], None, rec)
     return env.created(rec["id"], "./current-identity/mfa")
 
 
@@ -134,8 +176,10 @@ async def verify_mfa(ctx: Ctx):
     if not mfa.valid_totp(rec["secret"], body.code):
         raise ApiError("MFA_INVALID_TOKEN")
     with ctx.store.write():
+        before = _row(ctx, rec["id"])
         mfa.mark_verified(ctx.store, rec)
         mfa.pass_session(ctx.store, ctx.api_session.id, verified_now=True)
+        _changed(ctx, rec["id"], before, {"is_verified": 1})
     return env.empty()
 
 
@@ -157,9 +201,11 @@ async def regenerate_recovery_codes(ctx: Ctx):
     rec = _record(ctx, verified=True)
     code = await _given_code(ctx)
     with ctx.store.write():
+        before = _row(ctx, rec["id"])
         ok = mfa.check_code(ctx.store, rec, code, recovery=True)
         if ok:
-            mfa.regenerate(ctx.store, rec)
+            codes = mfa.regenerate(ctx.store, rec)
+            _changed(ctx, rec["id"], before, {"recovery_codes": codes})
     if not ok:
         raise ApiError("MFA_INVALID_TOKEN")
     return env.empty()
@@ -170,9 +216,11 @@ async def delete_mfa(ctx: Ctx):
     rec = _record(ctx)
     code = await _given_code(ctx)
     with ctx.store.write():
+        before = _row(ctx, rec["id"])
         ok = not rec["is_verified"] or mfa.check_code(ctx.store, rec, code, recovery=True)
         if ok:
             mfa.delete(ctx.store, ctx.identity_id)
+            _changed(ctx, rec["id"], before, None)
     if not ok:
         raise ApiError("MFA_INVALID_TOKEN")
     return env.empty()
@@ -184,7 +232,9 @@ async def remove_identity_mfa(ctx: Ctx):
     if ctx.store.value("SELECT 1 FROM identities WHERE id = ?", (id,)) is None:
         raise NotFound("identity", id)
     with ctx.store.write():
-        if mfa.get(ctx.store, id) is None:
+        before = ctx.store.one("SELECT * FROM mfa WHERE identity_id = ?", (id,))
+        if before is None:
             raise NotFound()  # upstream: 404 without a cause
         mfa.delete(ctx.store, id)
+        _changed(ctx, before["id"], before, None)
     return env.empty()

@@ -15,10 +15,10 @@ import time
 
 from .. import clock, integrity
 from ..api import envelope as env
+from ..api.context import Ctx
 from ..api.ops import op
 from ..db.store import Store
 from ..errors import ApiError
-from .context import Ctx
 
 MAX_RESULTS = 1000
 SNAPSHOT_INTERVAL = 60.0  # seconds between two snapshots, as upstream

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..api import envelope as env
 from ..api.ops import op
 from ..errors import NotFound
+from ..policy.model import identity_router_ids, service_router_ids
 
 IDENTITY_LINKS = ("edge-router-policies", "edge-routers", "service-policies", "services", "posture-data",
                   "failed-service-requests", "authenticators", "enrollments", "service-configs")
@@ -29,15 +30,11 @@ def permissions(store, identity_id: str, service_id: str) -> set[str]:
 
 
 def identity_routers(store, identity_id: str) -> list[str]:
-    return store.column(
-        "SELECT DISTINCT r.router_id FROM edge_router_policy_identities i"
-        " JOIN edge_router_policy_routers r ON r.policy_id = i.policy_id WHERE i.identity_id = ?", (identity_id,))
+    return store.column(f"SELECT DISTINCT router_id FROM ({identity_router_ids()})", (identity_id,))
 
 
 def service_routers(store, service_id: str) -> list[str]:
-    return store.column(
-        "SELECT DISTINCT r.router_id FROM service_edge_router_policy_services s"
-        " JOIN service_edge_router_policy_routers r ON r.policy_id = s.policy_id WHERE s.service_id = ?", (service_id,))
+    return store.column(f"SELECT DISTINCT router_id FROM ({service_router_ids()})", (service_id,))
 
 
 def _online(ctx, router_id: str) -> bool:

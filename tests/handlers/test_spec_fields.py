@@ -1,4 +1,4 @@
-"""The served spec declares every field a detail carries (``ziti_lite/api/spec.py``).
+"""The served spec declares every field a detail carries (``ziti_lite/handlers/spec.py``).
 
 For every Resource with a detail operation: entities are made through the API (from the CRUD
 contract's sample bodies; posture checks once per type, identities with an enrollment), each is

@@ -8,10 +8,10 @@ from __future__ import annotations
 from ..api import crud
 from ..api.context import Ctx
 from ..errors import CouldNotValidate
+from ..policy import links
+from ..policy.model import ERP
 from ..resources.identities import IDENTITIES
 from ..resources.policies import EDGE_ROUTER_POLICIES
-from . import links
-from .model import ERP
 
 
 def policy_name(router_id: str) -> str:

@@ -33,10 +33,10 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from .. import clock
-from ..auth import sessions
-from ..auth.certs import server_keypair
 from ..pki import ca
 from ..pki.tokens import jwt_alg_for_key, sign_jwt
+from . import sessions
+from .certs import server_keypair
 
 CLIENT_IDS = ("openziti", "native")     # upstream's client, and its legacy one for early HA SDKs
 AUDIENCE = "openziti"
