@@ -10,7 +10,12 @@ each (100 policies over 10 services each), an edge router with edge-router and
 service-edge-router policies, one user with a password and one device enrolled with a
 certificate. Then for each operation it alternates rounds (ziti-lite, OpenZiti, ziti-lite, ...)
 of ``--seconds`` under ``-c`` keep-alive TLS connections and reports the median req/s of each and
-the ratio ziti-lite / OpenZiti, then the RSS of both processes.
+the ratio ziti-lite / OpenZiti, then the RSS of both processes. Reads, sessions, logins (with the
+count of answers other than 200, 429 among them) and writes: policy create, update (role change)
+and delete, identity create, identity create with a one-time-token enrollment, and completing
+such enrollments with a CSR. Deletes and enrollments use up what earlier operations made (the
+policies of the create rounds, the identities of the OTT-create rounds), a share per round: a
+round ends early when its share is used up, and its rate is counted over the time it ran.
 
     .venv/bin/python benchmarks/vs_openziti.py [--identities 10000] [--rounds 3] [--seconds 3] [-c 16]
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import shutil
@@ -73,6 +79,8 @@ class Target:
         self.token = self.user_token = self.cert_token = ""
         self.ids: list[str] = []
         self.services: list[str] = []
+        self.policies: list[str] = []
+        self.ott_ids: list[str] = []    # the identities the OTT-create rounds made (the enrollment pool)
         self.cert = self.key = ""
         self.pid = proc.pid
 
@@ -128,10 +136,11 @@ async def seed(target: Target, n_identities: int, n_services: int, n_policies: i
     svcs = await many(target, [("POST", MGMT + "/services", {"name": f"svc-{n:05d}", "encryptionRequired": True,
                                 "roleAttributes": [f"app-{n // 10:03d}", "bench"]}) for n in range(n_services)])
     target.services = [d["data"]["id"] for d in svcs]
-    await many(target, [("POST", MGMT + "/service-policies", {
+    pols = await many(target, [("POST", MGMT + "/service-policies", {
         "name": f"sp-{n:03d}", "type": "Dial", "semantic": "AnyOf",
         "identityRoles": [f"#team-{n % 100:02d}", "#bench-user"], "serviceRoles": [f"#app-{n:03d}"],
         "postureCheckRoles": []}) for n in range(n_policies)])
+    target.policies = [d["data"]["id"] for d in pols]
     seeding = time.perf_counter() - t0
     conn.close()
     conn = await Conn.open(target.port, tls_context())   # the first one sat idle: servers may have closed it
@@ -178,9 +187,69 @@ async def seed(target: Target, n_identities: int, n_services: int, n_policies: i
           f" in {seeding:.1f} s through the API")
 
 
-def operations(t: Target) -> list[tuple[str, object, int, str]]:
-    """(label, requests (a list, cycled, or a function of the request number), expected status,
-    TLS: '' or 'cert')."""
+def raw_request(method: str, path: str, raw: bytes, ctype: str, headers: dict | None = None) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "host: 127.0.0.1", f"content-type: {ctype}",
+             f"content-length: {len(raw)}"] + [f"{k}: {v}" for k, v in (headers or {}).items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + raw
+
+
+async def named(t: Target, collection: str, prefix: str) -> list[dict]:
+    """Every entity of ``collection`` whose name starts with ``prefix``: the plain list in pages
+    of 500 (a ``contains`` filter timed out on OpenZiti right after the write rounds), each page
+    asked again after a 503."""
+    conn = await Conn.open(t.port, tls_context())
+    out: list[dict] = []
+    offset = 0
+    while True:
+        for attempt in range(10):
+            status, data = await t.call(conn, "GET", f"{MGMT}/{collection}?limit=500&offset={offset}")
+            if status != 503:
+                break
+            await asyncio.sleep(1)
+        assert status == 200, (status, str(data)[:300])
+        out += [e for e in data["data"] if e["name"].startswith(prefix)]
+        offset += len(data["data"])
+        if len(data["data"]) < 500:
+            break
+    conn.close()
+    return out
+
+
+def _csr() -> bytes:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    return (x509.CertificateSigningRequestBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench-enrolled")]))
+            .sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
+
+
+def pool_delete(t: Target, rounds: int) -> list[list[bytes]]:
+    """The policies the create rounds made, a share per round: one DELETE each."""
+    ids = [e["id"] for e in asyncio.run(named(t, "service-policies", "bench-"))]
+    admin = {"zt-session": t.token}
+    reqs = [request("DELETE", f"{MGMT}/service-policies/{i}", headers=admin) for i in ids]
+    return [reqs[r::rounds] for r in range(rounds)]
+
+
+def pool_enroll(t: Target, rounds: int) -> list[list[bytes]]:
+    """The identities the OTT-create rounds made (their ids kept from the answers; listing 20,000
+    identities with their details took OpenZiti minutes), a share per round: one enrollment (a
+    new key's CSR, made beforehand) each."""
+    details = asyncio.run(many(t, [("GET", f"{MGMT}/identities/{i}", None) for i in t.ott_ids]))
+    tokens = [d["data"]["enrollment"]["ott"]["token"] for d in details
+              if (d["data"].get("enrollment") or {}).get("ott")]
+    reqs = [raw_request("POST", f"{CLIENT}/enroll?method=ott&token={tok}", _csr(), "application/x-pem-file")
+            for tok in tokens]
+    return [reqs[r::rounds] for r in range(rounds)]
+
+
+def operations(t: Target) -> list[tuple]:
+    """(label, requests, expected status, TLS: '' or 'cert'[, pool]). Requests: a list (cycled)
+    or a function of the request number; with ``pool`` (a function of the target and the number
+    of rounds, run once before the first round) each round sends its share of the pool once."""
     admin = {"zt-session": t.token}
     user = {"zt-session": t.user_token}
     mid = t.ids[len(t.ids) // 2]
@@ -190,6 +259,17 @@ def operations(t: Target) -> list[tuple[str, object, int, str]]:
             "name": f"bench-{i}-{time.time_ns()}", "type": "Dial", "semantic": "AnyOf",
             "identityRoles": [f"@{t.ids[i % len(t.ids)]}"], "serviceRoles": [f"@{t.services[i % len(t.services)]}"],
             "postureCheckRoles": []}, admin)
+    def patch_sp(i: int) -> bytes:   # a seeded policy's identity roles: the links are worked out anew
+        return request("PATCH", f"{MGMT}/service-policies/{t.policies[i % len(t.policies)]}", {
+            "identityRoles": [f"#team-{(i * 7) % 100:02d}", "#bench-user"]}, admin)
+
+    def ident(i: int) -> bytes:
+        return request("POST", MGMT + "/identities", {"name": f"bench-id-{i}-{time.time_ns()}", "type": "Device",
+                                                      "isAdmin": False, "roleAttributes": ["bench-new"]}, admin)
+
+    def ident_ott(i: int) -> bytes:
+        return request("POST", MGMT + "/identities", {"name": f"bench-ott-{i}-{time.time_ns()}", "type": "Device",
+                                                      "isAdmin": False, "enrollment": {"ott": True}}, admin)
     return [
         ("point read GET /identities/{id}", [request("GET", MGMT + f"/identities/{mid}", headers=admin)], 200, ""),
         ("list page GET /identities?limit=10", [request("GET", MGMT + "/identities?limit=10", headers=admin)], 200, ""),
@@ -202,13 +282,23 @@ def operations(t: Target) -> list[tuple[str, object, int, str]]:
                                     {"username": "bench-user", "password": USER_PASSWORD})], 200, ""),
         ("certificate login", [request("POST", CLIENT + "/authenticate?method=cert", {})], 200, "cert"),
         ("policy create POST /service-policies", sp, 201, ""),
+        ("policy update PATCH /service-policies/{id} (roles)", patch_sp, 200, ""),
+        ("policy delete DELETE /service-policies/{id}", None, 200, "", pool_delete),
+        ("identity create POST /identities", ident, 201, ""),
+        ("identity create with an OTT enrollment", ident_ott, 201, ""),
+        ("enrollment: OTT completed with a CSR (POST /enroll)", None, 200, "", pool_enroll),
     ]
 
 
-async def load(t: Target, reqs, expect: int, tls: str, conns: int, seconds: float) -> tuple[float, int]:
+async def load(t: Target, reqs, expect: int, tls: str, conns: int, seconds: float,
+               once: bool = False, created: list | None = None) -> tuple[float, int, collections.Counter]:
+    """``conns`` connections send until ``seconds`` passed (or, ``once``, the list is sent):
+    the rate of answers with the ``expect``ed status, the count of the others, all statuses;
+    the ids of the entities made go to ``created`` when given."""
     ctx = tls_context(t.cert, t.key) if tls else tls_context()
     pool = [await Conn.open(t.port, ctx) for _ in range(conns)]
     ok = bad = 0
+    statuses: collections.Counter = collections.Counter()
     stop = time.perf_counter() + seconds
     counter = iter(range(10 ** 9))
 
@@ -216,7 +306,12 @@ async def load(t: Target, reqs, expect: int, tls: str, conns: int, seconds: floa
         nonlocal ok, bad
         while time.perf_counter() < stop:
             i = next(counter)
-            status, _ = await conn.call(reqs(i) if callable(reqs) else reqs[i % len(reqs)])
+            if once and i >= len(reqs):
+                return
+            status, body = await conn.call(reqs(i) if callable(reqs) else reqs[i % len(reqs)])
+            statuses[status] += 1
+            if created is not None and status == 201:
+                created.append(json.loads(body)["data"]["id"])
             if status == expect:
                 ok += 1
             else:
@@ -226,7 +321,11 @@ async def load(t: Target, reqs, expect: int, tls: str, conns: int, seconds: floa
     elapsed = time.perf_counter() - t0
     for c in pool:
         c.close()
-    return ok / elapsed, bad
+    return ok / elapsed, bad, statuses
+
+
+OTT_CREATE = "identity create with an OTT enrollment"
+OPS_WITH_POOLS = ("policy delete DELETE /service-policies/{id}", "enrollment: OTT completed with a CSR (POST /enroll)")
 
 
 def start_openziti(binary: str, home: Path, port: int, log) -> subprocess.Popen:
@@ -275,25 +374,45 @@ def main() -> None:
                     time.sleep(1)
         print(f"\nziti-lite vs OpenZiti controller ({binary}), {a.rounds} alternating rounds x {a.seconds:.0f} s,"
               f" c={a.c} keep-alive TLS connections, median req/s\n")
-        print(f"{'operation':42} {'ziti-lite':>10} {'OpenZiti':>10} {'ratio':>7}   errors lite/oz")
+        print(f"{'operation':52} {'ziti-lite':>10} {'OpenZiti':>10} {'ratio':>7}   errors lite/oz")
         ops = {t.name: operations(t) for t in targets}
         rows = []
         for k in range(len(ops["ziti-lite"])):
             rates: dict[str, list[float]] = {"ziti-lite": [], "openziti": []}
             errors = {"ziti-lite": 0, "openziti": 0}
-            for _ in range(a.rounds):
+            statuses: dict[str, collections.Counter] = {"ziti-lite": collections.Counter(),
+                                                        "openziti": collections.Counter()}
+            label = ops["ziti-lite"][k][0]
+            pools = {t.name: ops[t.name][k][4](t, a.rounds) for t in targets if len(ops[t.name][k]) > 4}
+            for r in range(a.rounds):
                 for t in targets:
-                    label, reqs, expect, tls = ops[t.name][k]
-                    rate, bad = asyncio.run(load(t, reqs, expect, tls, a.c, a.seconds))
+                    _, reqs, expect, tls, *_ = ops[t.name][k]
+                    once = t.name in pools
+                    if once:
+                        reqs = pools[t.name][r]
+                        if not reqs:
+                            continue
+                    keep = t.ott_ids if label == OTT_CREATE else None
+                    rate, bad, st = asyncio.run(load(t, reqs, expect, tls, a.c, a.seconds, once=once, created=keep))
                     rates[t.name].append(rate)
                     errors[t.name] += bad
-            lr, orr = statistics.median(rates["ziti-lite"]), statistics.median(rates["openziti"])
-            print(f"{ops['ziti-lite'][k][0]:42} {lr:10.0f} {orr:10.0f} {lr / orr if orr else float('inf'):7.2f}"
-                  f"   {errors['ziti-lite']}/{errors['openziti']}")
-            rows.append(row(ops["ziti-lite"][k][0], f"{lr:.0f}/s ({errors['ziti-lite']} errors)",
-                            f"OpenZiti {orr:.0f}/s ({errors['openziti']} errors)", lr / orr if orr else None))
+                    statuses[t.name].update(st)
+            lr = statistics.median(rates["ziti-lite"]) if rates["ziti-lite"] else 0.0
+            orr = statistics.median(rates["openziti"]) if rates["openziti"] else 0.0
+            n = {name: sum(c.values()) for name, c in statuses.items()}
+            print(f"{label:52} {lr:10.0f} {orr:10.0f} {lr / orr if orr else float('inf'):7.2f}"
+                  f"   {errors['ziti-lite']}/{errors['openziti']}"
+                  f"   statuses lite {dict(statuses['ziti-lite'])} oz {dict(statuses['openziti'])}", flush=True)
+
+            def said(name: str) -> str:
+                refused = statuses[name].get(429, 0)
+                other = errors[name] - refused
+                text = f"{other} errors" if "login" not in label else f"{refused} x 429, {other} other errors"
+                return text + (f", {n[name]} in all" if label in OPS_WITH_POOLS else "")
+            rows.append(row(label, f"{lr:.0f}/s ({said('ziti-lite')})", f"OpenZiti {orr:.0f}/s ({said('openziti')})",
+                            lr / orr if orr else None))
         lm, om = rss_mb(lite.pid), rss_mb(oz.pid)
-        print(f"{'memory RSS now / peak (MB)':42} {lm[0]:5.0f}/{lm[1]:<4.0f} {om[0]:5.0f}/{om[1]:<4.0f} {lm[0] / om[0]:7.2f}")
+        print(f"{'memory RSS now / peak (MB)':52} {lm[0]:5.0f}/{lm[1]:<4.0f} {om[0]:5.0f}/{om[1]:<4.0f} {lm[0] / om[0]:7.2f}")
         rows.append(row("memory RSS now / peak", f"{lm[0]:.0f} / {lm[1]:.0f} MB", f"OpenZiti {om[0]:.0f} / {om[1]:.0f} MB",
                         lm[0] / om[0]))
         write_rows(a.json, f"ziti-lite vs the OpenZiti controller ({a.identities:,} identities, c={a.c})", rows)

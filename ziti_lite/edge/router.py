@@ -356,12 +356,10 @@ class EdgeRouter(Dialer):
                 early.append(m)
             return
         peer = conn.peer
-        h = {H.CONN_ID: wire.u32(peer.id), H.SEQ: m.headers.get(H.SEQ, b"\0\0\0\0")}
-        flags = m.headers.get(H.FLAGS)
-        if flags is not None:
-            h[H.FLAGS] = flags
+        headers = m.headers
         pch = peer.channel
-        pch.send_data(peer, wire.encode(Content.DATA, pch.next_seq(), h, m.body), ch)
+        pch.send_data(peer, wire.encode_data(pch.next_seq(), peer.id, headers.get(H.SEQ, b"\0\0\0\0"),
+                                             headers.get(H.FLAGS), m.body), ch)
 
     def _state_closed(self, ch: Channel, m: Message) -> None:
         cid = m.conn_id

@@ -134,6 +134,23 @@ def prefetch_identities(ctx: Ctx, rows: list[Row]) -> Render:
     return functools.partial(render_identity, page=page)
 
 
+# (collection, id, name) -> the reference as encoded JSON: a list page renders the same few
+# identity types and auth policies on every row; built once they cost the encoder a copy
+_REFS: dict[tuple[str, str, str | None], msgspec.Raw] = {}
+
+
+def _ref(collection: str, id: str | None, name: str | None) -> msgspec.Raw | None:
+    if id is None:
+        return None
+    key = (collection, id, name)
+    ref = _REFS.get(key)
+    if ref is None:
+        if len(_REFS) >= 1024:   # many auth policies renamed while serving: stay bounded
+            _REFS.clear()
+        ref = _REFS[key] = msgspec.Raw(_encode(env.entity_ref(collection, collection, id, name)))
+    return ref
+
+
 def render_identity(ctx: Ctx, row: Row, out: dict, page: dict[str, Any] | None = None) -> None:
     """The identities' render hook; ``page``: what the list's prefetcher read for its rows."""
     store = ctx.store
@@ -144,8 +161,8 @@ def render_identity(ctx: Ctx, row: Row, out: dict, page: dict[str, Any] | None =
         if extras is None:  # a row that is no longer stored (rendered from a listener's `before`)
             extras = (id, name_of(store, "auth_policies", row["auth_policy_id"]), "{}", "[]", 0, 0)
     _, policy_name, authenticators, enrollment_rows, has_session, has_mfa = extras
-    out["type"] = env.entity_ref("identity-types", "identity-types", row["type_id"], row["type_id"])
-    out["authPolicy"] = env.entity_ref("auth-policies", "auth-policies", row["auth_policy_id"], policy_name)
+    out["type"] = _ref("identity-types", row["type_id"], row["type_id"])
+    out["authPolicy"] = _ref("auth-policies", row["auth_policy_id"], policy_name)
     # {method: {id, username | fingerprint}}, built as JSON by SQLite (one per method, as upstream)
     out["authenticators"] = crud.Raw(authenticators)
     out["enrollment"] = _enrollments(store, _decode_list(enrollment_rows)) if enrollment_rows != "[]" else {}
