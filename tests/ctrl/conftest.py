@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from tests.conftest import CLIENT
 from tests.ctrl.fake_router import FakeRouter
 from tests.enroll.conftest import csr, running
+from ziti_lite.events.bus import Subscriber
 from ziti_lite.pki.ca import fingerprint
 
 
@@ -72,3 +73,14 @@ def enroll_router(live, admin, name: str, **body) -> Router:
                            json={"certCsr": csr(key, rid), "serverCertCsr": csr(new_key(), rid)})
     assert r.status_code == 200, r.text
     return Router(rid, name, r.json()["data"]["cert"], key, live.ctl.ctrl_server.port, live.ca_bundle)
+
+
+class Collect(Subscriber):
+    """Every event the controller publishes, kept in a list (subscribe it to ``ctl.events``)."""
+
+    def __init__(self):
+        self.events: list[dict] = []
+
+    def offer(self, namespace: str, line: bytes, event: dict) -> bool:
+        self.events.append(event)
+        return True

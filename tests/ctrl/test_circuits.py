@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.ctrl.conftest import enroll_router
+from tests.ctrl.conftest import Collect, enroll_router
 from tests.ctrl.fake_router import f_int, f_str, read_pb, string_slice, u32_map, u32_map_bytes
 from tests.ctrl.test_terminators import build_net, create_v2
 
@@ -137,15 +137,6 @@ def test_dial_refusals_carry_upstreams_codes_and_texts(live, net):
 
 def test_real_routers_and_their_circuits_are_events(live, net):
     """fabric.routers and fabric.circuits events, through the events module's one call each."""
-    from ziti_lite.events.bus import Subscriber
-
-    class Collect(Subscriber):
-        def __init__(self):
-            self.events: list[dict] = []
-
-        def offer(self, namespace: str, line: bytes, event: dict) -> bool:
-            self.events.append(event)
-            return True
     admin, ids, host, client, router = net
     bus = live.ctl.events
     sub = Collect()

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from tests.ctrl.conftest import enroll_router, wait_for
+from tests.ctrl.conftest import Collect, enroll_router, wait_for
 from tests.ctrl.fake_router import f_int, f_str, read_pb, varint
 from tests.ctrl.test_circuits import dial, route_of, route_result
 from tests.ctrl.test_terminators import Identity, create_v2
@@ -64,6 +64,8 @@ def test_peers_links_and_a_circuit_across_a_link(live, net):
     # a host on B, a dial entering A: Route to both, with upstream's forwarding entries
     bind = host.session(svc, "Bind")
     assert create_v2(b, "lk-term", bind["token"], [host.fingerprint])["result"] == 0
+    sub = Collect()
+    live.ctl.events.subscribe(sub)   # from the test's thread: the loop only appends to the list
     seq = dial(a, client.session(svc, "Dial")["token"], [client.fingerprint], pk=None)
     ra_route, rb_route = a.expect(1005), b.expect(1005)
     fa, fb = route_of(ra_route), route_of(rb_route)
@@ -88,6 +90,12 @@ def test_peers_links_and_a_circuit_across_a_link(live, net):
         unroute = read_pb(r.expect(1006).body)
         assert unroute[1][0].decode() == fa["circuit"] and unroute[2][0] == 1
     assert fa["circuit"] not in circuits
+    # its fabric.circuits events name the path: both routers, ingress first, and the link
+    live.ctl.events.unsubscribe(sub)
+    mine = [e for e in sub.events if e.get("circuit_id") == fa["circuit"]]
+    assert [e["event_type"] for e in mine] == ["created", "deleted"]
+    for e in mine:
+        assert e["path"]["nodes"] == [ra.id, rb.id] and e["path"]["links"] == ["link-ab"] and e["link_count"] == 1
     # without the link B's terminator is out of A's reach
     answer = a.expect_reply(dial(a, client.session(svc, "Dial")["token"], [client.fingerprint], pk=None))
     assert answer.content == 20002 and answer.body.decode() == f"service {svc} has no terminators"

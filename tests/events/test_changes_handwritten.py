@@ -1,6 +1,7 @@
 """entityChange events and audit rows of the hand-written changes, through the public APIs: an
 identity's TOTP enrollment (entity type ``mfas``, upstream's store), its MFA logins, enrollments
-created and refreshed, an authenticator re-enrolled, the caller's own authenticator and its API
+created (also by an identity create) and refreshed, an authenticator re-enrolled or its
+certificate extended, the caller's own authenticator and its API
 session's certificates. Each change is one event with upstream's fields and one audit row with
 the diff; no TOTP secret, recovery code, password, enrollment token or private key is in either."""
 
@@ -8,10 +9,14 @@ from __future__ import annotations
 
 import sqlite3
 
+from starlette.testclient import TestClient
+
 from tests.auth.conftest import code, secret_of
+from tests.auth.test_certs import enrolled
 from tests.conftest import CLIENT, MGMT, Api
-from tests.enroll.conftest import csr, keys  # noqa: F401 - keys is a fixture
+from tests.enroll.conftest import CertClient, csr, keys  # noqa: F401 - keys is a fixture
 from tests.events.test_changes import ENTITY_CHANGE_FIELDS
+from ziti_lite import tls
 
 AUDIT = "/ziti-lite/v1/audit"
 # fields of upstream v1.3.3's stores' entities, by JSON name (controller/db: Mfa, Enrollment,
@@ -200,3 +205,40 @@ def test_own_authenticator_and_api_session_certificates(served, keys):  # noqa: 
     key_body = keys[0].split("-----")[2].strip().splitlines()[1]
     for s in [old, new, me.token, key_body]:
         assert s not in text, f"a secret is stored: {s[:6]}..."
+
+
+def test_an_identitys_enrollment_and_a_certificate_extension(events_app, admin_token, keys):  # noqa: F811
+    """An identity created with an ``enrollment`` object: its enrollment is an entityChange of its
+    own (the audit row stays the identity create's); extend and extend-verify of the caller's
+    certificate authenticator: an ``updated`` authenticators event and an audit row each."""
+    application, events = events_app
+    wrapper = tls.WithClientCert(application)
+    client = TestClient(wrapper)
+    client.__enter__()
+    certs = CertClient(client, wrapper)
+    admin = Api(client, MGMT, admin_token)
+    iid, chain = enrolled(certs, admin, keys, "ev-extend")
+    me = Api(client, CLIENT, certs.cert_login(chain).json()["data"]["token"])
+    auth = me.get("/current-identity/authenticators").json()["data"][0]["id"]
+    certs.present(chain)
+    r = me.post(f"/current-identity/authenticators/{auth}/extend", json={"clientCertCsr": csr(keys[1], iid)})
+    assert r.status_code == 200, r.text
+    new_chain = r.json()["data"]["clientCert"]
+    r = me.post(f"/current-identity/authenticators/{auth}/extend-verify", json={"clientCert": new_chain})
+    assert r.status_code == 200, r.text
+
+    created = audit_rows(admin, f'?filter=entityId="{iid}"')
+    assert [(r["operation"], r["entityType"]) for r in created] == [("createIdentity", "identities")]
+    rows = audit_rows(admin, f'?filter=entityId="{auth}"&sort=createdAt asc')
+    assert [r["operation"] for r in rows] == ["extendCertAuthenticator", "extendVerifyCertAuthenticator"]
+    assert all(r["identityId"] == iid and r["entityType"] == "authenticators" for r in rows)
+    assert rows[1]["changes"]["fingerprint"]["old"] != rows[1]["changes"]["fingerprint"]["new"]
+    client.__exit__(None, None, None)
+
+    (enrollment,) = [e for e in changes_of(events, "enrollments") if e["finalState"]["identityId"] == iid]
+    assert enrollment["eventType"] == "created" and enrollment["finalState"]["method"] == "ott"
+    assert enrollment["finalState"]["token"] == "[redacted]" and set(enrollment) <= ENTITY_CHANGE_FIELDS
+    updated = [e for e in changes_of(events, "authenticators") if e["eventType"] == "updated"
+               and e["initialState"]["id"] == auth]
+    assert len(updated) == 2 and all(e["metadata"]["authorId"] == iid for e in updated)
+    assert updated[1]["initialState"]["fingerprint"] != updated[1]["finalState"]["fingerprint"]

@@ -308,7 +308,7 @@ class Circuits:
     def _facts(c: Circuit) -> dict:
         return {"session_id": c.session_id, "service_id": c.service_id, "terminator_id": c.terminator_id,
                 "instance_id": c.instance_id, "router_id": c.router_id, "client_identity_id": c.client_id,
-                "host_identity_id": c.host_id}
+                "host_identity_id": c.host_id, "path": c.path, "links": c.links}
 
     def _fault(self, ch: RouterChannel, m: Message) -> None:
         fault = pb.decode(messages.FAULT, m.body)

@@ -188,7 +188,7 @@ class Dialer:
                 ch.conns[cid] = dialer
                 host.conns[hosted.id] = hosted
                 self.circuits += 1
-                facts = {"session_id": sess.id, "service_id": sess.service_id, "terminator_id": term.id,
+                facts: dict = {"session_id": sess.id, "service_id": sess.service_id, "terminator_id": term.id,
                          "instance_id": term.instance_id, "router_id": self.router_id,
                          "client_identity_id": sess.identity_id, "host_identity_id": term.session.identity_id}
                 self.circuit_facts[circuit_id] = {**facts, "started": started}

@@ -27,23 +27,26 @@ def sdk_online(bus: Bus, identity_id: str, online: bool) -> None:
 
 def circuit_created(bus: Bus, circuit_id: str, *, session_id: str, service_id: str, terminator_id: str,
                     instance_id: str, router_id: str, client_identity_id: str, host_identity_id: str,
-                    cost: int, creation_seconds: float, ingress_id: str = "", egress_id: str = "") -> None:
-    """A dial reached its host: the circuit carries data from now on."""
+                    cost: int, creation_seconds: float, ingress_id: str = "", egress_id: str = "",
+                    path: list[str] | None = None, links: list[str] | None = None) -> None:
+    """A dial reached its host: the circuit carries data from now on (over ``path``, its routers
+    from ingress to egress, and the ``links`` between them, where it crosses routers)."""
     if bus.active:
         bus.emit(shapes.circuit(
             bus.source_id, "created", circuit_id, session_id, service_id, terminator_id, instance_id, router_id,
             _tags(client_identity_id, host_identity_id, service_id), ingress_id=ingress_id, egress_id=egress_id,
-            creation_seconds=creation_seconds, cost=cost))
+            creation_seconds=creation_seconds, cost=cost, nodes=path, links=links))
 
 
 def circuit_deleted(bus: Bus, circuit_id: str, *, session_id: str, service_id: str, terminator_id: str,
                     instance_id: str, router_id: str, client_identity_id: str, host_identity_id: str,
-                    duration_seconds: float) -> None:
+                    duration_seconds: float, path: list[str] | None = None, links: list[str] | None = None) -> None:
     """A circuit ended (either end closed, or it was revoked)."""
     if bus.active:
         bus.emit(shapes.circuit(
             bus.source_id, "deleted", circuit_id, session_id, service_id, terminator_id, instance_id, router_id,
-            _tags(client_identity_id, host_identity_id, service_id), duration_seconds=duration_seconds))
+            _tags(client_identity_id, host_identity_id, service_id), duration_seconds=duration_seconds,
+            nodes=path, links=links))
 
 
 def circuit_failed(bus: Bus, circuit_id: str, *, session_id: str, service_id: str, router_id: str,

@@ -125,18 +125,21 @@ def sdk(src: str, identity_id: str, online: bool) -> dict:
 def circuit(src: str, event_type: str, circuit_id: str, client_id: str, service_id: str, terminator_id: str,
             instance_id: str, router_id: str, tags: dict[str, str], *, ingress_id: str = "", egress_id: str = "",
             creation_seconds: float | None = None, cost: int | None = None, failure_cause: str | None = None,
-            duration_seconds: float | None = None) -> dict:
-    """``fabric.circuits`` (version 2): created, deleted, failed. A circuit of one router has a
-    path of one node and no link."""
+            duration_seconds: float | None = None, nodes: list[str] | None = None,
+            links: list[str] | None = None) -> dict:
+    """``fabric.circuits`` (version 2): created, deleted, failed. The path's ``nodes`` are its
+    routers from ingress to egress with the ``links`` between them; a circuit of one router (the
+    embedded router's, a real router's with the terminator on the router dialed) has a path of one
+    node and no link."""
     out: dict[str, Any] = {
         "namespace": "fabric.circuits", "version": 2, "event_type": event_type, "event_src_id": src,
         "circuit_id": circuit_id, "timestamp": timestamp(), "client_id": client_id, "service_id": service_id,
         "terminator_id": terminator_id, "instance_id": instance_id}
     if creation_seconds is not None:
         out["creation_timespan"] = nanos(creation_seconds)
-    out["path"] = {"nodes": [router_id] if router_id else [], "links": [], "ingress_id": ingress_id,
-                   "egress_id": egress_id}
-    out["link_count"] = 0
+    out["path"] = {"nodes": list(nodes) if nodes else [router_id] if router_id else [], "links": list(links or ()),
+                   "ingress_id": ingress_id, "egress_id": egress_id}
+    out["link_count"] = len(links or ())
     if cost is not None:
         out["path_cost"] = cost
     if failure_cause is not None:

@@ -286,7 +286,10 @@ def _own_cert_authenticator(ctx: Ctx) -> dict:
 async def extend_own(ctx: Ctx):
     body = await ctx.json(ExtendRequest)
     row = _own_cert_authenticator(ctx)
-    return env.ok(certauth.extend(ctx, row, tls.peer_certs(ctx), body.client_cert_csr))
+    with ctx.store.write():   # the new certificate and its entityChange/audit row in one transaction
+        answer = certauth.extend(ctx, row, tls.peer_certs(ctx), body.client_cert_csr)
+        crud.changed(ctx, AUTHENTICATORS, row["id"], row, {"unverified_cert_pem": None})
+    return env.ok(answer)
 
 
 @op("POST", "/current-identity/authenticators/{id}/extend-verify", apis=BOTH, auth="session",
@@ -294,5 +297,7 @@ async def extend_own(ctx: Ctx):
 async def extend_verify_own(ctx: Ctx):
     body = await ctx.json(ExtendVerifyRequest)
     row = _own_cert_authenticator(ctx)
-    certauth.verify_extension(ctx, row, body.client_cert)
+    with ctx.store.write():
+        certauth.verify_extension(ctx, row, body.client_cert)
+        crud.changed(ctx, AUTHENTICATORS, row["id"], row, {"cert_pem": None})
     return env.empty()

@@ -13,7 +13,7 @@ from .. import clock
 from ..api import crud
 from ..api import envelope as env
 from ..api.ops import op
-from ..api.resource import Field, Ref, Resource, derive_patch
+from ..api.resource import Field, Ref, Resource, Row, derive_patch
 from ..auth.certs import server_keypair
 from ..auth.enrollments import new_enrollment
 from ..db.filters import Symbol
@@ -265,3 +265,15 @@ async def identity_enrollments(ctx: Ctx):
 
 
 RESOURCES = (CAS, ENROLLMENTS)
+
+
+@crud.listen(IDENTITIES)
+def _identity_enrollment(ctx: Ctx, id: str, before: Row | None, values: Row | None) -> None:
+    """The enrollment an identity create made (its ``enrollment`` object, written by the
+    identity's after-write hook just before) is an entity change of its own, as upstream's
+    store reports it: an entityChange ``created`` of type ``enrollments`` in the same
+    transaction (the request's audit row stays the identity's)."""
+    if before is not None or not values or not values.get("enrollment"):
+        return
+    for row in ctx.store.all("SELECT id, method FROM enrollments WHERE identity_id = ?", (id,)):
+        crud.changed(ctx, ENROLLMENTS, row["id"], None, {"method": row["method"]})
