@@ -167,7 +167,10 @@ def hooks(resource: Resource) -> dict[str, list[tuple[str, str]]]:
     if "update" in resource.ops or "patch" in resource.ops:
         out["update"] = write("prepare")
     if "delete" in resource.ops:
-        out["delete"] = write("before_delete")
+        steps = write("before_delete")
+        children = [(f"deletes first: {child.name}", f"{child.table}.{column}")
+                    for child, column in crud.CASCADES.get(resource, ())]
+        out["delete"] = steps[:1] + children + steps[1:] if resource.before_delete else children + steps
     if "list" in resource.ops:
         steps = [("list condition", callable_name(fn)) for fn in crud.LIST_CONDITIONS.get(resource, ())]
         if resource in crud.PREFETCH:

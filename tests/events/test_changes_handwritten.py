@@ -242,3 +242,26 @@ def test_an_identitys_enrollment_and_a_certificate_extension(events_app, admin_t
                and e["initialState"]["id"] == auth]
     assert len(updated) == 2 and all(e["metadata"]["authorId"] == iid for e in updated)
     assert updated[1]["initialState"]["fingerprint"] != updated[1]["finalState"]["fingerprint"]
+
+
+def test_an_identity_delete_reports_what_goes_with_it(served):
+    """Deleting an identity deletes its authenticators, enrollments and MFA record first, each an
+    entityChange ``deleted`` of its own (secrets redacted), then the identity; one audit row."""
+    client, admin, events = served
+    iid, aid, me = user(client, admin, "cascade-user", "Cascade-Passw0rd-1")
+    r = admin.post("/enrollments", json={"method": "ott", "identityId": iid, "expiresAt": "2099-01-01T00:00:00Z"})
+    assert r.status_code == 201, r.text
+    eid = r.json()["data"]["id"]
+    mfa_id = me.post("/current-identity/mfa").json()["data"]["id"]
+    secret = secret_of(me.get("/current-identity/mfa").json()["data"])
+    assert admin.delete(f"/identities/{iid}").status_code == 200
+    assert [r["operation"] for r in audit_rows(admin, f'?filter=entityId="{iid}"')] == ["createIdentity",
+                                                                                        "deleteIdentity"]
+    assert not audit_rows(admin, f'?filter=entityId in ["{aid}", "{eid}", "{mfa_id}"] and operation="deleteIdentity"')
+    client.__exit__(None, None, None)
+
+    deleted = [(e["entityType"], e["initialState"]["id"]) for e in events.of("entityChange", eventType="deleted")]
+    assert deleted[-4:] == [("authenticators", aid), ("enrollments", eid), ("mfas", mfa_id), ("identities", iid)]
+    (gone_mfa,) = [e for e in events.of("entityChange", eventType="deleted") if e["entityType"] == "mfas"]
+    assert gone_mfa["initialState"]["secret"] == "[redacted]" and set(gone_mfa) <= ENTITY_CHANGE_FIELDS
+    assert secret not in everything_stored(client, events)

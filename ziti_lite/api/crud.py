@@ -73,6 +73,28 @@ def prefetch(resource: Resource) -> Callable[[P], P]:
     return deco
 
 
+# parent resource -> (child resource, its column naming the parent): rows that the parent's
+# delete takes with it (the schema's ON DELETE CASCADE). The generic delete removes them first,
+# each reported to the listeners of every resource (an entityChange ``deleted`` of its own, as
+# upstream's stores report their children); registered where the child is declared.
+CASCADES: dict[Resource, list[tuple[Resource, str]]] = {}
+
+
+def cascades(parent: Resource, child: Resource, column: str) -> None:
+    CASCADES.setdefault(parent, []).append((child, column))
+
+
+def _delete_children(ctx: Ctx, res: Resource, id: str) -> None:
+    for child, column in CASCADES.get(res, ()):
+        rows = ctx.store.all(f"SELECT * FROM {child.table} WHERE {column} = ?", (id,))
+        if not rows:
+            continue
+        ctx.store.execute(f"DELETE FROM {child.table} WHERE {column} = ?", (id,))
+        for row in rows:
+            for every in ANY_LISTENERS:
+                every(ctx, child, row["id"], row, None)
+
+
 def changed(ctx: Ctx, res: Resource, id: str, before: Row | None, values: Row | None) -> None:
     if res.after_write:
         res.after_write(ctx, id, before, values)
@@ -473,6 +495,7 @@ async def delete(res: Resource, ctx: Ctx):
             )
         if res.before_delete:
             res.before_delete(ctx, row)
+        _delete_children(ctx, res, id)
         ctx.store.execute(f"DELETE FROM {res.table} WHERE id = ?", (id,))
         changed(ctx, res, id, row, None)
     return env.empty()

@@ -25,6 +25,7 @@ from ..auth import mfa, sessions
 from ..auth.methods import Login, auth_query, login_outcome
 from ..errors import ApiError, NotFound
 from ..resources.common import Body
+from ..resources.identities import IDENTITIES
 
 TAG = "current-identity"
 CODE_HEADER = "mfa-validation-code"
@@ -35,6 +36,7 @@ CODE_HEADER = "mfa-validation-code"
 MFAS = Resource(name="mfas", entity="mfa", table="mfa", ops=(),
                 fields=(Field("identityId"), Field("isVerified", "bool"), Field("secret"),
                         Field("recoveryCodes", "json")))
+crud.cascades(IDENTITIES, MFAS, "identity_id")   # an identity's MFA record goes with it, reported
 
 
 def _changed(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:

@@ -277,3 +277,6 @@ def _identity_enrollment(ctx: Ctx, id: str, before: Row | None, values: Row | No
         return
     for row in ctx.store.all("SELECT id, method FROM enrollments WHERE identity_id = ?", (id,)):
         crud.changed(ctx, ENROLLMENTS, row["id"], None, {"method": row["method"]})
+
+# an identity's enrollments go with it (and report their own deletion)
+crud.cascades(IDENTITIES, ENROLLMENTS, "identity_id")

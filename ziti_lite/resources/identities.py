@@ -454,3 +454,6 @@ async def update_identity_tracing(ctx: Ctx):
     trace_id = spec.trace_id or str(uuid.uuid4())  # upstream generates one when none is given
     traces[id] = {"enabled": True, "traceId": trace_id, "until": until, "channels": spec.channels or []}
     return env.ok({"enabled": True, "traceId": trace_id, "until": until})
+
+# an identity's authenticators go with it (and report their own deletion)
+crud.cascades(IDENTITIES, AUTHENTICATORS, "identity_id")
