@@ -168,9 +168,10 @@ def hooks(resource: Resource) -> dict[str, list[tuple[str, str]]]:
         out["update"] = write("prepare")
     if "delete" in resource.ops:
         steps = write("before_delete")
-        children = [(f"deletes first: {child.name}", f"{child.table}.{column}")
-                    for child, column in crud.CASCADES.get(resource, ())]
-        out["delete"] = steps[:1] + children + steps[1:] if resource.before_delete else children + steps
+        at = 1 if resource.before_delete else 0   # the children go after the hook, before the row
+        steps[at:at] = [(f"deletes first: {child.name}", f"{child.table}.{column}")
+                        for child, column in crud.CASCADES.get(resource, ())]
+        out["delete"] = steps
     if "list" in resource.ops:
         steps = [("list condition", callable_name(fn)) for fn in crud.LIST_CONDITIONS.get(resource, ())]
         if resource in crud.PREFETCH:

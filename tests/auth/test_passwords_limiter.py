@@ -145,6 +145,22 @@ def test_a_flood_of_logins_gets_429_and_users_and_the_loop_keep_being_served(net
     assert started == ["wrong-password", PASSWORD, "wrong-password"]
 
 
+def behind_a_blocker(client, limiter, release, blocker_password: str, first: tuple[str, str],
+                     second: tuple[str, str]) -> tuple[list, list]:
+    """A login holding the one worker, then ``first`` and ``second`` queued behind it in that
+    order, then the KDF released: the answers of ``first`` and ``second``."""
+    blocker, _ = logins(client, [("nobody-" + blocker_password, blocker_password)])
+    wait_for(lambda: limiter.running == 1)
+    one, first_answers = logins(client, [first])
+    wait_for(lambda: limiter.pending == 2)
+    two, second_answers = logins(client, [second])
+    wait_for(lambda: limiter.pending == 3)
+    release.set()
+    for t in blocker + one + two:
+        t.join(GUARD)
+    return first_answers, second_answers
+
+
 def test_a_wrong_password_moves_the_account_to_the_untrusted_lane(net, client, held_kdf):
     """After a failed check an account's logins wait behind the trusted lane until one succeeds."""
     release, make, started = held_kdf
@@ -152,15 +168,8 @@ def test_a_wrong_password_moves_the_account_to_the_untrusted_lane(net, client, h
     _, other = net.user(password="Other-Passw0rd")
     assert net.authenticate(suspect, "wrong-password").status_code == 401
     limiter = make(cost=0.01, workers=1)
-    blocker, _ = logins(client, [("nobody-1", "block-1")])
-    wait_for(lambda: limiter.running == 1)
-    first, first_answers = logins(client, [(suspect, "Suspect-Passw0rd")])
-    wait_for(lambda: limiter.pending == 2)
-    second, second_answers = logins(client, [(other, "Other-Passw0rd")])
-    wait_for(lambda: limiter.pending == 3)
-    release.set()
-    for t in blocker + first + second:
-        t.join(GUARD)
+    first_answers, second_answers = behind_a_blocker(client, limiter, release, "block-1",
+                                                     (suspect, "Suspect-Passw0rd"), (other, "Other-Passw0rd"))
     assert first_answers == [200] and second_answers == [200]
     # the account that arrived later but whose last check succeeded went first
     assert started == ["block-1", "Other-Passw0rd", "Suspect-Passw0rd"]
@@ -168,15 +177,8 @@ def test_a_wrong_password_moves_the_account_to_the_untrusted_lane(net, client, h
     # its good login restored it: now it is served in the trusted lane again
     release.clear()
     started.clear()
-    blocker, _ = logins(client, [("nobody-2", "block-2")])
-    wait_for(lambda: limiter.running == 1)
-    first, _ = logins(client, [("nobody-3", "block-3")])
-    wait_for(lambda: limiter.pending == 2)
-    second, second_answers = logins(client, [(suspect, "Suspect-Passw0rd")])
-    wait_for(lambda: limiter.pending == 3)
-    release.set()
-    for t in blocker + first + second:
-        t.join(GUARD)
+    _, second_answers = behind_a_blocker(client, limiter, release, "block-2",
+                                         ("nobody-3", "block-3"), (suspect, "Suspect-Passw0rd"))
     assert second_answers == [200]
     assert started == ["block-2", "Suspect-Passw0rd", "block-3"]
 

@@ -109,12 +109,18 @@ def test_go_sdk_through_the_real_router(lab, router, net, go, service):
     h.command("close")
 
 
+def held(peers, ids, name: str):
+    """A host of rr-plain named ``name`` and a dialer holding one connection to it, open."""
+    host(peers, ids["rr-host.file"], "rr-plain", name)
+    c = dialer(peers, ids["rr-client.file"])
+    c.send(op="hold", service="rr-plain", line=name)
+    assert c.next(kind="echo")["event"] == "echo"
+    return c
+
+
 def test_route_path_names_the_real_router(lab, router, net, peers):
     admin, ids = net
-    host(peers, ids["rr-host.file"], "rr-plain", "rp")
-    c = dialer(peers, ids["rr-client.file"])
-    c.send(op="hold", service="rr-plain", line="hold")
-    assert c.next(kind="echo")["event"] == "echo"
+    held(peers, ids, "rp")
     sessions = [s for s in admin.get('/sessions?filter=type="Dial"&limit=500').json()["data"]
                 if s["identityId"] == ids["rr-client"]]
     paths = [admin.get(f"/sessions/{s['id']}/route-path").json()["data"]["routePath"] for s in sessions]
@@ -126,10 +132,7 @@ def test_route_path_names_the_real_router(lab, router, net, peers):
 
 def test_logout_closes_live_connections_within_a_second(lab, router, net, peers):
     admin, ids = net
-    host(peers, ids["rr-host.file"], "rr-plain", "rev")
-    c = dialer(peers, ids["rr-client.file"])
-    c.send(op="hold", service="rr-plain", line="one")
-    assert c.next(kind="echo")["event"] == "echo"
+    c = held(peers, ids, "rev")
     t0 = time.monotonic()
     for s in admin.get("/api-sessions?limit=500").json()["data"]:
         if s["identityId"] == ids["rr-client"]:
