@@ -91,6 +91,17 @@ async def _open_and_hold(open_one, n: int, batch: int, q, stop) -> None:
         await asyncio.sleep(0.05)
 
 
+async def _sdk_circuit(cfg: dict, token, into: list) -> None:
+    """One SDK channel to the embedded router (kept in ``into``) with one circuit dialed on it."""
+    from tests.edge.client import STATE_CONNECTED, EdgeClient  # in the load processes only, as above
+    o = await EdgeClient.open("127.0.0.1", cfg["edge_port"], _identity(cfg["dial_id"]))
+    into.append(o)
+    r = await o.hello(cfg["dial_token"])
+    assert r.headers.get(2) == b"\x01", "hello refused"
+    r = await o.dial(0, token)
+    assert r.content == STATE_CONNECTED, f"dial refused: {r.body!r}"
+
+
 async def _every_100ms(conns: list, send, ticks: int, stop) -> None:
     """Each of ``conns`` sends once every 100 ms until ``stop``: in ``ticks`` slices of the period
     (10: a tenth of them every 10 ms, as independent devices would; 1: all at once, a burst)."""
@@ -222,17 +233,9 @@ async def _ziti_dialer(cfg: dict, test: str, q, stop) -> None:
             await asyncio.sleep(0.05)
     elif test == "traffic":   # ``idle`` SDK channels, one circuit each, each sending 1 KiB every 100 ms
         sslproto.SSLProtocol.max_size = 16 * 1024   # this client's memory only (see idlech)
-        chans = []
-
-        async def sdk() -> None:
-            o = await EdgeClient.open("127.0.0.1", cfg["edge_port"], _identity(cfg["dial_id"]))
-            chans.append(o)
-            r = await o.hello(cfg["dial_token"])
-            assert r.headers.get(2) == b"\x01", "hello refused"
-            r = await o.dial(0, token)
-            assert r.content == STATE_CONNECTED, f"dial refused: {r.body!r}"
+        chans: list = []
         for s in range(0, cfg["idle"], 50):
-            await asyncio.gather(*(sdk() for _ in range(s, min(cfg["idle"], s + 50))))
+            await asyncio.gather(*(_sdk_circuit(cfg, token, chans) for _ in range(s, min(cfg["idle"], s + 50))))
         payload = os.urandom(1024)
         q.put(("result", {"open": cfg["idle"]}))
         await _every_100ms(chans, lambda o: o.data(0, payload), cfg.get("ticks", 10), stop)
@@ -242,16 +245,8 @@ async def _ziti_dialer(cfg: dict, test: str, q, stop) -> None:
         # the load client's own memory: asyncio gives each client TLS connection a 256 KiB read
         # buffer (2.5 GiB for 10,000); 16 KiB holds a TLS record. Only this process is changed.
         sslproto.SSLProtocol.max_size = 16 * 1024
-        others = []
-
-        async def sdk() -> None:
-            o = await EdgeClient.open("127.0.0.1", cfg["edge_port"], _identity(cfg["dial_id"]))
-            others.append(o)
-            r = await o.hello(cfg["dial_token"])
-            assert r.headers.get(2) == b"\x01", "hello refused"
-            r = await o.dial(0, token)
-            assert r.content == STATE_CONNECTED, f"dial refused: {r.body!r}"
-        await _open_and_hold(sdk, cfg["idle"], 50, q, stop)
+        others: list = []
+        await _open_and_hold(lambda: _sdk_circuit(cfg, token, others), cfg["idle"], 50, q, stop)
         for o in others:
             o.writer.close()
     await c.close()
