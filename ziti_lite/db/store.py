@@ -88,11 +88,15 @@ def connect(path: str) -> apsw.Connection:
         raise DatabaseRefused(f"cannot open {path} ({why}): give --db a path in a directory ziti-lite may write"
                               ) from None
     try:
+        refusal(path, conn)   # before any setting: a file that is refused is left as it was
         _configure(conn)
     except apsw.NotADBError:
         conn.close()
         raise DatabaseRefused(f"{path} is not an SQLite database: give --db a ziti-lite database or a new file"
                               ) from None
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -122,8 +126,9 @@ def _configure(conn: apsw.Connection) -> None:
 
 def refusal(path: str, conn: apsw.Connection | None = None) -> None:
     """Raise ``DatabaseRefused`` for a file ziti-lite must not open: checked on a plain
-    connection before any setting is applied, so a foreign file is left exactly as it was (no
-    WAL mode, no statistics tables)."""
+    connection before any setting is applied (``connect`` checks its own connection so, which
+    reads the schema once for both), so a foreign file is left exactly as it was (no WAL mode,
+    no statistics tables)."""
     own = conn is None
     if own:
         if path in ("", ":memory:") or path.startswith("file:") or not os.path.exists(path):
@@ -162,7 +167,6 @@ def refusal(path: str, conn: apsw.Connection | None = None) -> None:
 class Store:
     def __init__(self, path: str):
         self.path = path
-        refusal(path)
         self.conn = connect(path)
         self._depth = 0
         self._lock = threading.RLock()
@@ -201,7 +205,6 @@ class Store:
                 self.conn.execute(schema_sql())
                 self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             return True
-        refusal(self.path, self.conn)
         if version == SCHEMA_VERSION:
             return False
         snapshot = self.snapshot_before_migration(version)
