@@ -368,9 +368,9 @@ def page(
     all_params = [*params, *compiled.params]
     tbl = table or res.table
     if compiled.count is not None and cond == f"({compiled.where})" and tbl == res.table:
-        total = ctx.store.value(*compiled.count)  # one indexed search and nothing else: count in the index
+        total = ctx.store.count(*compiled.count)  # one indexed search and nothing else: count in the index
     else:
-        total = ctx.store.value(f"SELECT count(*) FROM {tbl} t" + (f" WHERE {cond}" if parts else ""), all_params)
+        total = ctx.store.count(f"SELECT count(*) FROM {tbl} t" + (f" WHERE {cond}" if parts else ""), all_params)
     if total > SEARCH_PROBE_ABOVE and compiled.count is not None:
         cond = search.probe_variant(cond)  # many matches: walk the sort order instead
     order = compiled.order_by

@@ -171,6 +171,7 @@ class Store:
         self._depth = 0
         self._lock = threading.RLock()
         self._columns: dict[str, tuple] = {}
+        self._counts: tuple[tuple, dict] = ((), {})   # (generation, {(sql, params): count})
         self.before_write = None   # called before each outermost BEGIN (the WAL checkpointer)
         # functions to run once the current outermost transaction commits (``after_commit``);
         # a savepoint's share is dropped when it rolls back, the whole list on a ROLLBACK
@@ -270,6 +271,30 @@ class Store:
         if names is None:
             return []
         return [dict(zip(names, r)) for r in cur]
+
+    def generation(self) -> tuple[int, int]:
+        """What moves whenever the database may have changed: ``PRAGMA data_version`` when
+        another connection (another process) commits, ``total_changes()`` when this one writes.
+        Both together cost ~1.6 µs: the key of the caches of derived answers."""
+        conn = self.conn
+        return conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes()  # type: ignore[index]
+
+    def count(self, sql: str, params: Any = ()) -> int:
+        """``value`` of a ``count(*)`` query, remembered until the database changes: a list page
+        of a large table counts all its rows on every request (12 µs at 100k identities, the
+        same again for each page a console polls) while nothing was written."""
+        gen = self.generation()
+        held, counts = self._counts
+        if held != gen:
+            counts = {}
+            self._counts = (gen, counts)
+        key = (sql, tuple(params))
+        n = counts.get(key)
+        if n is None:
+            n = self.value(sql, params)
+            if len(counts) < 1024:
+                counts[key] = n
+        return n
 
     def value(self, sql: str, params: Any = ()) -> Any:
         row = self.conn.execute(sql, params).fetchone()

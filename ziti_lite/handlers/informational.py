@@ -41,8 +41,7 @@ def oidc_advertised(ctl: HandlersController) -> bool:
     which ziti-lite does not stream, so SDKs that would prefer OIDC keep legacy sessions there."""
     if ctl.oidc is None:
         return False
-    conn = ctl.store.conn
-    gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())  # type: ignore[index]
+    gen = ctl.store.generation()
     known = _OIDC_VERDICTS.get(id(ctl))
     if known is None or known[0] != gen:
         embedded = ctl.state.get("edge_router_id") or ctl.store.value(
