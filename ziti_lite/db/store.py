@@ -172,6 +172,7 @@ class Store:
         self._lock = threading.RLock()
         self._columns: dict[str, tuple] = {}
         self._counts: tuple[tuple, dict] = ((), {})   # (generation, {(sql, params): count})
+        self._rollbacks = 0   # rolled back writes, which leave data_version and total_changes as they were
         self.before_write = None   # called before each outermost BEGIN (the WAL checkpointer)
         # functions to run once the current outermost transaction commits (``after_commit``);
         # a savepoint's share is dropped when it rolls back, the whole list on a ROLLBACK
@@ -272,12 +273,14 @@ class Store:
             return []
         return [dict(zip(names, r)) for r in cur]
 
-    def generation(self) -> tuple[int, int]:
+    def generation(self) -> tuple[int, int, int]:
         """What moves whenever the database may have changed: ``PRAGMA data_version`` when
-        another connection (another process) commits, ``total_changes()`` when this one writes.
-        Both together cost ~1.6 µs: the key of the caches of derived answers."""
+        another connection (another process) commits, ``total_changes()`` when this one writes,
+        and the count of rolled back writes (what a cache saw inside one is gone). ~1.6 µs: the
+        key of the caches of derived answers."""
         conn = self.conn
-        return conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes()  # type: ignore[index]
+        return (conn.execute("PRAGMA data_version").fetchone()[0],  # type: ignore[index]
+                conn.total_changes(), self._rollbacks)
 
     def count(self, sql: str, params: Any = ()) -> int:
         """``value`` of a ``count(*)`` query, remembered until the database changes: a list page
@@ -322,6 +325,7 @@ class Store:
                     yield self
                 except BaseException:
                     self.conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
+                    self._rollbacks += 1
                     del self._after_commit[mark:]
                     raise
                 else:
@@ -338,6 +342,7 @@ class Store:
                 yield self
             except BaseException:
                 self.conn.execute("ROLLBACK")
+                self._rollbacks += 1
                 self._after_commit.clear()
                 raise
             else:
