@@ -22,7 +22,7 @@ FLUSH_SECONDS = 60
 
 if TYPE_CHECKING:
     from ..config import Settings
-    from ..db.store import Store
+    from ..db.store import Generation, Store
 
 
 class AuthController(Protocol):
@@ -31,7 +31,7 @@ class AuthController(Protocol):
     store: Store
     state: dict[str, str]
     activity: dict[str, str]
-    session_rows: tuple[tuple[int, int], dict[str, Any]] | None
+    session_rows: tuple[Generation, dict[str, Any]] | None
     extjwt_keys: dict[str, Any]
     oidc_verified: dict[str, dict]
 

@@ -164,6 +164,10 @@ def refusal(path: str, conn: apsw.Connection | None = None) -> None:
             conn.close()
 
 
+# (data_version, total_changes, rollbacks): see Store.generation
+Generation = tuple[int, int, int]
+
+
 class Store:
     def __init__(self, path: str):
         self.path = path
@@ -273,7 +277,7 @@ class Store:
             return []
         return [dict(zip(names, r)) for r in cur]
 
-    def generation(self) -> tuple[int, int, int]:
+    def generation(self) -> Generation:
         """What moves whenever the database may have changed: ``PRAGMA data_version`` when
         another connection (another process) commits, ``total_changes()`` when this one writes,
         and the count of rolled back writes (what a cache saw inside one is gone). ~1.6 µs: the

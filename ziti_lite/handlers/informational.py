@@ -16,6 +16,7 @@ from ..api.ops import BOTH, op
 from ..api.router import Router
 from ..auth.enrollments import network_jwt
 from ..auth.sessions import AuthController
+from ..db.store import Generation
 from ..errors import NotFound
 from ..pki import ca
 from . import spec
@@ -52,7 +53,7 @@ def oidc_advertised(ctl: HandlersController) -> bool:
     return known[1]
 
 
-_OIDC_VERDICTS: dict[int, tuple[tuple[int, int], bool]] = {}
+_OIDC_VERDICTS: dict[int, tuple[Generation, bool]] = {}
 
 
 def version_doc(ctl: HandlersController, oidc: bool = False) -> dict:
