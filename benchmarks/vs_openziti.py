@@ -263,6 +263,10 @@ def operations(t: Target) -> list[tuple]:
         return request("PATCH", f"{MGMT}/service-policies/{t.policies[i % len(t.policies)]}", {
             "identityRoles": [f"#team-{(i * 7) % 100:02d}", "#bench-user"]}, admin)
 
+    def fresh_search(i: int) -> bytes:   # a term no earlier request had: no cache answers it
+        flt = urllib.parse.quote(f'name contains "004242" and name != "n-{i}-{time.time_ns()}"')
+        return request("GET", MGMT + f"/identities?limit=10&filter={flt}", headers=admin)
+
     def ident(i: int) -> bytes:
         return request("POST", MGMT + "/identities", {"name": f"bench-id-{i}-{time.time_ns()}", "type": "Device",
                                                       "isAdmin": False, "roleAttributes": ["bench-new"]}, admin)
@@ -273,8 +277,9 @@ def operations(t: Target) -> list[tuple]:
     return [
         ("point read GET /identities/{id}", [request("GET", MGMT + f"/identities/{mid}", headers=admin)], 200, ""),
         ("list page GET /identities?limit=10", [request("GET", MGMT + "/identities?limit=10", headers=admin)], 200, ""),
-        ('search name contains "004242"', [request("GET", MGMT + f"/identities?limit=10&filter={needle}", headers=admin)],
-         200, ""),
+        ('search name contains "004242" (the same search again)',
+         [request("GET", MGMT + f"/identities?limit=10&filter={needle}", headers=admin)], 200, ""),
+        ('search name contains "004242" (a new search each time)', fresh_search, 200, ""),
         ("client API GET /services (bench user)", [request("GET", CLIENT + "/services?limit=100", headers=user)], 200, ""),
         ("POST /sessions (Dial)", [request("POST", CLIENT + "/sessions", {"serviceId": t.services[i], "type": "Dial"},
                                            user) for i in range(10)], 201, ""),
