@@ -169,16 +169,19 @@ class Channel(asyncio.BufferedProtocol):
         order, until reading pauses; keep the rest."""
         buf, end = self._rbuf, self._rend
         self._scanning = True
+        run_to: Conn | None = None         # consecutive data frames for one peer: one copy, one write
+        run_from = 0
+        broken = ""
         try:
             while end - pos >= 20 and not self.reading_paused and not self.closed:
                 magic, content, seq, hlen, blen = _PREFIX.unpack_from(buf, pos)
                 if magic != _MAGIC:
-                    return self._broken("bad magic")
-                if self._hello:
-                    if hlen > wire.MAX_HELLO or blen > wire.MAX_HELLO:
-                        return self._broken(f"message too large (headers {hlen}, body {blen})")
-                elif hlen > wire.MAX_HEADERS or blen > wire.MAX_BODY:
-                    return self._broken(f"message too large (headers {hlen}, body {blen})")
+                    broken = "bad magic"
+                    break
+                if (hlen > wire.MAX_HELLO or blen > wire.MAX_HELLO) if self._hello else \
+                        (hlen > wire.MAX_HEADERS or blen > wire.MAX_BODY):
+                    broken = f"message too large (headers {hlen}, body {blen})"
+                    break
                 stop = pos + 20 + hlen + blen
                 if stop > end:
                     break
@@ -189,16 +192,27 @@ class Channel(asyncio.BufferedProtocol):
                         conn = self.conns.get(plain[0])
                         peer = conn.peer if conn is not None else None
                         if peer is not None:
-                            pch = peer.channel
-                            _SEQ_AT(buf, pos + 8, pch.next_seq())
+                            if peer is not run_to:
+                                if run_to is not None:
+                                    run_to.channel.send_data(run_to, bytes(buf[run_from:pos]), self)
+                                run_to, run_from = peer, pos
+                            _SEQ_AT(buf, pos + 8, peer.channel.next_seq())
                             _CONN_AT(buf, plain[1], peer.id & 0xFFFFFFFF)
-                            pch.send_data(peer, bytes(buf[pos:stop]), self)
                             pos = stop
                             continue
+                if run_to is not None:
+                    run_to.channel.send_data(run_to, bytes(buf[run_from:pos]), self)
+                    run_to = None
+                    if self.reading_paused or self.closed:
+                        break
                 m = Message(content, seq, wire.parse_headers(buf[pos + 20:pos + 20 + hlen]) if hlen else {},
                             bytes(buf[pos + 20 + hlen:stop]))
                 pos = stop
                 self._dispatch(m)
+            if run_to is not None:
+                run_to.channel.send_data(run_to, bytes(buf[run_from:pos]), self)
+            if broken:
+                return self._broken(broken)
         except wire.WireError as e:
             return self._broken(str(e))
         except Exception:  # a bug handling one message must not take the router down
