@@ -617,3 +617,15 @@ def test_nesting_limit():
     assert (info.value.column, info.value.token) == (z.MAX_NESTING, "(")
     with pytest.raises(ParseError):
         parse("not " * (z.MAX_NESTING + 1) + "x = 1")
+
+
+def test_a_filter_parsed_again_is_the_same_query_and_errors_stay_errors():
+    text = 'name contains "x" and isAdmin = false sort by name limit 10'
+    first = z.parse(text)
+    assert z.parse(text) is first and first == z._Parser(text).start()
+    for _ in range(2):
+        with pytest.raises(z.ParseError):
+            z.parse('name = "unterminated')
+    for i in range(z.PARSED_MAX + 5):      # bounded, however many filters clients send
+        z.parse(f'name = "n{i}"')
+    assert len(z._PARSED) <= z.PARSED_MAX

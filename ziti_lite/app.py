@@ -33,7 +33,7 @@ from .auth import oidc_tokens, sessions
 from .config import Settings
 from .ctrl.server import CtrlServer
 from .db.checkpoint import Checkpointer
-from .db.store import Store
+from .db.store import Generation, Store
 from .edge.router import EdgeRouter
 from .errors import ApiError, NotFound, Unauthorized, generic_cause
 from .events import runtime as events_runtime
@@ -89,7 +89,7 @@ class Controller:
     ctrl_sock: socket.socket | None         # a pre-bound socket for the control channel (tests)
     ctrl_server: CtrlServer | None          # while the control channel listens (ctrl.start/stop)
     periodic: list[Callable[[Controller], object]]  # run by the janitor every few seconds (client.sessions)
-    session_rows: tuple[tuple[int, int], dict[str, Any]] | None  # the session lookup cache (auth.sessions)
+    session_rows: tuple[Generation, dict[str, Any]] | None  # the session lookup cache (auth.sessions)
     extjwt_keys: dict[str, Any]             # JWKS keys of ext-jwt signers (auth.extjwt)
     oidc: OidcProvider | None               # the OIDC provider under /oidc (None: --no-oidc)
     oidc_verified: dict[str, dict]          # verified OIDC access tokens -> claims (auth.oidc_tokens)

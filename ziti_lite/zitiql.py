@@ -579,4 +579,16 @@ def parse(text: str) -> Query:
     """
     if text == "":
         return Query(None, (), None, None)
-    return _Parser(text).start()
+    query = _PARSED.get(text)
+    if query is None:
+        query = _Parser(text).start()
+        if len(_PARSED) >= PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[text] = query
+    return query
+
+
+# filter text -> its (immutable) Query: a client asks with the same few filters again and again
+# (the CLI's name lookups, a console's searches), and parsing one costs ~150 µs
+PARSED_MAX = 1024
+_PARSED: dict[str, Query] = {}

@@ -101,3 +101,4 @@ def test_wrong_json_types_are_parse_errors_and_constraints_validation_errors():
             assert e.code == code, (body, e.code, e.cause)
         else:
             raise AssertionError(f"{body!r} decoded")
+

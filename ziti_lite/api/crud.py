@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias, TypeVar
 
@@ -175,18 +176,35 @@ def render_fields(res: Resource, row: dict) -> dict:
 
 
 def _renderer(res: Resource):
-    """``render_fields`` unrolled for one Resource: a function with one dict display, generated
-    from its (trusted, static) Field declarations; a list page calls it for every row and it
-    runs in ~60 % of the loop's time. Checked against ``render_fields`` before it is used."""
+    """``render_fields`` and the row links unrolled for one Resource: a function with one dict
+    display, generated from its (trusted, static) declarations; a list page calls it for every
+    row and it runs in ~60 % of the loop's time. ``_links`` leaves as JSON text made by one
+    ``join`` (eleven small dicts a row for the encoder otherwise) whenever the ids in it need
+    no escaping, which the ids this controller makes never do (:func:`add_link` for a hook that
+    adds one). Checked against the reference loop before it is used."""
     cached = res.__dict__.get("_renderer")
-    if cached is not None and cached[0] is res.fields and cached[1] is res.links:
-        return cached[2]
+    if cached is not None and cached[0] is res.fields and cached[1] is res.links and cached[2] is res.row_links:
+        return cached[3]
     prefix = f"./{res.name}/"
-    links = ", ".join(["'self': {'href': _p + id}"] +
-                      [f"{sub!r}: {{'href': _p + id + {'/' + sub!r}}}" for sub in res.links])
-    lines = ["def _render(row):", "    get = row.get", "    id = row['id']", "    return {",
-             "        'id': id, 'createdAt': row['created_at'], 'updatedAt': row['updated_at'],",
-             f"        'tags': Raw(row['tags']), '_links': {{{links}}},"]
+    template = ",".join([f'{{"self":{{"href":"{prefix}%s"}}'] +
+                        [f'"{sub}":{{"href":"{prefix}%s/{sub}"}}' for sub in res.links])
+    lines = ["def _render(row):", "    get = row.get", "    id = row['id']",
+             "    if id.isalnum() or _safe(id):",
+             "        text = id.join(_T)"]
+    ns: dict[str, Any] = {"Raw": Raw, "_E": _EMPTY_JSON, "_T": template.split("%s"), "_safe": _safe_id,
+                          "_slow": functools.partial(_reference_render, res)}
+    for i, (link, column, target) in enumerate(res.row_links):
+        ns[f"_R{i}"] = f',"{link}":{{"href":"./{target}/%s"}}'
+        lines += [f"        if v := get({column!r}):",
+                  "            if not _safe(v):",
+                  "                return _slow(row)",
+                  f"            text += _R{i} % v"]
+    lines += ["        links = Raw(text + '}')",
+              "    else:",
+              "        return _slow(row)",
+              "    return {",
+              "        'id': id, 'createdAt': row['created_at'], 'updatedAt': row['updated_at'],",
+              "        'tags': Raw(row['tags']), '_links': links,"]
     for name, column, conv in _render_plan(res):
         expr = (f"bool(get({column!r}))" if conv == _BOOL else
                 f"(None if (v := get({column!r})) is None else Raw(v))" if conv == _RAW else
@@ -194,25 +212,51 @@ def _renderer(res: Resource):
                 f"(None if (v := get({column!r})) == '' else v)" if conv == _PLAIN_NULL else f"get({column!r})")
         lines.append(f"        {name!r}: {expr},")
     lines.append("    }")
-    ns: dict[str, Any] = {"Raw": Raw, "_p": prefix, "_E": _EMPTY_JSON}
     exec("\n".join(lines), ns)  # noqa: S102 - source built from the Resource's own declarations
     fn = ns["_render"]
     sample: dict[str, Any] = {"id": "id0", "created_at": "c", "updated_at": "u", "tags": "{}"}
     for f in res.fields:
         sample[f.column] = 1 if f.kind in ("bool", "int") else ("[]" if f.kind in ("json", "set", "map") else "v")
-    if _jenc.encode(fn(sample)) != _jenc.encode(render_fields(res, sample)):
-        fn = functools.partial(render_fields, res)  # never expected; the loop stays the reference
-    res.__dict__["_renderer"] = (res.fields, res.links, fn)
+    for _, column, _ in res.row_links:
+        sample[column] = "ref0"
+    if _jenc.encode(fn(sample)) != _jenc.encode(_reference_render(res, sample)):
+        fn = functools.partial(_reference_render, res)  # never expected; the loop stays the reference
+    res.__dict__["_renderer"] = (res.fields, res.links, res.row_links, fn)
     return fn
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9._~:@!$&'()*+,;=-]*")
+
+
+def _safe_id(text: Any) -> bool:
+    """Whether ``text`` can stand in a JSON string (and a link) as it is."""
+    return isinstance(text, str) and (text.isalnum() or _SAFE_ID.fullmatch(text) is not None)
+
+
+def _reference_render(res: Resource, row: dict) -> dict:
+    """The reference: ``render_fields`` and the row links, one dict per link."""
+    out = render_fields(res, row)
+    for link, column, target in res.row_links:
+        if row.get(column):
+            out["_links"][link] = {"href": f"./{target}/{row[column]}"}
+    return out
+
+
+def add_link(out: dict, name: str, href: str) -> None:
+    """Add a link to a rendered detail whose ``_links`` may be JSON text (see ``_renderer``)."""
+    links = out["_links"]
+    if isinstance(links, Raw):
+        links = out["_links"] = _decode_links(links)
+    links[name] = {"href": href}
+
+
+_decode_links = msgspec.json.Decoder(dict).decode
 
 
 def render_declared(ctx: Ctx, res: Resource, row: dict) -> dict:
     """The detail of a row from its declarations (fields, references, constants), without the
     resource's render hook (what it computes for the caller)."""
     out = _renderer(res)(row)
-    for link, column, target in res.row_links:
-        if row.get(column):
-            out["_links"][link] = {"href": f"./{target}/{row[column]}"}
     for ref in res.refs:
         out[ref.name] = ref.render(ctx.store, row)
     if res.constants:
@@ -227,6 +271,24 @@ def render(ctx: Ctx, res: Resource, row: dict, hook: Render | None = None) -> di
     hook = hook or res.render
     if hook is not None:
         hook(ctx, row, out)
+    return out
+
+
+def render_rows(ctx: Ctx, res: Resource, rows: list[dict], hook: Render | None = None) -> list[dict]:
+    """``render`` of every row of a page, with what is the same for all of them looked up once."""
+    fn = _renderer(res)
+    hook = hook or res.render
+    refs, constants, store = res.refs, res.constants, ctx.store
+    out = []
+    for row in rows:
+        d = fn(row)
+        for ref in refs:
+            d[ref.name] = ref.render(store, row)
+        if constants:
+            d.update(constants)
+        if hook is not None:
+            hook(ctx, row, d)
+        out.append(d)
     return out
 
 
@@ -306,9 +368,9 @@ def page(
     all_params = [*params, *compiled.params]
     tbl = table or res.table
     if compiled.count is not None and cond == f"({compiled.where})" and tbl == res.table:
-        total = ctx.store.value(*compiled.count)  # one indexed search and nothing else: count in the index
+        total = ctx.store.count(*compiled.count)  # one indexed search and nothing else: count in the index
     else:
-        total = ctx.store.value(f"SELECT count(*) FROM {tbl} t" + (f" WHERE {cond}" if parts else ""), all_params)
+        total = ctx.store.count(f"SELECT count(*) FROM {tbl} t" + (f" WHERE {cond}" if parts else ""), all_params)
     if total > SEARCH_PROBE_ABOVE and compiled.count is not None:
         cond = search.probe_variant(cond)  # many matches: walk the sort order instead
     order = compiled.order_by
@@ -385,7 +447,7 @@ def list_response(
     pre = PREFETCH.get(res) if prefetch is None else prefetch
     hook = pre(ctx, rows) if pre is not None and rows else None
     if render_row is None:
-        data = [render(ctx, res, r, hook) for r in rows]
+        data = render_rows(ctx, res, rows, hook)
     else:
         data = [render_row(ctx, r) for r in rows]
     return env.listing(data, limit, offset, total, res.filterable)

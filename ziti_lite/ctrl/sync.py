@@ -91,9 +91,8 @@ class Sync:
                 body)
 
     def tick(self) -> None:
-        conn = self.server.ctl.store.conn
-        gen = (conn.execute("PRAGMA data_version").fetchone()[0],  # type: ignore[index]
-               conn.total_changes(), len(self.server.routers))
+        store = self.server.ctl.store
+        gen = (*store.generation(), len(self.server.routers))
         if gen == self._gen:
             return
         self._gen = gen
@@ -114,8 +113,7 @@ class Sync:
             ch.api_sessions = now
             self._check_sessions(ch)
         # measured after our own writes, so that they do not count as news next time
-        self._gen = (conn.execute("PRAGMA data_version").fetchone()[0],  # type: ignore[index]
-                     conn.total_changes(), len(self.server.routers))
+        self._gen = (*store.generation(), len(self.server.routers))
 
     def _check_routers(self) -> None:
         """Disconnect routers deleted, disabled or re-enrolled since they connected."""

@@ -191,7 +191,7 @@ async def reenroll_authenticator(ctx: Ctx):
 # ---------------------------------------------------------------- the caller's own
 def _render_own(ctx: Ctx, row: dict) -> dict:
     out = crud.render(ctx, AUTHENTICATORS, row)
-    out["_links"]["self"] = {"href": f"./current-identity/authenticators/{row['id']}"}
+    crud.add_link(out, "self", f"./current-identity/authenticators/{row['id']}")
     return out
 
 

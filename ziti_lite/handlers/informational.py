@@ -16,6 +16,7 @@ from ..api.ops import BOTH, op
 from ..api.router import Router
 from ..auth.enrollments import network_jwt
 from ..auth.sessions import AuthController
+from ..db.store import Generation
 from ..errors import NotFound
 from ..pki import ca
 from . import spec
@@ -41,8 +42,7 @@ def oidc_advertised(ctl: HandlersController) -> bool:
     which ziti-lite does not stream, so SDKs that would prefer OIDC keep legacy sessions there."""
     if ctl.oidc is None:
         return False
-    conn = ctl.store.conn
-    gen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())  # type: ignore[index]
+    gen = ctl.store.generation()
     known = _OIDC_VERDICTS.get(id(ctl))
     if known is None or known[0] != gen:
         embedded = ctl.state.get("edge_router_id") or ctl.store.value(
@@ -53,7 +53,7 @@ def oidc_advertised(ctl: HandlersController) -> bool:
     return known[1]
 
 
-_OIDC_VERDICTS: dict[int, tuple[tuple[int, int], bool]] = {}
+_OIDC_VERDICTS: dict[int, tuple[Generation, bool]] = {}
 
 
 def version_doc(ctl: HandlersController, oidc: bool = False) -> dict:

@@ -91,8 +91,7 @@ def soonest(store: Any, kind: str) -> Ending | None:
     """The certificate of ``kind`` that ends first. Cached until the database changes; where a
     pass is costly (a large network: 120 ms at 20k identities) it is made again at most once a
     minute, so a busy controller's scrapes do not each stall the event loop."""
-    conn = store.conn
-    generation = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())
+    generation = store.generation()
     key = (store.path, kind)
     hit = _SOONEST.get(key)
     now = time.monotonic()

@@ -126,9 +126,9 @@ def _ca_cert(store, pem: str) -> dict:
 
 def render_ca(ctx: Ctx, row: dict, out: dict) -> None:
     if not row["is_verified"]:
-        out["_links"]["verify"] = {"href": f"./cas/{row['id']}/verify"}
+        crud.add_link(out, "verify", f"./cas/{row['id']}/verify")
     if row["is_auto_ca_enrollment_enabled"]:
-        out["_links"]["jwt"] = {"href": f"./cas/{row['id']}/jwt"}
+        crud.add_link(out, "jwt", f"./cas/{row['id']}/jwt")
     claim = load_json(row["external_id_claim"]) if row["external_id_claim"] else None
     if claim:
         out["externalIdClaim"] = merge_leaves(CLAIM_DEFAULTS, claim)

@@ -343,7 +343,6 @@ def prepare_authenticator(ctx: Ctx, values: dict, existing: dict | None) -> None
 
 
 def render_authenticator(ctx: Ctx, row: dict, out: dict) -> None:
-    out["_links"]["identities"] = {"href": f"./identities/{row['identity_id']}"}
     if row["method"] == "updb":
         for k in ("certPem", "fingerprint", "isIssuedByNetwork"):
             out.pop(k, None)
