@@ -4,8 +4,8 @@ A ``Channel`` is an asyncio buffered protocol: the TLS layer decrypts straight i
 buffer shared by every channel of the thread (``get_buffer``), where the messages are cut out
 with the limits of ``wire`` (a hello's, then the general ones). A data frame of an open circuit
 whose headers are the usual ones (connection id, sequence, flags) is re-headed in place (the
-peer's connection id and the channel's sequence) and copied out once, to the peer's channel;
-every other message becomes a ``wire.Message`` for the router. Only an incomplete message (or
+peer's connection id and the channel's sequence) and copied out once, to the peer's channel
+(consecutive ones for the same peer as one write); every other message becomes a ``wire.Message`` for the router. Only an incomplete message (or
 what waits while reading is paused) is kept per channel, so an idle channel holds no buffer; a
 message larger than ``OWN_BUFFER_ABOVE`` is read into a buffer of its own size. Latency probes
 are answered right here, so a busy router still answers them within the SDK's 10 s. Outgoing
