@@ -5,11 +5,12 @@ buffer shared by every channel of the thread (``get_buffer``), where the message
 with the limits of ``wire`` (a hello's, then the general ones). A data frame of an open circuit
 whose headers are the usual ones (connection id, sequence, flags) is re-headed in place (the
 peer's connection id and the channel's sequence) and copied out once, to the peer's channel
-(consecutive ones for the same peer as one write); every other message becomes a ``wire.Message`` for the router. Only an incomplete message (or
-what waits while reading is paused) is kept per channel, so an idle channel holds no buffer; a
-message larger than ``OWN_BUFFER_ABOVE`` is read into a buffer of its own size. Latency probes
-are answered right here, so a busy router still answers them within the SDK's 10 s. Outgoing
-control messages go straight to the transport.
+(consecutive ones for the same peer as one write); every other message becomes a
+``wire.Message`` for the router. Only an incomplete message (or what waits while reading is
+paused) is kept per channel, so an idle channel holds no buffer; a message larger than
+``OWN_BUFFER_ABOVE`` is read into a buffer of its own size. Latency probes are answered right
+here, so a busy router still answers them within the SDK's 10 s. Outgoing control messages go
+straight to the transport.
 
 Relayed data is bounded per connection. While the transport's buffer is below its high-water
 mark, data is written through; above it, data waits in the destination ``Conn``'s own queue and
