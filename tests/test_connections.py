@@ -300,6 +300,62 @@ def test_tls_servers_keep_chains_deadlines_and_one_read_buffer_on_both_loops(ctl
     assert first._ssl_buffer_view is second._ssl_buffer_view
 
 
+class _BufferedEcho(asyncio.BufferedProtocol):
+    """Echoes what it is given through a small buffer; notes the peer's close_notify."""
+
+    eofs: list = []
+
+    def __init__(self) -> None:
+        self.buf = bytearray(1000)     # smaller than a TLS record: a record takes several reads
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return memoryview(self.buf)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.transport.write(bytes(self.buf[:nbytes]))
+
+    def eof_received(self) -> bool:
+        _BufferedEcho.eofs.append(True)
+        return False
+
+
+@pytest.mark.parametrize("new_loop", _loops())
+def test_buffered_protocols_get_every_byte_and_the_peers_goodbye_on_both_loops(ctl, new_loop):
+    """A buffered protocol (the router's channels) behind the TLS layer: bytes of many records
+    cross in order through a buffer smaller than one record, and the client's close_notify
+    arrives as eof_received."""
+    context = ziti_server.ssl_context(ctl.state)
+    _BufferedEcho.eofs = []
+    loop = new_loop()
+    try:
+        async def main():
+            srv = await connections.create_tls_server(_BufferedEcho, context, host="127.0.0.1", port=0,
+                                                      handshake_timeout=5)
+            port = srv.sockets[0].getsockname()[1]
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=_tls_client(),
+                                                           server_hostname="localhost")
+            payload = os.urandom(200 * 1024)
+            for cut in (1, 100, 5000, 70_000, len(payload)):
+                for pos in range(0, len(payload), cut):
+                    writer.write(payload[pos:pos + cut])
+                    if cut > 1000:
+                        await writer.drain()
+                assert await asyncio.wait_for(reader.readexactly(len(payload)), GUARD) == payload
+            writer.close()                     # close_notify, then the server's side goes
+            assert await asyncio.wait_for(reader.read(), GUARD) == b""
+            srv.close()
+            await srv.wait_closed()
+            for _ in range(3):
+                await asyncio.sleep(0)
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert _BufferedEcho.eofs == [True]
+
+
 def test_the_loop_option_picks_the_loop():
     assert ziti_server.loop_name("asyncio") == "asyncio"
     try:

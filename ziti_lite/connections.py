@@ -296,6 +296,55 @@ class _OffloopHandshake(sslproto.SSLProtocol):
         except Exception as ex:  # noqa: BLE001 - as asyncio's own write path reports it
             self._fatal_error(ex, "Fatal error on SSL protocol")
 
+    # -- reads of a wrapped connection into a buffered protocol (the router's channels) ----------
+    # asyncio reads records until OpenSSL raises SSLWantReadError (an exception built and caught
+    # per socket read) and then looks for outgoing bytes; here the records are read while the
+    # incoming BIO or OpenSSL hold any (as uvloop's own TLS does), and the outgoing BIO is only
+    # looked at when it holds something (reading never changes what waits to be written).
+    _app_protocol_is_buffer: bool
+    _app_reading_paused: bool
+    _app_protocol_get_buffer: Callable[[int], Any]
+    _app_protocol_buffer_updated: Callable[[int], None]
+    _outgoing: ssl.MemoryBIO
+    _call_eof_received: Callable[[], None]
+    _control_ssl_reading: Callable[[], None]
+    _fatal_error: Callable[..., None]
+
+    def _do_read(self) -> None:
+        if (self._state != sslproto.SSLProtocolState.WRAPPED or self._app_reading_paused
+                or not self._app_protocol_is_buffer):
+            return super()._do_read()  # type: ignore[misc]
+        try:
+            incoming, sslobj = self._incoming, self._sslobj
+            buf = self._app_protocol_get_buffer(incoming.pending)
+            wants, offset, eof = len(buf), 0, False
+            try:
+                while incoming.pending or sslobj.pending():
+                    n: int = sslobj.read(wants - offset, buf[offset:] if offset else buf)  # type: ignore[assignment]
+                    if not n:            # close_notify
+                        eof = True
+                        break
+                    offset += n
+                    if offset == wants:  # the app's buffer is full: the rest on the next turn
+                        self._loop.call_soon(self._do_read)
+                        break
+            except sslproto.SSLAgainErrors:
+                pass
+            del buf
+            if offset:
+                self._app_protocol_buffer_updated(offset)
+            if eof:
+                self._call_eof_received()
+                self._start_shutdown()
+                return
+            if self._write_backlog:
+                self._do_write()
+            elif self._outgoing.pending:
+                self._process_outgoing()
+            self._control_ssl_reading()
+        except Exception as ex:  # noqa: BLE001 - as asyncio's own read path reports it
+            self._fatal_error(ex, "Fatal error on SSL protocol")
+
     def _start_shutdown(self) -> None:
         if self._zl_flush is not None:
             self._zl_flush.cancel()
@@ -315,7 +364,6 @@ class _OffloopHandshake(sslproto.SSLProtocol):
     _incoming: ssl.MemoryBIO
     _ssl_buffer_view: memoryview
     _process_outgoing: Callable[[], None]
-    _do_read: Callable[[], None]
     _do_flush: Callable[[], None]
     _do_shutdown: Callable[[], None]
     _do_write: Callable[[], None]

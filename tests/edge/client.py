@@ -54,19 +54,24 @@ def encode(content: int, seq: int, headers: dict[int, bytes], body: bytes = b"")
     return MAGIC + struct.pack("<iiII", content, seq, len(block), len(body)) + block + body
 
 
-async def read_msg(reader: asyncio.StreamReader) -> Msg:
-    prefix = await reader.readexactly(20)
-    if prefix[:4] != MAGIC:
-        raise ValueError(f"bad magic {prefix[:4]!r}")
-    content, seq, hlen, blen = struct.unpack("<iiII", prefix[4:])
-    block = await reader.readexactly(hlen)
-    body = await reader.readexactly(blen)
-    headers, pos = {}, 0
-    while pos < len(block):
-        hid, n = struct.unpack_from("<iI", block, pos)
-        headers[hid] = block[pos + 8:pos + 8 + n]
-        pos += 8 + n
-    return Msg(content, seq, headers, body)
+def parse(buf: bytearray) -> tuple[list[Msg], int]:
+    """The whole messages at the start of ``buf`` and how many bytes they took."""
+    out, pos, n = [], 0, len(buf)
+    while n - pos >= 20:
+        if buf[pos:pos + 4] != MAGIC:
+            raise ValueError(f"bad magic {bytes(buf[pos:pos + 4])!r}")
+        content, seq, hlen, blen = struct.unpack_from("<iiII", buf, pos + 4)
+        end = pos + 20 + hlen + blen
+        if end > n:
+            break
+        headers, at, stop = {}, pos + 20, pos + 20 + hlen
+        while at < stop:
+            hid, length = struct.unpack_from("<iI", buf, at)
+            headers[hid] = bytes(buf[at + 8:at + 8 + length])
+            at += 8 + length
+        out.append(Msg(content, seq, headers, bytes(buf[stop:end])))
+        pos = end
+    return out, pos
 
 
 @dataclass
@@ -108,22 +113,18 @@ class EdgeClient:
         return cls(reader, writer)
 
     async def _read(self) -> None:
+        buf = bytearray()
         try:
             while True:
-                m = await read_msg(self.reader)
-                rf = m.headers.get(REPLY_FOR)
-                if rf is not None:
-                    fut = self.waiters.pop(int.from_bytes(rf, "little", signed=True), None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(m)
-                        continue
-                if m.content == DIAL:
-                    self.dials.put_nowait(m)
-                elif CONNECT <= m.content <= UNBIND and CONN_ID in m.headers:
-                    self.queue(m.u32(CONN_ID)).put_nowait(m)
-                else:
-                    self.other.put_nowait(m)
-        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, ValueError, OSError):
+                data = await self.reader.read(1 << 20)   # whatever arrived: messages cut out below
+                if not data:
+                    break
+                buf += data
+                messages, used = parse(buf)
+                del buf[:used]
+                for m in messages:
+                    self._deliver(m)
+        except (ConnectionError, ssl.SSLError, ValueError, OSError):
             pass
         finally:
             self.closed.set()
@@ -133,6 +134,20 @@ class EdgeClient:
             for fut in self.waiters.values():
                 if not fut.done():
                     fut.set_exception(ConnectionError("closed"))
+
+    def _deliver(self, m: Msg) -> None:
+        rf = m.headers.get(REPLY_FOR)
+        if rf is not None:
+            fut = self.waiters.pop(int.from_bytes(rf, "little", signed=True), None)
+            if fut is not None and not fut.done():
+                fut.set_result(m)
+                return
+        if m.content == DIAL:
+            self.dials.put_nowait(m)
+        elif CONNECT <= m.content <= UNBIND and CONN_ID in m.headers:
+            self.queue(m.u32(CONN_ID)).put_nowait(m)
+        else:
+            self.other.put_nowait(m)
 
     def queue(self, conn_id: int) -> asyncio.Queue:
         q = self.conns.get(conn_id)

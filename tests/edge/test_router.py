@@ -335,6 +335,90 @@ def test_a_host_that_never_answers_is_skipped_in_time(edge, net, monkeypatch):
     run(scenario())
 
 
+# ------------------------------------------------------------------ relayed data on the wire
+def test_data_arrives_intact_whatever_its_header_order_size_and_cuts(edge, net):
+    """Data frames cross with the receiver's connection id and the sender's sequence and flags,
+    whatever the order of their headers (a Go channel writes them in map order), with extra
+    headers, empty or larger than the router's shared read buffer, and however the sender's
+    stream is cut into TLS records (a message split across reads, many messages in one)."""
+    admin, ids = net
+
+    async def scenario():
+        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
+        h, c = await host.channel(), await client.channel()
+        await h.bind(1, host.session(ids["svc"], "Bind")["token"])
+        token = client.session(ids["svc"], "Dial")["token"]
+        assert (await circuit(h, c, 1, 5, token, 77)).content == ec.STATE_CONNECTED
+        big = bytes(range(256)) * 4096                      # 1 MiB
+        sent = [
+            ({ec.CONN_ID: ec.u32(5), ec.SEQ: ec.u32(1)}, b"plain"),
+            ({ec.SEQ: ec.u32(2), ec.CONN_ID: ec.u32(5)}, b"sequence first"),
+            ({ec.FLAGS: ec.u32(4), ec.CONN_ID: ec.u32(5), ec.SEQ: ec.u32(3)}, b"flags first"),
+            ({ec.SEQ: ec.u32(4), ec.FLAGS: ec.u32(0), ec.CONN_ID: ec.u32(5)}, b"conn id last"),
+            ({ec.CONN_ID: ec.u32(5), ec.SEQ: ec.u32(5), 1015: b"\x01" * 8}, b"another header"),
+            ({ec.CONN_ID: ec.u32(5), ec.SEQ: b"\x06\x00"}, b"a short sequence"),
+            ({ec.CONN_ID: ec.u32(5), ec.SEQ: ec.u32(7)}, b""),
+            ({ec.CONN_ID: ec.u32(5), ec.SEQ: ec.u32(8)}, big),
+            ({ec.SEQ: ec.u32(9), ec.CONN_ID: ec.u32(5)}, big[:100_000]),
+        ]
+        stream = b"".join(ec.encode(ec.DATA, 100 + i, hs, body) for i, (hs, body) in enumerate(sent))
+        for cut in (1, 7, 19, 20, 21, 1000, 40_000, 300_000, len(stream)):   # records of odd sizes
+            pos = 0
+            while pos < len(stream):
+                c.raw(stream[pos:pos + cut])
+                pos += cut
+                if cut < 100 and pos > 200:              # the rest in one go
+                    c.raw(stream[pos:])
+                    pos = len(stream)
+                await c.drain()
+            seqs = []
+            for hs, body in sent:
+                m = await h.next(77)
+                assert m.content == ec.DATA and m.body == body
+                assert m.headers[ec.CONN_ID] == ec.u32(77)
+                assert m.headers[ec.SEQ] == hs[ec.SEQ]
+                assert m.headers.get(ec.FLAGS) == hs.get(ec.FLAGS)
+                assert set(m.headers) <= {ec.CONN_ID, ec.SEQ, ec.FLAGS}
+                seqs.append(m.seq)
+            assert seqs == sorted(set(seqs))                # the router's own sequence, rising
+        assert await alive(c) and await alive(h)
+        await c.close()
+        await h.close()
+    run(scenario())
+
+
+def test_a_receiver_that_pauses_gets_everything_in_order_once_it_reads_again(edge, net):
+    """While a receiver does not read, its sender's channel stops being read (flow control);
+    once it reads again, the messages the router read before pausing go first, then the rest."""
+    admin, ids = net
+
+    async def scenario():
+        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
+        h = await ec.EdgeClient.open("127.0.0.1", edge.ctl.edge_router.port, ids["p-host.id"], limit=2 ** 16)
+        await h.hello(host.token)
+        await h.bind(1, host.session(ids["svc"], "Bind")["token"])
+        c = await client.channel()
+        token = client.session(ids["svc"], "Dial")["token"]
+        assert (await circuit(h, c, 1, 0, token, 9)).content == ec.STATE_CONNECTED
+        h.writer.transport.pause_reading()
+        n, size = 1000, 20_000      # 20 MB: beyond the socket buffers and what the router queues
+        for i in range(n):
+            c.data(0, i.to_bytes(4, "little") * (size // 4))
+        for _ in range(100):        # the router stops reading the sender meanwhile
+            if any(ch.reading_paused for ch in edge.ctl.edge_router.channels):
+                break
+            await asyncio.sleep(0.05)
+        assert any(ch.reading_paused for ch in edge.ctl.edge_router.channels)
+        h.writer.transport.resume_reading()
+        for i in range(n):
+            m = await h.next(9, timeout=20)
+            assert m.content == ec.DATA and m.body == i.to_bytes(4, "little") * (size // 4), i
+        assert await alive(c)
+        await c.close()
+        await h.close()
+    run(scenario())
+
+
 # ------------------------------------------------------------------ many connections, slow peers
 def test_a_thousand_connections_on_one_channel(edge, net):
     admin, ids = net

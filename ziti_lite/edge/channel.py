@@ -1,8 +1,16 @@
 """One SDK's TLS connection to the embedded edge router: framing, replies, and flow control.
 
-A ``Channel`` is an asyncio protocol. Incoming bytes are cut into messages (``wire.Decoder``)
-and handed to the router; latency probes are answered right here, so a busy router still
-answers them within the SDK's 10 s. Outgoing control messages go straight to the transport.
+A ``Channel`` is an asyncio buffered protocol: the TLS layer decrypts straight into a read
+buffer shared by every channel of the thread (``get_buffer``), where the messages are cut out
+with the limits of ``wire`` (a hello's, then the general ones). A data frame of an open circuit
+whose headers are the usual ones (connection id, sequence, flags) is re-headed in place (the
+peer's connection id and the channel's sequence) and copied out once, to the peer's channel
+(consecutive ones for the same peer as one write); every other message becomes a
+``wire.Message`` for the router. Only an incomplete message (or what waits while reading is
+paused) is kept per channel, so an idle channel holds no buffer; a message larger than
+``OWN_BUFFER_ABOVE`` is read into a buffer of its own size. Latency probes are answered right
+here, so a busy router still answers them within the SDK's 10 s. Outgoing control messages go
+straight to the transport.
 
 Relayed data is bounded per connection. While the transport's buffer is below its high-water
 mark, data is written through; above it, data waits in the destination ``Conn``'s own queue and
@@ -21,6 +29,7 @@ import asyncio
 import collections
 import hashlib
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -40,6 +49,25 @@ CHANNEL_QUEUE = 16 * 1024 * 1024  # bytes all connections of one channel may hav
 CHANNEL_BUFFER = 8 * 1024 * 1024  # a transport buffer this full: the peer does not read; close
 STALL_SECONDS = 5.0           # a connection blocked this long is closed
 HELLO_SECONDS = 10.0          # time allowed between the TLS handshake and the hello
+READ_BUFFER = 256 * 1024      # the read buffer shared by the channels of a thread
+OWN_BUFFER_ABOVE = 64 * 1024  # an incomplete message larger than this is read into its own buffer
+
+_PREFIX = wire.PREFIX
+_MAGIC = wire.MAGIC
+_DATA = Content.DATA
+_SEQ_AT = wire.I32.pack_into
+_CONN_AT = wire.U32.pack_into
+_plain_data_conn = wire.plain_data_conn
+_buffers = threading.local()
+
+
+def _shared_buffer() -> memoryview:
+    """The read buffer of this thread's loop: a channel's bytes are cut into messages (and
+    copied out) before the next read of any channel."""
+    view = getattr(_buffers, "view", None)
+    if view is None:
+        view = _buffers.view = memoryview(bytearray(READ_BUFFER))
+    return view
 
 
 class Conn:
@@ -64,11 +92,19 @@ class Conn:
         self.grant: tuple[str, str, str] = ("", "", "")  # (identity, service, type) of its session
 
 
-class Channel(asyncio.Protocol):
+class Channel(asyncio.BufferedProtocol):
     def __init__(self, router: EdgeRouter):
         self.router = router
         self.transport: asyncio.Transport | None = None
-        self.decoder = wire.Decoder()
+        # reading: the buffer of the current read (the shared one, or one of the message's
+        # size), the end of the bytes in it, and what is kept between reads (an incomplete
+        # message, or messages not handled while reading is paused)
+        self._rbuf: memoryview = _shared_buffer()
+        self._rend = 0
+        self._own: memoryview | None = None
+        self._rest = b""
+        self._hello = True                 # the first message has a hello's limits
+        self._scanning = False
         self.seq = 0
         self.replies = Replies()
         self.api_session: ApiSession | None = None   # once the hello passed
@@ -83,7 +119,6 @@ class Channel(asyncio.Protocol):
         self.blocked: set[Conn] = set()    # conns of this channel whose source channel waits
         self.paused_by: set[Conn] = set()  # conns of other channels this one's reading waits for
         self.reading_paused = False
-        self.backlog: collections.deque[Message] = collections.deque()   # read, not yet delivered
         self.hello_timer: asyncio.TimerHandle | None = None
         self.router_conn_ids = False       # the SDK asked for router-assigned ids (1012 on Bind)
         self.supports_bind_success = False
@@ -107,38 +142,100 @@ class Channel(asyncio.Protocol):
         if self.api_session is None:
             self.close("no hello")
 
-    def data_received(self, data: bytes) -> None:
-        self.bytes_in += len(data)
-        try:
-            messages = self.decoder.feed(data)
-        except wire.WireError as e:
-            log.info("edge channel %s: %s; closing", self.peer_name, e)
-            if str(e) == "bad magic" and self.transport is not None:
-                self.transport.write(wire.UNKNOWN_VERSION)
-            self.close(str(e))
-            return
-        if self.backlog or self.reading_paused:
-            self.backlog.extend(messages)
-            return
-        self._deliver(collections.deque(messages))
+    # ------------------------------------------------------------------ reading
+    def get_buffer(self, sizehint: int) -> memoryview:
+        own = self._own
+        if own is not None:          # the rest of one large message
+            return own[self._rend:]
+        buf = _shared_buffer()
+        rest = self._rest
+        n = len(rest)
+        if n:                        # kept until buffer_updated: the read may bring nothing
+            buf[:n] = rest
+        self._rbuf, self._rend = buf, n
+        return buf[n:]
 
-    def _deliver(self, messages: collections.deque) -> None:
-        """Hand messages to the router in order; stop as soon as a destination is full (the
-        rest waits in ``backlog`` until reading resumes)."""
-        while messages:
-            if self.closed:
+    def buffer_updated(self, nbytes: int) -> None:
+        self.bytes_in += nbytes
+        self._rend += nbytes
+        if self._own is not None:
+            if self._rend < len(self._own):
                 return
-            if self.reading_paused:
-                self.backlog = messages
-                return
-            m = messages.popleft()
-            try:
+            self._own = None
+        self._rest = b""
+        self._scan(0)
+
+    def _scan(self, pos: int) -> None:
+        """Handle the whole messages in ``self._rbuf`` from ``pos`` up to ``self._rend``, in
+        order, until reading pauses; keep the rest."""
+        buf, end = self._rbuf, self._rend
+        self._scanning = True
+        run_to: Conn | None = None         # consecutive data frames for one peer: one copy, one write
+        run_from = 0
+        broken = ""
+        try:
+            while end - pos >= 20 and not self.reading_paused and not self.closed:
+                magic, content, seq, hlen, blen = _PREFIX.unpack_from(buf, pos)
+                if magic != _MAGIC:
+                    broken = "bad magic"
+                    break
+                if (hlen > wire.MAX_HELLO or blen > wire.MAX_HELLO) if self._hello else \
+                        (hlen > wire.MAX_HEADERS or blen > wire.MAX_BODY):
+                    broken = f"message too large (headers {hlen}, body {blen})"
+                    break
+                stop = pos + 20 + hlen + blen
+                if stop > end:
+                    break
+                self._hello = False
+                if content == _DATA:
+                    plain = _plain_data_conn(buf, pos + 20, hlen)
+                    if plain is not None:
+                        conn = self.conns.get(plain[0])
+                        peer = conn.peer if conn is not None else None
+                        if peer is not None:
+                            if peer is not run_to:
+                                if run_to is not None:
+                                    run_to.channel.send_data(run_to, bytes(buf[run_from:pos]), self)
+                                run_to, run_from = peer, pos
+                            _SEQ_AT(buf, pos + 8, peer.channel.next_seq())
+                            _CONN_AT(buf, plain[1], peer.id & 0xFFFFFFFF)
+                            pos = stop
+                            continue
+                if run_to is not None:
+                    run_to.channel.send_data(run_to, bytes(buf[run_from:pos]), self)
+                    run_to = None
+                    if self.reading_paused or self.closed:
+                        break
+                m = Message(content, seq, wire.parse_headers(buf[pos + 20:pos + 20 + hlen]) if hlen else {},
+                            bytes(buf[pos + 20 + hlen:stop]))
+                pos = stop
                 self._dispatch(m)
-            except Exception:  # a bug handling one message must not take the router down
-                log.exception("edge channel %s: error handling content type %s", self.peer_name, m.content)
-                self.close("internal error")
+            if run_to is not None:
+                run_to.channel.send_data(run_to, bytes(buf[run_from:pos]), self)
+            if broken:
+                return self._broken(broken)
+        except wire.WireError as e:
+            return self._broken(str(e))
+        except Exception:  # a bug handling one message must not take the router down
+            log.exception("edge channel %s: error handling a message", self.peer_name)
+            self.close("internal error")
+            return
+        finally:
+            self._scanning = False
+        if self.closed or pos == end:
+            self._rest = b""
+            return
+        if not self.reading_paused and end - pos >= 4 and buf[pos:pos + 4] != _MAGIC:
+            return self._broken("bad magic")
+        if end - pos >= 20 and not self.reading_paused:
+            _, _, _, hlen, blen = _PREFIX.unpack_from(buf, pos)
+            size = 20 + hlen + blen
+            if size > OWN_BUFFER_ABOVE:   # read the rest of it into a buffer of its own
+                own = memoryview(bytearray(size))
+                own[:end - pos] = buf[pos:end]
+                self._own, self._rbuf, self._rend = own, own, end - pos
                 return
-        self.backlog = messages
+        self._rest = bytes(buf[pos:end])
 
     def _dispatch(self, m: Message) -> None:
         if self.replies.resolve(m):
@@ -152,6 +249,13 @@ class Channel(asyncio.Protocol):
                 self.send(Content.HEARTBEAT, {H.HEARTBEAT_RESPONSE: beat})
             return
         self.router.received(self, m)
+
+    def _broken(self, reason: str) -> None:
+        log.info("edge channel %s: %s; closing", self.peer_name, reason)
+        if reason == "bad magic" and self.transport is not None:
+            self.transport.write(wire.UNKNOWN_VERSION)
+        self._rest = b""
+        self.close(reason)
 
     def eof_received(self) -> bool:
         return False
@@ -271,10 +375,11 @@ class Channel(asyncio.Protocol):
         self.paused_by.discard(conn)
         if not self.paused_by and self.reading_paused and not self.closed and self.transport is not None:
             self.reading_paused = False
-            if self.backlog:
-                backlog, self.backlog = self.backlog, collections.deque()
-                self._deliver(backlog)
-            if not self.reading_paused:
+            if self._rest and not self._scanning:   # what was read before the pause first
+                rest, self._rest = self._rest, b""
+                self._rbuf, self._rend = memoryview(bytearray(rest)), len(rest)
+                self._scan(0)
+            if not self.reading_paused and not self.closed:
                 self.transport.resume_reading()
 
     def drop_queue(self, conn: Conn) -> None:

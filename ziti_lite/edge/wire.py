@@ -191,6 +191,36 @@ def encode_data(seq: int, conn_id: int, data_seq: bytes, flags: bytes | None, bo
     return head + body
 
 
+# the header block of a data frame as SDKs send it: CONN_ID, SEQ and perhaps FLAGS, 4 bytes each,
+# in any order (a Go channel writes its headers in map order)
+_TWO = struct.Struct("<iIIiII")
+_THREE = struct.Struct("<iIIiIIiII")
+_DATA_IDS = (H.CONN_ID, H.SEQ, H.FLAGS)
+
+
+def plain_data_conn(buf: bytes | bytearray | memoryview, at: int, hlen: int) -> tuple[int, int] | None:
+    """For the header block of ``hlen`` bytes at ``at`` in ``buf``: when it holds only
+    CONN_ID, SEQ and perhaps FLAGS, 4 bytes each, the connection id and the offset of its value
+    in ``buf`` (a relay can then re-head the frame in place); otherwise None."""
+    if hlen == 24:
+        a, la, va, b, lb, vb = _TWO.unpack_from(buf, at)
+        if la == 4 and lb == 4:
+            if a == H.CONN_ID and b == H.SEQ:
+                return va, at + 8
+            if a == H.SEQ and b == H.CONN_ID:
+                return vb, at + 20
+    elif hlen == 36:
+        a, la, va, b, lb, vb, c, lc, vc = _THREE.unpack_from(buf, at)
+        if la == 4 and lb == 4 and lc == 4 and a != b and b != c and a != c and a in _DATA_IDS \
+                and b in _DATA_IDS and c in _DATA_IDS:
+            if a == H.CONN_ID:
+                return va, at + 8
+            if b == H.CONN_ID:
+                return vb, at + 20
+            return vc, at + 32
+    return None
+
+
 def parse_headers(block: bytes | memoryview) -> dict[int, bytes]:
     headers: dict[int, bytes] = {}
     pos, end = 0, len(block)
