@@ -322,17 +322,32 @@ class _BufferedEcho(asyncio.BufferedProtocol):
         return False
 
 
+class _CopiedEcho(asyncio.Protocol):
+    """Echoes what it is given as data_received (uvicorn's protocols read so); notes the goodbye."""
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def eof_received(self) -> bool:
+        _BufferedEcho.eofs.append(True)
+        return False
+
+
+@pytest.mark.parametrize("protocol", [_BufferedEcho, _CopiedEcho], ids=["buffered", "copying"])
 @pytest.mark.parametrize("new_loop", _loops())
-def test_buffered_protocols_get_every_byte_and_the_peers_goodbye_on_both_loops(ctl, new_loop):
-    """A buffered protocol (the router's channels) behind the TLS layer: bytes of many records
-    cross in order through a buffer smaller than one record, and the client's close_notify
-    arrives as eof_received."""
+def test_protocols_get_every_byte_and_the_peers_goodbye_on_both_loops(ctl, new_loop, protocol):
+    """A buffered protocol (the router's channels) and a copying one (uvicorn's) behind the TLS
+    layer: bytes of many records cross in order (the buffered one's buffer is smaller than one
+    record), and the client's close_notify arrives as eof_received."""
     context = ziti_server.ssl_context(ctl.state)
     _BufferedEcho.eofs = []
     loop = new_loop()
     try:
         async def main():
-            srv = await connections.create_tls_server(_BufferedEcho, context, host="127.0.0.1", port=0,
+            srv = await connections.create_tls_server(protocol, context, host="127.0.0.1", port=0,
                                                       handshake_timeout=5)
             port = srv.sockets[0].getsockname()[1]
             reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=_tls_client(),

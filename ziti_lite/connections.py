@@ -296,7 +296,7 @@ class _OffloopHandshake(sslproto.SSLProtocol):
         except Exception as ex:  # noqa: BLE001 - as asyncio's own write path reports it
             self._fatal_error(ex, "Fatal error on SSL protocol")
 
-    # -- reads of a wrapped connection into a buffered protocol (the router's channels) ----------
+    # -- reads of a wrapped connection (the router's channels, uvicorn's HTTP protocols) ---------
     # asyncio reads records until OpenSSL raises SSLWantReadError (an exception built and caught
     # per socket read) and then looks for outgoing bytes; here the records are read while the
     # incoming BIO or OpenSSL hold any (as uvloop's own TLS does), and the outgoing BIO is only
@@ -305,34 +305,17 @@ class _OffloopHandshake(sslproto.SSLProtocol):
     _app_reading_paused: bool
     _app_protocol_get_buffer: Callable[[int], Any]
     _app_protocol_buffer_updated: Callable[[int], None]
+    _app_protocol: asyncio.Protocol   # a copying one where _read_copied runs
     _outgoing: ssl.MemoryBIO
     _call_eof_received: Callable[[], None]
     _control_ssl_reading: Callable[[], None]
     _fatal_error: Callable[..., None]
 
     def _do_read(self) -> None:
-        if (self._state != sslproto.SSLProtocolState.WRAPPED or self._app_reading_paused
-                or not self._app_protocol_is_buffer):
+        if self._state != sslproto.SSLProtocolState.WRAPPED or self._app_reading_paused:
             return super()._do_read()  # type: ignore[misc]
         try:
-            incoming, sslobj = self._incoming, self._sslobj
-            buf = self._app_protocol_get_buffer(incoming.pending)
-            wants, offset, eof = len(buf), 0, False
-            try:
-                while incoming.pending or sslobj.pending():
-                    n: int = sslobj.read(wants - offset, buf[offset:] if offset else buf)  # type: ignore[assignment]
-                    if not n:            # close_notify
-                        eof = True
-                        break
-                    offset += n
-                    if offset == wants:  # the app's buffer is full: the rest on the next turn
-                        self._loop.call_soon(self._do_read)
-                        break
-            except sslproto.SSLAgainErrors:
-                pass
-            del buf
-            if offset:
-                self._app_protocol_buffer_updated(offset)
+            eof = self._read_buffered() if self._app_protocol_is_buffer else self._read_copied()
             if eof:
                 self._call_eof_received()
                 self._start_shutdown()
@@ -344,6 +327,48 @@ class _OffloopHandshake(sslproto.SSLProtocol):
             self._control_ssl_reading()
         except Exception as ex:  # noqa: BLE001 - as asyncio's own read path reports it
             self._fatal_error(ex, "Fatal error on SSL protocol")
+
+    def _read_buffered(self) -> bool:
+        """The records waiting, into the app's buffer; True at the peer's close_notify."""
+        incoming, sslobj = self._incoming, self._sslobj
+        buf = self._app_protocol_get_buffer(incoming.pending)
+        wants, offset, eof = len(buf), 0, False
+        try:
+            while incoming.pending or sslobj.pending():
+                n: int = sslobj.read(wants - offset, buf[offset:] if offset else buf)  # type: ignore[assignment]
+                if not n:            # close_notify
+                    eof = True
+                    break
+                offset += n
+                if offset == wants:  # the app's buffer is full: the rest on the next turn
+                    self._loop.call_soon(self._do_read)
+                    break
+        except sslproto.SSLAgainErrors:
+            pass
+        del buf
+        if offset:
+            self._app_protocol_buffer_updated(offset)
+        return eof
+
+    def _read_copied(self) -> bool:
+        """The records waiting, as one ``data_received`` (uvicorn's HTTP protocols: one request
+        is usually one record, read without the exception asyncio waits for); True at the
+        peer's close_notify."""
+        incoming, sslobj, size = self._incoming, self._sslobj, self.max_size
+        chunks: list[bytes] = []
+        eof = False
+        try:
+            while incoming.pending or sslobj.pending():
+                chunk = sslobj.read(size)
+                if not chunk:        # close_notify
+                    eof = True
+                    break
+                chunks.append(chunk)
+        except sslproto.SSLAgainErrors:
+            pass
+        if chunks:
+            self._app_protocol.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        return eof
 
     def _start_shutdown(self) -> None:
         if self._zl_flush is not None:
