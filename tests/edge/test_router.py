@@ -82,6 +82,15 @@ async def alive(c: ec.EdgeClient) -> bool:
     return r.content == ec.RESULT and r.headers.get(128) == struct.pack("<Q", 12345)
 
 
+async def bound(edge, ids: dict, service: str) -> tuple[Who, Who, ec.EdgeClient, ec.EdgeClient]:
+    """The host and the client of the test network, a channel each, the host bound to
+    ``service`` as connection 1."""
+    host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
+    h, c = await host.channel(), await client.channel()
+    await h.bind(1, host.session(service, "Bind")["token"])
+    return host, client, h, c
+
+
 async def circuit(host: ec.EdgeClient, dialer: ec.EdgeClient, bind_id: int, dial_id: int, dial_token: str,
                   accept_id: int, **extra) -> ec.Msg:
     """Dial through the router; the host accepts with ``accept_id``. Returns the dialer's reply."""
@@ -344,9 +353,7 @@ def test_data_arrives_intact_whatever_its_header_order_size_and_cuts(edge, net):
     admin, ids = net
 
     async def scenario():
-        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
-        h, c = await host.channel(), await client.channel()
-        await h.bind(1, host.session(ids["svc"], "Bind")["token"])
+        host, client, h, c = await bound(edge, ids, ids["svc"])
         token = client.session(ids["svc"], "Dial")["token"]
         assert (await circuit(h, c, 1, 5, token, 77)).content == ec.STATE_CONNECTED
         big = bytes(range(256)) * 4096                      # 1 MiB
@@ -424,9 +431,7 @@ def test_a_thousand_connections_on_one_channel(edge, net):
     admin, ids = net
 
     async def scenario():
-        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
-        h, c = await host.channel(), await client.channel()
-        await h.bind(1, host.session(ids["svc"], "Bind")["token"])
+        host, client, h, c = await bound(edge, ids, ids["svc"])
         token = client.session(ids["svc"], "Dial")["token"]
 
         async def accept_all():
@@ -533,9 +538,7 @@ def test_a_deleted_service_takes_its_terminators_and_circuits(edge, net):
 
     async def scenario():
         sid = admin.create("services", {"name": "p-doomed", "encryptionRequired": False, "roleAttributes": ["p"]})
-        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
-        h, c = await host.channel(), await client.channel()
-        await h.bind(1, host.session(sid, "Bind")["token"])
+        host, client, h, c = await bound(edge, ids, sid)
         r = await circuit(h, c, 1, 1, client.session(sid, "Dial")["token"], 300)
         assert r.content == ec.STATE_CONNECTED
         assert admin.delete(f"/services/{sid}").status_code == 200
@@ -613,9 +616,7 @@ def test_route_path_names_the_router_while_a_circuit_runs(edge, net):
     admin, ids = net
 
     async def scenario():
-        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
-        h, c = await host.channel(), await client.channel()
-        await h.bind(1, host.session(ids["svc"], "Bind")["token"])
+        host, client, h, c = await bound(edge, ids, ids["svc"])
         dial = client.session(ids["svc"], "Dial")
         assert admin.get(f"/sessions/{dial['id']}/route-path").json()["data"] == {"routePath": []}
         r = await circuit(h, c, 1, 1, dial["token"], 400)
@@ -686,9 +687,7 @@ def test_traceroute_is_answered_hop_by_hop(edge, net):
     TRACE, TRACE_RESPONSE, HOPS, TIMESTAMP, HOP_TYPE = 60796, 60797, 1016, 1015, 1017
 
     async def scenario():
-        host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
-        h, c = await host.channel(), await client.channel()
-        await h.bind(1, host.session(ids["svc"], "Bind")["token"])
+        host, client, h, c = await bound(edge, ids, ids["svc"])
         r = await circuit(h, c, 1, 1, client.session(ids["svc"], "Dial")["token"], 401)
         assert r.content == ec.STATE_CONNECTED
         ts = struct.pack("<Q", 987654321)
