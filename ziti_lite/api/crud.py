@@ -256,28 +256,21 @@ _decode_links = msgspec.json.Decoder(dict).decode
 def render_declared(ctx: Ctx, res: Resource, row: dict) -> dict:
     """The detail of a row from its declarations (fields, references, constants), without the
     resource's render hook (what it computes for the caller)."""
-    out = _renderer(res)(row)
-    for ref in res.refs:
-        out[ref.name] = ref.render(ctx.store, row)
-    if res.constants:
-        out.update(res.constants)
-    return out
+    return render_rows(ctx, res, [row], declared_only=True)[0]
 
 
 def render(ctx: Ctx, res: Resource, row: dict, hook: Render | None = None) -> dict:
     """The detail of a row: its declarations, then ``hook`` (a list page's, from its prefetcher)
     or the resource's render hook."""
-    out = render_declared(ctx, res, row)
-    hook = hook or res.render
-    if hook is not None:
-        hook(ctx, row, out)
-    return out
+    return render_rows(ctx, res, [row], hook)[0]
 
 
-def render_rows(ctx: Ctx, res: Resource, rows: list[dict], hook: Render | None = None) -> list[dict]:
-    """``render`` of every row of a page, with what is the same for all of them looked up once."""
+def render_rows(ctx: Ctx, res: Resource, rows: list[dict], hook: Render | None = None,
+                declared_only: bool = False) -> list[dict]:
+    """``render`` of every row of a page (``declared_only``: ``render_declared``), with what is
+    the same for all of them looked up once."""
     fn = _renderer(res)
-    hook = hook or res.render
+    hook = None if declared_only else (hook or res.render)
     refs, constants, store = res.refs, res.constants, ctx.store
     out = []
     for row in rows:
