@@ -455,10 +455,8 @@ class EdgeRouter(Dialer):
         self._gen = self._generation()
 
     def _generation(self) -> tuple:
-        conn = self.ctl.store.conn
         live = sum(1 for ch in self.channels if ch.api_session is not None and not ch.closed)
-        return (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes(),  # type: ignore[index]
-                len(self.terminators), self.circuits, live)
+        return (*self.ctl.store.generation(), len(self.terminators), self.circuits, live)
 
     # ------------------------------------------------------------------ figures
     def stats(self) -> dict:
