@@ -105,12 +105,7 @@ class Bus:
 
     def emit(self, event: dict, store: Any = None) -> None:
         """Publish ``event`` (a dict with ``namespace``); inside a write of ``store``, at its commit."""
-        if not self.subscribers:
-            return
-        if store is not None:
-            store.after_commit(lambda: self._publish(event))
-        else:
-            self._publish(event)
+        self.emit_all([event], store)
 
     def emit_all(self, events: list[dict], store: Any = None) -> None:
         """``emit`` each of ``events``, in order, with one commit hook for all of them."""
