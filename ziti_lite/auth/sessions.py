@@ -190,7 +190,7 @@ def resolve_config_types(store, requested) -> list[str]:
 def expire(ctl: AuthController) -> int:
     """Delete sessions idle longer than the timeout (run periodically)."""
     cutoff = clock.fmt(clock.now() - dt.timedelta(seconds=ctl.settings.session_timeout))
-    live = [(last, t) for t, last in ctl.activity.items() if last >= cutoff]
+    live = [(last, t) for t, last in list(ctl.activity.items()) if last >= cutoff]
     with ctl.store.write():
         # first write back the activity only this process has seen, then drop the idle ones
         ctl.store.executemany(
@@ -198,6 +198,6 @@ def expire(ctl: AuthController) -> int:
             [(last, t, last) for last, t in live])
         n = ctl.store.value("SELECT count(*) FROM api_sessions WHERE last_activity_at < ?", (cutoff,))
         ctl.store.execute("DELETE FROM api_sessions WHERE last_activity_at < ?", (cutoff,))
-    for t in [t for t, last in ctl.activity.items() if last < cutoff]:
+    for t in [t for t, last in list(ctl.activity.items()) if last < cutoff]:
         ctl.activity.pop(t, None)
     return n or 0

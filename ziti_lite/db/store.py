@@ -1,7 +1,9 @@
 """The one seam between ziti-lite and its SQLite file.
 
-A process keeps one apsw connection and uses it on the event-loop thread: apsw calls take
-microseconds, and a threadpool hop would cost more than the query (see performance notes).
+The API keeps one apsw connection and uses it on its event-loop thread: apsw calls take
+microseconds, and a threadpool hop would cost more than the query (see performance notes). The
+embedded router's thread has a ``Store`` of its own (``edge/thread.py``): one connection is
+never used by two threads at once.
 Every write runs inside ``Store.write()``: one ``BEGIN IMMEDIATE`` transaction, committed on
 success and rolled back on any exception, so an API request never leaves half a change behind.
 Nested ``write()`` calls become savepoints. While the server runs, WAL checkpoints happen on a

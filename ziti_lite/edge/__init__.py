@@ -1,5 +1,6 @@
 """The embedded edge router (``ziti-lite serve --edge-port``): wire format, channels, the
-router's decisions, and its entity in the network. ``start``/``stop`` run in the app lifespan."""
+router's decisions, and its entity in the network. ``start``/``stop`` run in the app lifespan;
+the router runs on a thread and loop of its own (``thread.py``) unless the database is not a file."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..events import fabric
 from .entity import ensure_router
 from .router import EdgeRouter
+from .thread import RouterThread, can_run_apart
 
 if TYPE_CHECKING:
     from .checks import EdgeController
@@ -19,9 +21,18 @@ async def start(ctl: EdgeController) -> EdgeRouter | None:
     if (not s.edge_port and ctl.edge_sock is None) or ctl.edge_ssl_context is None:
         return None
     rid = ensure_router(ctl, s.router_name)
-    router = EdgeRouter(ctl, rid, s.router_name, s.host, s.edge_port, s.public_host, ctl.edge_ssl_context)
+    context = ctl.edge_ssl_context
+
+    def make(side: EdgeController) -> EdgeRouter:
+        return EdgeRouter(side, rid, s.router_name, s.host, s.edge_port, s.public_host, context)
     try:
-        await router.start(sock=ctl.edge_sock)
+        if can_run_apart(ctl):
+            apart = RouterThread()
+            router = await apart.start(ctl, make)
+            router.apart = apart
+        else:
+            router = make(ctl)
+            await router.start(sock=ctl.edge_sock)
     except OSError as e:
         raise SystemExit(f"ziti-lite: the edge router cannot listen on {s.host}:{s.edge_port}: {e.strerror or e}"
                          " (choose another --edge-port, or 0 for no router)") from None
@@ -36,7 +47,10 @@ async def stop(ctl: EdgeController) -> None:
     router = ctl.edge_router
     if router is None:
         return
-    await router.stop()
+    if router.apart is not None:
+        await router.apart.stop(router)
+    else:
+        await router.stop()
     ctl.router_states.pop(router.router_id, None)
     ctl.store.online_routers.discard(router.router_id)
     fabric.router_online(ctl.events, router.router_id, False)

@@ -1,8 +1,8 @@
 """The embedded edge router: SDKs bind services here, dial them, and their bytes cross here.
 
-``EdgeRouter`` listens with TLS beside the API (same process, same event loop, same SQLite
-connection). A channel becomes usable once its hello names a live API session whose identity
-owns the client certificate. Then:
+``EdgeRouter`` listens with TLS beside the API (same process and SQLite file, on a thread, loop
+and database connection of its own: ``thread.py``). A channel becomes usable once its hello
+names a live API session whose identity owns the client certificate. Then:
 
 * **Bind** with a Bind session creates a terminator (a row in ``terminators``, binding ``edge``,
   this router, the hosting identity, cost, precedence, instance id) and keeps the host's public
@@ -37,6 +37,7 @@ from .wire import Content, H, Message
 
 if TYPE_CHECKING:
     from .checks import EdgeController
+    from .thread import RouterThread
 
 log = logging.getLogger("ziti_lite.edge")
 
@@ -71,6 +72,7 @@ class EdgeRouter(Dialer):
         self.closed_bytes = [0, 0]               # bytes in, out of the channels closed since start
         self.dial_timeout = DIAL_TIMEOUT
         self.dial_budget = DIAL_BUDGET
+        self.apart: RouterThread | None = None   # the router's own thread and loop, when it has them
         # what an SDK may send once its hello passed, by content type
         self._handlers = {
             Content.CONNECT: self._start_dial, Content.STATE_CLOSED: self._state_closed, Content.BIND: self._bind,
@@ -113,8 +115,9 @@ class EdgeRouter(Dialer):
         return self.identities.get(identity_id, 0) > 0
 
     def carries(self, session_id: str) -> bool:
-        """Whether a live circuit runs under the session (Dial or Bind)."""
-        return any(c.session_id == session_id for ch in self.channels for c in ch.conns.values())
+        """Whether a live circuit runs under the session (Dial or Bind). From the API's thread:
+        it reads copies (the router's thread may change them meanwhile)."""
+        return any(c.session_id == session_id for ch in list(self.channels) for c in list(ch.conns.values()))
 
     # ------------------------------------------------------------------ channels
     def channel_opened(self, ch: Channel) -> None:
@@ -460,10 +463,12 @@ class EdgeRouter(Dialer):
 
     # ------------------------------------------------------------------ figures
     def stats(self) -> dict:
-        return {"channels": len(self.channels), "terminators": len(self.terminators),
-                "connections": sum(len(ch.conns) for ch in self.channels), "circuits": self.circuits,
-                "bytes_in": self.closed_bytes[0] + sum(ch.bytes_in for ch in self.channels),
-                "bytes_out": self.closed_bytes[1] + sum(ch.bytes_out for ch in self.channels)}
+        """The router's figures (``/metrics``), from the API's thread: over a copy of the channels."""
+        channels = list(self.channels)
+        return {"channels": len(channels), "terminators": len(self.terminators),
+                "connections": sum(len(ch.conns) for ch in channels), "circuits": self.circuits,
+                "bytes_in": self.closed_bytes[0] + sum(ch.bytes_in for ch in channels),
+                "bytes_out": self.closed_bytes[1] + sum(ch.bytes_out for ch in channels)}
 
 
 def version_info() -> dict:
