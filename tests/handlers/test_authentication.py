@@ -154,6 +154,42 @@ def test_idle_sessions_are_expired_by_the_janitor(ctl, admin):
     assert fresh.get("/current-identity").status_code == 200
 
 
+def test_the_janitor_keeps_a_session_only_this_process_saw_active(ctl, admin):
+    """An SDK's API session kept alive by the embedded router is active only in memory: when its
+    row falls past the timeout the janitor gives the row that activity instead of deleting it."""
+    from ziti_lite.auth import sessions
+
+    kept = admin.login()
+    kept_id = kept.get("/current-api-session").json()["data"]["id"]
+    idle = admin.login()
+    idle_id = idle.get("/current-api-session").json()["data"]["id"]
+    for _ in range(7):   # 35 minutes, past the 30-minute timeout, in steps of 5
+        clock.advance(5 * 60)
+        ctl.activity[kept.token] = clock.stamp()
+        assert admin.get("/current-identity").status_code == 200   # the admin's own session, by requests
+        sessions.expire(ctl)
+    ids = {s["id"] for s in admin.get("/api-sessions?limit=100").json()["data"]}
+    assert kept_id in ids and idle_id not in ids
+    row = admin.get(f"/api-sessions/{kept_id}").json()["data"]
+    assert clock.now() - clock.parse(row["lastActivityAt"]) < dt.timedelta(minutes=10)
+    assert kept.get("/current-identity").status_code == 200
+
+
+def test_activity_seen_in_memory_reaches_the_row_within_a_minute(ctl, admin):
+    from ziti_lite.auth import sessions
+
+    kept = admin.login()
+    kept_id = kept.get("/current-api-session").json()["data"]["id"]
+    clock.advance(30)
+    seen = ctl.activity[kept.token] = clock.stamp()
+    written = []
+    for _ in range(sessions.FLUSH_SHARES):   # one janitor run every 5 s for a minute
+        sessions.expire(ctl)
+        written.append(admin.get(f"/api-sessions/{kept_id}").json()["data"]["lastActivityAt"])
+        clock.advance(5)
+    assert clock.parse(written[0]) <= clock.parse(seen) and clock.parse(written[-1]) == clock.parse(seen)
+
+
 # ------------------------------------------------------------------ logout and admin views
 def test_logout(admin):
     other = admin.login()
