@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 from .bus import Bus
 
@@ -35,15 +34,8 @@ class ThreadBus(Bus):
     def wants(self, namespace: str) -> bool:
         return self.main.wants(namespace)
 
-    def emit_all(self, events: list[dict], store: Any = None) -> None:
-        if not self.main.active:
-            return
-        if store is not None:
-            store.after_commit(lambda: self._hand_over(events))
-        else:
-            self._hand_over(events)
-
-    def _hand_over(self, events: list[dict]) -> None:
+    def _publish_all(self, events: list[dict]) -> None:
+        """Publishing happens on the controller's loop (at the producer's commit, when in a write)."""
         with contextlib.suppress(RuntimeError):   # the controller's loop has closed: nobody listens
             self.main_loop.call_soon_threadsafe(self.main.emit_all, events)
 

@@ -109,7 +109,7 @@ class Bus:
 
     def emit_all(self, events: list[dict], store: Any = None) -> None:
         """``emit`` each of ``events``, in order, with one commit hook for all of them."""
-        if not self.subscribers:
+        if not self.active:
             return
         if store is not None:
             store.after_commit(lambda: self._publish_all(events))
