@@ -2,9 +2,10 @@
 
 Why: on one loop, every burst of relayed frames (a thousand SDK channels sending at once)
 runs to its end before the API's next request is read, so the API's latency followed the
-router's traffic (``GET /version`` p99 0.8 ms alone, 4-5 ms while 1,000 channels sent
-1 KiB every 100 ms; benchmarks/README.md). On its own thread the router's work interleaves
-with the API's at every system call and every switch of the interpreter lock.
+router's traffic (``GET /version`` p99 0.8 ms alone, 4.7 ms while 1,000 channels sent 1 KiB
+every 100 ms). On its own thread the router's work interleaves with the API's at every release
+of the interpreter lock: 2.6-3.2 ms under the same traffic, where another API process on the same
+2-core box shows 1.7-2.6 ms (benchmarks/README.md, issue 25's fourth round).
 
 What the router shares with the controller, and how:
 
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from ..config import Settings
     from .checks import EdgeController
     from .router import EdgeRouter
+
 
 def can_run_apart(ctl: EdgeController) -> bool:
     """Whether the database can be opened a second time (a file, not ``:memory:``)."""
@@ -140,9 +142,11 @@ class RouterThread:
         loop, thread = self.loop, self.thread
         if loop is None or thread is None or loop.is_closed():
             return
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(router.stop(), loop))
-        loop.call_soon_threadsafe(loop.stop)
-        await asyncio.to_thread(thread.join, 10)
+        try:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(router.stop(), loop))
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            await asyncio.to_thread(thread.join, 10)
 
     def call(self, fn: Callable[[], Any], timeout: float = 10) -> Any:
         """Run ``fn()`` on the router's loop and return its result (from any other thread)."""
