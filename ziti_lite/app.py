@@ -357,13 +357,21 @@ class _App(Starlette):
         await super().__call__(scope, receive, send)
 
 
+STATISTICS_EVERY = 12   # janitor runs (of 5 s) between two refreshes of the query planner's statistics
+
+
 async def _janitor(ctl: Controller) -> None:
-    """Expire idle API sessions every few seconds, as upstream's enforcer does, and run the
-    ``periodic`` hooks (MFA posture sweeps, certificate renewal)."""
+    """Expire idle API sessions every few seconds, as upstream's enforcer does, refresh the
+    query planner's statistics every minute (tables that grew), and run the ``periodic`` hooks
+    (MFA posture sweeps, certificate renewal)."""
+    runs = 0
     while True:
         await asyncio.sleep(5)
+        runs += 1
         try:
             sessions.expire(ctl)
+            if runs % STATISTICS_EVERY == 0:
+                ctl.store.refresh_statistics()
             for hook in ctl.periodic:
                 hook(ctl)
         except Exception:

@@ -166,3 +166,43 @@ def test_a_count_is_remembered_only_while_nothing_changed(store):
         pass
     assert store.count(sql) == before + 2
     assert store.count("SELECT count(*) FROM identity_types WHERE name = ?", ["counted-1"]) == 1
+
+
+def _rows_in_statistics(store: Store, table: str) -> int | None:
+    if not store.value("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'"):
+        return None
+    stat = store.value("SELECT stat FROM sqlite_stat1 WHERE tbl = ? ORDER BY stat DESC LIMIT 1", (table,))
+    return None if stat is None else int(stat.split()[0])
+
+
+def _config_types(store: Store, n: int, start: int = 0) -> None:
+    now = clock.stamp()
+    with store.write():
+        store.executemany("INSERT INTO config_types (id, created_at, updated_at, name) VALUES (?, ?, ?, ?)",
+                          [(f"ct-{i}", now, now, f"type-{i}") for i in range(start, start + n)])
+
+
+def test_statistics_of_small_tables_are_refreshed_once_the_tables_grew(tmp_path):
+    path = str(tmp_path / "grow.db")
+    Store(path).close()
+    first = Store(path)
+    _config_types(first, 5)
+    first.conn.execute("PRAGMA optimize(0x10002)")   # what a connection opening now would record
+    small = _rows_in_statistics(first, "config_types")
+    assert small is not None and small < 20
+    _config_types(first, 5000, start=5)
+    first.refresh_statistics()
+    assert _rows_in_statistics(first, "config_types") > 1000
+    first.close()
+
+
+def test_a_second_connection_records_no_statistics_as_it_opens(tmp_path):
+    path = str(tmp_path / "second.db")
+    main = Store(path, statistics=False)
+    _config_types(main, 50)
+    second = Store(path, statistics=False)
+    assert _rows_in_statistics(second, "config_types") is None
+    with_statistics = Store(path)
+    assert _rows_in_statistics(with_statistics, "config_types") is not None
+    for s in (second, with_statistics, main):
+        s.close()

@@ -81,7 +81,7 @@ def schema_sql() -> str:
     return resources.files("ziti_lite").joinpath("schema.sql").read_text()
 
 
-def connect(path: str) -> apsw.Connection:
+def connect(path: str, statistics: bool = True) -> apsw.Connection:
     try:
         conn = apsw.Connection(path)
     except apsw.CantOpenError:
@@ -91,7 +91,7 @@ def connect(path: str) -> apsw.Connection:
                               ) from None
     try:
         refusal(path, conn)   # before any setting: a file that is refused is left as it was
-        _configure(conn)
+        _configure(conn, statistics)
     except apsw.NotADBError:
         conn.close()
         raise DatabaseRefused(f"{path} is not an SQLite database: give --db a ziti-lite database or a new file"
@@ -102,11 +102,13 @@ def connect(path: str) -> apsw.Connection:
     return conn
 
 
-def _configure(conn: apsw.Connection) -> None:
+def _configure(conn: apsw.Connection, statistics: bool = True) -> None:
     conn.setbusytimeout(5000)  # first: the fixes below may need a lock other connections hold
     # apsw's recommended per-connection settings: WAL, foreign keys, busy timeout,
     # no double-quoted string literals, recursive triggers, optimize on close.
     for fix in apsw.bestpractice.recommended:
+        if fix.__name__ == "connection_optimize" and not statistics:
+            continue
         if fix.__name__.startswith("connection_"):
             try:
                 fix(conn)
@@ -171,9 +173,14 @@ Generation = tuple[int, int, int]
 
 
 class Store:
-    def __init__(self, path: str):
+    def __init__(self, path: str, statistics: bool = True):
+        """``statistics``: let ``PRAGMA optimize`` analyze tables as this connection opens; a
+        second connection of a serving process (the embedded router's) does not: statistics
+        written there at start-up, of nearly empty tables, steered the API's plans badly once the
+        tables grew (list pages and searches at half speed after 10,000 identities were created).
+        The API's connection keeps them current while serving (``refresh_statistics``)."""
         self.path = path
-        self.conn = connect(path)
+        self.conn = connect(path, statistics)
         self._depth = 0
         self._lock = threading.RLock()
         self._columns: dict[str, tuple] = {}
@@ -287,6 +294,15 @@ class Store:
         conn = self.conn
         return (conn.execute("PRAGMA data_version").fetchone()[0],  # type: ignore[index]
                 conn.total_changes(), self._rollbacks)
+
+    def refresh_statistics(self) -> None:
+        """``PRAGMA optimize`` over every table (mask 0x10002, as at open): analyze those whose
+        size moved far from their statistics (SQLite bounds the work), as SQLite advises for
+        connections open for long; a cheap check when nothing moved."""
+        try:
+            self.conn.execute("PRAGMA optimize(0x10002)")
+        except apsw.BusyError:
+            pass   # another connection is writing: the next call does it
 
     def count(self, sql: str, params: Any = ()) -> int:
         """``value`` of a ``count(*)`` query, remembered until the database changes: a list page

@@ -70,7 +70,7 @@ class RouterSide:
         self.edge_sock: socket.socket | None = ctl.edge_sock
         self.session_rows: Any = None
         self.oidc_verified: dict[str, dict] = {}
-        self.store = Store(ctl.store.path)
+        self.store = Store(ctl.store.path, statistics=False)   # the API's connection keeps them
         self.store.online_routers = ctl.store.online_routers   # one set: filters and events see the same
         self._bus = ThreadBus(ctl.events, main_loop, own_loop)
         self.events: Bus = self._bus
