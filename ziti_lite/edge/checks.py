@@ -5,8 +5,8 @@ which checks them (create_circuit / create_terminator in the v1.3.3 controller).
 router and the controller share one SQLite file, so every check is one short query on the
 router's thread (through its own connection): the hello's API session and certificate, the
 session token of a Connect or Bind, the policies that let the identity use this router for the
-service. ``reconcile`` is the
-batch form that the router runs twice a second to find what was revoked meanwhile.
+service. ``reconcile`` is the batch form that the router runs twice a second to find what was
+revoked meanwhile.
 
 A hello may carry an OIDC access token instead of an API-session token (newer SDKs); it then
 stands for the API session row it names, with the same certificate check (or one of the
