@@ -412,10 +412,10 @@ def test_a_receiver_that_pauses_gets_everything_in_order_once_it_reads_again(edg
         for i in range(n):
             c.data(0, i.to_bytes(4, "little") * (size // 4))
         for _ in range(100):        # the router stops reading the sender meanwhile
-            if any(ch.reading_paused for ch in edge.ctl.edge_router.channels):
+            if any(ch.reading_paused for ch in list(edge.ctl.edge_router.channels)):
                 break
             await asyncio.sleep(0.05)
-        assert any(ch.reading_paused for ch in edge.ctl.edge_router.channels)
+        assert any(ch.reading_paused for ch in list(edge.ctl.edge_router.channels))
         h.writer.transport.resume_reading()
         for i in range(n):
             m = await h.next(9, timeout=20)
@@ -486,7 +486,7 @@ def test_a_receiver_that_stops_reading_costs_only_its_own_connection(edge, net):
         await c.drain()
         # the router holds at most about one queue's worth for it, then stops the feeding
         # channel and, once stalled for seconds, closes that connection only
-        queued = [x.queued for ch in router.channels for x in ch.conns.values()]
+        queued = [x.queued for ch in list(router.channels) for x in list(ch.conns.values())]
         assert max(queued, default=0) <= CONN_QUEUE + len(chunk) + 1024
         m = await c.next(0, timeout=20)
         while m.content == ec.DATA:
@@ -509,7 +509,7 @@ def test_a_receiving_channel_holds_a_bounded_total_across_its_connections(edge, 
             for i in range(24):
                 c.data(i, chunk)
         await asyncio.sleep(1.0)
-        held = max((ch.queued for ch in router.channels), default=0)
+        held = max((ch.queued for ch in list(router.channels)), default=0)
         assert held <= CHANNEL_QUEUE + len(chunk) + 1024, held
         assert await closed_soon(c, 0.1) is False
         await c.close()

@@ -62,11 +62,14 @@ class Ctx:
 
     def q(self, name: str, default: str | None = None) -> str | None:
         """A query parameter; when it is repeated, its first value (as upstream's go-swagger)."""
-        values = (self._query if self._query is not None else self._parse_query()).get(name)
+        values = self._params().get(name)
         return values[0] if values else default
 
     def qlist(self, name: str) -> list[str]:
-        return list((self._query if self._query is not None else self._parse_query()).get(name, ()))
+        return list(self._params().get(name, ()))
+
+    def _params(self) -> dict[str, list[str]]:
+        return self._query if self._query is not None else self._parse_query()
 
     def _parse_query(self) -> dict[str, list[str]]:
         """The query string's parameters as Starlette's ``query_params`` reads them; a string
