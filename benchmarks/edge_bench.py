@@ -879,7 +879,7 @@ def report(f: dict, a) -> list[tuple]:
                      "≤ 1.25 × another process", r <= 1.25))
         nice = R.get("probe_nice", [0])
         rows.append((f"  the probe's nice value (the load processes': 0): {', '.join(map(str, nice))}"
-                     + ("" if any(nice) else " (not permitted to raise its priority)"), "", "", "", "—", None))
+                     + ("" if any(nice) else " (not permitted to raise its priority)"), "", "—", "—", "—", None))
         rows.append((f"  CPU of the relaying process meanwhile (ziti-lite: API thread {R['cpu_A_api']:.0%},"
                      f" router thread {R['cpu_A_router']:.0%})", f"{R['cpu_A']:.0%}",
                      f"{R['cpu_B']:.0%}", f"{R['cpu_A'] / R['cpu_B']:.2f}" if R["cpu_B"] else "—", "—", None))
