@@ -4,8 +4,10 @@ Why: on one loop, every burst of relayed frames (a thousand SDK channels sending
 runs to its end before the API's next request is read, so the API's latency followed the
 router's traffic (``GET /version`` p99 0.8 ms alone, 4.7 ms while 1,000 channels sent 1 KiB
 every 100 ms). On its own thread the router's work interleaves with the API's at every release
-of the interpreter lock: 2.4-4.0 ms under the same traffic, where another API process on the same
-2-core box shows 1.7-2.6 ms (benchmarks/README.md, issue 25's fourth round).
+of the interpreter lock: 1.7-2.7 ms under the same traffic, where another API process on the
+same 2-core box shows 0.8-0.9 ms. What remains is that lock: each of the router's TLS calls
+releases it and takes it straight back, so an API thread that wakes during a burst of relayed
+frames can wait out the burst (benchmarks/README.md, issue 25's fourth and fifth rounds).
 
 What the router shares with the controller, and how:
 
