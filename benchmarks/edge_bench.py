@@ -72,9 +72,14 @@ def rss_kib(pid: int) -> int:
     return -1
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def _stat_cpu(path: str) -> float:
+    """User + system CPU seconds of a ``/proc`` ``stat`` file (a process's or a thread's)."""
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    return _stat_cpu(f"/proc/{pid}/stat")
 
 
 def thread_cpu_seconds(pid: int) -> tuple[float, float]:
@@ -83,10 +88,9 @@ def thread_cpu_seconds(pid: int) -> tuple[float, float]:
     main = other = 0.0
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            t = _stat_cpu(f"/proc/{pid}/task/{tid}/stat")
         except OSError:   # the thread ended meanwhile
             continue
-        t = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         if int(tid) == pid:
             main += t
         else:
