@@ -3,6 +3,8 @@ response carries, who may read or delete which, and their end with the API sessi
 
 from __future__ import annotations
 
+import jwt
+
 from tests.client.conftest import mgmt
 from tests.conftest import CLIENT, assert_error
 
@@ -17,7 +19,13 @@ def test_dial_session_for_a_granted_service(net):
     assert r.status_code == 201, r.text
     s = r.json()["data"]
     assert r.json()["meta"] == {}
-    assert s["id"].startswith("c") and len(s["token"]) == 36
+    assert s["id"].startswith("c")
+    # the token is the service-access JWT a v2.0 router verifies (signed with the server key)
+    head, claims = jwt.get_unverified_header(s["token"]), jwt.decode(s["token"], options={"verify_signature": False})
+    assert head["typ"] == "JWT" and len(head["kid"]) == 40
+    assert claims["jti"] == s["id"] and claims["sub"] == net.web and claims["z_asid"] == s["apiSessionId"]
+    assert (claims["z_iid"], claims["z_t"], claims["z_st"], claims["z_leg"]) == (net.alice[0], "s", "Dial", True)
+    assert claims["aud"] == ["openziti"] and claims["exp"] - claims["iat"] == 365 * 24 * 3600
     assert s["serviceId"] == net.web and s["service"]["name"] == "web" and s["type"] == "Dial"
     assert s["identityId"] == net.alice[0] and s["apiSessionId"] == s["apiSession"]["id"]
     assert s["apiSession"]["entity"] == "api-sessions" and "name" not in s["apiSession"]

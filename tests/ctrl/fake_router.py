@@ -242,6 +242,30 @@ class FakeRouter:
         seq = self.send(0, headers, router_id.encode(), seq=-1)
         return self.expect_reply(seq)
 
+    def hello_v2(self, router_id: str, *, first: bool = True, underlay: str = "ctrl.default",
+                 connection_id: str | None = None, secret: bytes | None = None,
+                 version: str = "v2.0.3|fake|2026-01-01|linux|amd64", link_listener: str | None = None) -> Msg:
+        """The hello of a v2.0 router's grouped channel: 9 grouped, 7 underlay type, 11 first
+        underlay, 1002 its capabilities (bit 1: the 1000+ header ids), listeners in 1000; a later
+        underlay or a reconnect names the group (0) and its secret (10)."""
+        headers = {4: version.encode(), 9: b"\x01", 7: underlay.encode(), 1002: b"\x02"}
+        if first:
+            headers[11] = b"\x01"
+        if connection_id is not None:
+            headers[0] = connection_id.encode()
+        if secret is not None:
+            headers[10] = secret
+        if link_listener is not None:
+            headers[1000] = f_str(1, f_str(1, link_listener) + f_str(2, "tls"))
+        seq = self.send(0, headers, router_id.encode(), seq=-1)
+        return self.expect_reply(seq)
+
+    def subscribe(self, subscription_id: str, index: int = 0, timeline: str = "", renew: bool = False) -> None:
+        """SubscribeToDataModelRequest (20505), as a v2 router sends it (no reply expected)."""
+        body = (f_int(1, index) if index else b"") + f_int(2, 300) + (f_int(3, 1) if renew else b"") + \
+            (f_str(4, timeline) if timeline else b"") + f_str(5, subscription_id)
+        self.send(20505, {}, body)
+
     def client_hello(self, host: str, port: int, server_hello: Msg | None = None) -> None:
         if server_hello is None:
             server_hello = self.expect(20000)

@@ -32,7 +32,7 @@ from ..api.resource import Field, Resource
 from ..auth.sessions import AuthController
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, go_text
-from ..ids import new_token
+from ..auth import service_tokens
 from ..policy import access, posture_checks
 from ..policy.posture_checks import PolicyController
 from ..resources.common import Body, Tags
@@ -261,16 +261,19 @@ async def create_session(ctx: Ctx):
         raise ApiError("NO_EDGE_ROUTERS_AVAILABLE")
     now = clock.stamp()
     tags = msgspec.json.encode(body.tags or {}).decode()
+    sid = new_cuid()
+    token = service_tokens.mint(ctx.ctl, session_id=sid, api_session_id=sess.id, identity_id=sess.identity_id,
+                                service_id=service_id, kind=kind, legacy=sess.bearer is None)
     with store.write():
         store.execute(
             "INSERT OR IGNORE INTO sessions (id, created_at, updated_at, tags, token, api_session_id, identity_id,"
             " service_id, type, service_policies) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (
-                new_cuid(),
+                sid,
                 now,
                 now,
                 tags,
-                new_token(),
+                token,
                 sess.id,
                 sess.identity_id,
                 service_id,

@@ -59,6 +59,11 @@ class RouterChannel(asyncio.Protocol):
         self.api_sessions: dict[str, tuple[str, str, tuple[str, ...]]] = {}
         self.sessions: dict[str, tuple[str, tuple[str, str, str]]] = {}
         self.connected: set[str] = set()      # identities with SDKs connected to the router (ConnectEvents)
+        # a v2 router's grouped channel: this is its first underlay (group: connection id and
+        # secret; underlays: the later ones), or a later one (primary: the first)
+        self.group: tuple[str, bytes] | None = None
+        self.underlays: set[RouterChannel] = set()
+        self.primary: RouterChannel | None = None
 
     # ------------------------------------------------------------------ asyncio protocol
     def connection_made(self, transport) -> None:
@@ -95,14 +100,17 @@ class RouterChannel(asyncio.Protocol):
         if beat is not None and len(beat) == 8:
             self.beat_due = True
             self._pending_beat = beat
+        # a later underlay of a group carries the logical channel's traffic: its replies, its
+        # heartbeat answers and its requests are the first underlay's (we send on that one)
+        logical = self.primary or self
         if H.HEARTBEAT_RESPONSE in m.headers:
-            self.last_beat_answer = time.monotonic()
-        if m.content != Content.HELLO and self.replies.resolve(m):
+            logical.last_beat_answer = time.monotonic()
+        if m.content != Content.HELLO and logical.replies.resolve(m):
             return
         if m.content == Content.HEARTBEAT:
             self._answer_beat()
             return
-        self.server.received(self, m)
+        self.server.received(logical if m.content != Content.HELLO else self, m)
 
     def connection_lost(self, exc) -> None:
         self._teardown(self.close_reason or ("connection lost" if exc is None else str(exc)))
@@ -150,6 +158,10 @@ class RouterChannel(asyncio.Protocol):
         """Called about once a second: send our heartbeat when due, close an unresponsive router."""
         now = time.monotonic()
         if self.closed:
+            return
+        if self.primary is not None:   # the logical channel's heartbeats go on its first underlay
+            if self.beat_due:
+                self._answer_beat()
             return
         if now - self.last_beat_answer > timeout:
             log.warning("control channel %s: no heartbeat answer for %.0f s; closing", self.label, timeout)

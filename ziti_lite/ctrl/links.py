@@ -28,6 +28,7 @@ from . import messages, pb
 from .messages import C
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .hello import Hello
     from .channel import RouterChannel
     from .server import CtrlServer
 
@@ -68,10 +69,11 @@ class Links:
                 C.VERIFY_ROUTER: self._verify_router, C.METRICS: self._metrics}
 
     # ------------------------------------------------------------------ peers
-    def hello(self, ch: RouterChannel, m: Message) -> None:
-        """Note whether the router manages links (its hello's metadata)."""
-        raw = m.headers.get(messages.H.ROUTER_METADATA)
-        caps: list[int] = []
+    def hello(self, ch: RouterChannel, said: Hello) -> None:
+        """Note whether the router manages links: its hello's metadata says so (v1), a v2 router
+        always does (its metadata header is gone from the hello)."""
+        raw = said.metadata
+        caps: list[int] = [messages.CAP_LINK_MANAGEMENT] if said.new_headers else []
         if raw:
             try:
                 caps = pb.decode(messages.ROUTER_METADATA, raw)["capabilities"]

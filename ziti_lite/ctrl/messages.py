@@ -26,6 +26,9 @@ class C:
     VERIFY_ROUTER = 1036
     REMOVE_TERMINATORS = 1038
     PEER_STATE_CHANGES = 1050
+    UPDATE_ROUTER_INTERFACES = 1052   # v2 routers, only to controllers of v1.6.3 and later
+    LINK_STATE = 1053
+    ALERTS = 1054
     SERVER_HELLO = 20000
     CLIENT_HELLO = 20001
     ERROR = 20002
@@ -63,13 +66,29 @@ class C:
     CREATE_TUNNEL_TERMINATOR_V2 = 20413
     CREATE_TUNNEL_TERMINATOR_V2_RESPONSE = 20414
     CONNECT_EVENTS = 20415
+    # the router data model (v1.6 with capability 4, always on v2.0)
+    DATA_STATE = 20500
+    DATA_STATE_CHANGE_SET = 20501
+    SUBSCRIBE_TO_DATA_MODEL = 20505
+    CURRENT_INDEX = 20506
 
 
 class H:
     """Header ids of the control channel (channel-level ones are in ``edge.wire.H``)."""
+    # hello, v1 routers (and the answer to every router)
     LISTENERS = 10
     ROUTER_METADATA = 11
     CAPABILITIES = 12
+    # hello, grouped (multi-underlay) channels of v2 routers: 10 and 11 mean something else there
+    TYPE = 7
+    IS_GROUPED = 9
+    GROUP_SECRET = 10
+    IS_FIRST_GROUP_CONNECTION = 11
+    LISTENERS_V2 = 1000
+    ROUTER_METADATA_V2 = 1001
+    CAPABILITIES_V2 = 1002
+    # the router data model
+    RDM_SUBSCRIPTION_ID = 1026
     # RouteResult
     ROUTE_ATTEMPT = 1101
     ROUTE_SUCCESS = 1102
@@ -96,9 +115,17 @@ ROUTE_ERR_MISCONFIGURED = 2
 ROUTE_ERR_DIAL_TIMEOUT = 3
 ROUTE_ERR_CONNECTION_REFUSED = 4
 
-# the channel id the router ties API sessions to is ours; capabilities we grant: none (legacy sync)
+# controller capabilities (bit numbers of the hello answer's mask): v1 routers read header 12 and
+# bits 1-4, v2 routers header 1002 (else 12); v2 requires JWT sessions (6), dials a second
+# underlay only when told grouped channels work (5)
 CAP_CREATE_TERMINATOR_V2 = 1
+CAP_SINGLE_ROUTER_LINK_SOURCE = 2
 CAP_CREATE_CIRCUIT_V2 = 3
+CAP_ROUTER_DATA_MODEL = 4
+CAP_GROUPED_CTRL_CHAN = 5
+CAP_JWT_LEGACY_SESSIONS = 6
+# router capability (hello header 1002): "my hello uses the 1000+ header ids"
+ROUTER_CAP_MULTI_CHANNEL = 1
 
 # RouterMetadata capabilities; peer states
 CAP_LINK_MANAGEMENT = 1
@@ -179,7 +206,13 @@ CREATE_TERMINATOR_V2 = Msg("CreateTerminatorV2Request", (
     Field(6, "precedence", "enum"), Field(7, "instanceId", "string"), Field(8, "instanceSecret", "bytes"),
     Field(9, "apiSessionToken", "string")))
 CREATE_TERMINATOR_V2_RESPONSE = Msg("CreateTerminatorV2Response", (
-    Field(1, "terminatorId", "string"), Field(2, "result", "enum"), Field(3, "msg", "string")))
+    Field(1, "terminatorId", "string"), Field(2, "result", "enum"), Field(3, "msg", "string"),
+    Field(4, "errorCode", "uint32"), Field(5, "retryHint", "uint32")))
+# what a v2 router does after a refusal (errorCode -> retryHint): start over with a new session
+# (2) for session problems, give up (3) for a service it may not host, else retry (0)
+RETRY_START_OVER, RETRY_NOT_RETRIABLE = 2, 3
+RETRY_HINTS = {2: RETRY_START_OVER, 3: RETRY_START_OVER, 4: RETRY_START_OVER, 5: RETRY_START_OVER,
+               6: RETRY_NOT_RETRIABLE, 7: RETRY_NOT_RETRIABLE}
 REMOVE_TERMINATOR = Msg("RemoveTerminatorRequest", (
     Field(1, "sessionToken", "string"), Field(2, "fingerprints", "string", True), Field(3, "terminatorId", "string"),
     Field(4, "apiSessionToken", "string")))
@@ -292,3 +325,64 @@ METRICS = Msg("MetricsMessage", (Field(2, "sourceId", "string"),
 # TunnelHealthEvent: headers only
 TUNNEL_TERMINATOR_ID = 1022
 TUNNEL_CHECK_PASSED = 1023
+
+
+# ---------------------------------------------------------------- the router data model (edge_ctrl_pb)
+TIMESTAMP = Msg("Timestamp", (Field(1, "seconds", "int64"), Field(2, "nanos", "int32")))
+SUBSCRIBE_TO_DATA_MODEL = Msg("SubscribeToDataModelRequest", (
+    Field(1, "currentIndex", "uint64"), Field(2, "subscriptionDurationSeconds", "uint32"), Field(3, "renew", "bool"),
+    Field(4, "timelineId", "string"), Field(5, "subscriptionId", "string")))
+RDM_CONFIG_TYPE = Msg("ConfigType", (Field(1, "id", "string"), Field(2, "name", "string")))
+RDM_CONFIG = Msg("Config", (Field(1, "id", "string"), Field(2, "typeId", "string"), Field(3, "name", "string"),
+                            Field(4, "dataJson", "string")))
+RDM_SERVICE_CONFIGS = Msg("ServiceConfigs", (Field(1, "configs", "map", key="string", value="string"),))
+RDM_IDENTITY = Msg("Identity", (
+    Field(1, "id", "string"), Field(2, "name", "string"), Field(3, "defaultHostingPrecedence", "enum"),
+    Field(4, "defaultHostingCost", "uint32"),
+    Field(5, "serviceHostingPrecedences", "map", key="string", value="enum"),
+    Field(6, "serviceHostingCosts", "map", key="string", value="uint32"), Field(7, "appDataJson", "bytes"),
+    Field(8, "serviceConfigs", "map", key="string", value=RDM_SERVICE_CONFIGS), Field(9, "disabled", "bool")))
+RDM_SERVICE = Msg("Service", (Field(1, "id", "string"), Field(2, "name", "string"),
+                              Field(3, "encryptionRequired", "bool"), Field(4, "configs", "string", True)))
+RDM_SERVICE_POLICY = Msg("ServicePolicy", (Field(1, "id", "string"), Field(2, "name", "string"),
+                                           Field(3, "policyType", "enum")))
+RDM_REVOCATION = Msg("Revocation", (Field(1, "id", "string"), Field(2, "expiresAt", TIMESTAMP),
+                                    Field(3, "type", "string"), Field(4, "issuedBefore", TIMESTAMP)))
+RDM_POLICY_CHANGE = Msg("ServicePolicyChange", (
+    Field(1, "policyId", "string"), Field(2, "relatedEntityIds", "string", True),
+    Field(3, "relatedEntityType", "enum"), Field(4, "add", "bool")))
+RDM_PUBLIC_KEY = Msg("PublicKey", (Field(1, "data", "bytes"), Field(2, "kid", "string"),
+                                   Field(3, "usages", "enum", True), Field(4, "format", "enum")))
+_PC_PROCESS = Msg("Process", (Field(1, "osType", "string"), Field(2, "path", "string"),
+                              Field(3, "hashes", "string", True), Field(4, "fingerprints", "string", True)))
+_PC_OS = Msg("Os", (Field(1, "osType", "string"), Field(2, "osVersions", "string", True)))
+RDM_POSTURE_CHECK = Msg("PostureCheck", (
+    Field(1, "id", "string"), Field(2, "name", "string"), Field(4, "typeId", "string"),
+    Field(7, "mac", Msg("Mac", (Field(1, "macAddresses", "string", True),))),
+    Field(8, "mfa", Msg("Mfa", (Field(1, "timeoutSeconds", "int64"), Field(2, "promptOnWake", "bool"),
+                                Field(3, "promptOnUnlock", "bool"), Field(4, "ignoreLegacyEndpoints", "bool")))),
+    Field(9, "osList", Msg("OsList", (Field(1, "osList", _PC_OS, True),))),
+    Field(10, "process", _PC_PROCESS),
+    Field(11, "processMulti", Msg("ProcessMulti", (Field(1, "semantic", "string"),
+                                                   Field(2, "processes", _PC_PROCESS, True)))),
+    Field(12, "domains", Msg("Domains", (Field(1, "domains", "string", True),)))))
+RDM_EVENT = Msg("Event", (
+    Field(1, "action", "enum"), Field(3, "isSynthetic", "bool"), Field(10, "identity", RDM_IDENTITY),
+    Field(11, "service", RDM_SERVICE), Field(12, "servicePolicy", RDM_SERVICE_POLICY),
+    Field(13, "postureCheck", RDM_POSTURE_CHECK), Field(14, "publicKey", RDM_PUBLIC_KEY),
+    Field(15, "revocation", RDM_REVOCATION), Field(16, "servicePolicyChange", RDM_POLICY_CHANGE),
+    Field(17, "configType", RDM_CONFIG_TYPE), Field(18, "config", RDM_CONFIG)))
+RDM_CACHE = Msg("Cache", (Field(1, "data", "map", key="string", value="bytes"),))
+DATA_STATE = Msg("DataState", (Field(1, "events", "bytes", True), Field(2, "endIndex", "uint64"),
+                               Field(3, "timelineId", "string"),
+                               Field(4, "caches", "map", key="string", value=RDM_CACHE)))
+CHANGE_SET = Msg("ChangeSet", (Field(1, "index", "uint64"), Field(2, "isSynthetic", "bool"),
+                               Field(3, "changes", "bytes", True), Field(4, "timestampId", "string"),
+                               Field(5, "previousIndex", "uint64")))
+# events are encoded once (RDM_EVENT) and carried as bytes in DATA_STATE and CHANGE_SET: the same
+# wire form as a nested message, decoded with RDM_EVENT by whoever reads them
+RDM_ACTION_CREATE, RDM_ACTION_UPDATE, RDM_ACTION_DELETE = 0, 1, 2
+RDM_POLICY_DIAL, RDM_POLICY_BIND = 1, 2
+RDM_RELATED_SERVICE, RDM_RELATED_IDENTITY, RDM_RELATED_POSTURE_CHECK = 1, 2, 3
+RDM_KEY_JWT, RDM_KEY_CLIENT_CERT = 0, 1
+RDM_KEY_FORMAT_X509_DER = 0

@@ -25,7 +25,6 @@ import logging
 import socket
 import ssl
 import time
-import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -38,7 +37,7 @@ from ..edge.checks import EdgeController
 from ..edge.wire import Content, Message
 from ..events import fabric
 from ..pki import ca as pki
-from . import circuits, links, messages, pb, sync, terminators, tunnel
+from . import circuits, datamodel, hello, links, messages, pb, sync, terminators, tunnel
 from .channel import RouterChannel
 from .messages import C
 
@@ -75,12 +74,13 @@ class CtrlServer:
         self.terminators = terminators.Terminators(self)
         self.tunnel = tunnel.Tunnel(self)
         self.links = links.Links(self)
+        self.datamodel = datamodel.DataModel(self)
         self._task: asyncio.Task | None = None
         self.refused = 0                                 # connections refused since start
         self.handlers: dict[int, Handler] = {
             C.CLIENT_HELLO: self._client_hello,
             **self.terminators.handlers(), **self.circuits.handlers(), **self.sync.handlers(),
-            **self.tunnel.handlers(), **self.links.handlers(),
+            **self.tunnel.handlers(), **self.links.handlers(), **self.datamodel.handlers(),
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -110,6 +110,7 @@ class CtrlServer:
                     self._housekeeping(now)
                 if self.routers:
                     self.sync.tick()
+                    self.datamodel.tick()
             except Exception:
                 log.exception("control channel tick")
 
@@ -130,6 +131,12 @@ class CtrlServer:
 
     def lost(self, ch: RouterChannel, reason: str) -> None:
         self.channels.discard(ch)
+        if ch.primary is not None:      # a later underlay of a group: the logical channel stays
+            ch.primary.underlays.discard(ch)
+            return
+        for underlay in list(ch.underlays):
+            underlay.close(reason)
+        self.datamodel.lost(ch)
         rid = ch.router_id
         if rid is None or self.routers.get(rid) is not ch:
             return
@@ -198,24 +205,43 @@ class CtrlServer:
             return self.refuse(ch, "client certificate is not the router's enrolled certificate", m)
         if row["disabled"]:
             return self.refuse(ch, "router is disabled", m)
+        try:
+            said = hello.Hello.read(m)
+        except UnicodeDecodeError:
+            return self.refuse(ch, "malformed hello", m)
+        if not said.first:
+            return self._join_group(ch, rid, said, m)
         old = self.routers.get(rid)
         if old is not None:
             log.info("router %s connected again from %s; closing the older channel", ch.label, ch.peer_name)
             old.close("replaced by a new connection")
         ch.router_id = rid
         ch.version = m.text(wire.H.HELLO_VERSION)
-        ch.listeners = _listeners(m)
+        ch.listeners = _listeners(said.listeners)
+        ch.group = hello.new_group(said) if said.grouped else None
         self.routers[rid] = ch
-        self.links.hello(ch, m)
-        caps = (1 << messages.CAP_CREATE_TERMINATOR_V2) | (1 << messages.CAP_CREATE_CIRCUIT_V2)
-        ch.send(Content.RESULT, {
-            wire.H.REPLY_FOR: wire.i32(m.seq), wire.H.RESULT_SUCCESS: b"\x01",
-            wire.H.CONNECTION_ID: uuid.uuid4().hex.encode(), wire.H.ID: self.ctl.instance_id.encode(),
-            wire.H.HELLO_VERSION: edge_router.hello_version().encode(),
-            messages.H.CAPABILITIES: caps.to_bytes((caps.bit_length() + 7) // 8, "big")}, seq=wire.HELLO_SEQUENCE)
+        self.links.hello(ch, said)
+        version = edge_router.hello_version()
+        ch.send(Content.RESULT, hello.answer(said, m, self.ctl.instance_id, version, ch.group), seq=wire.HELLO_SEQUENCE)
         ch.send(C.SERVER_HELLO, {}, pb.encode(messages.SERVER_HELLO, {
             "version": edge_router.UPSTREAM_VERSION, "data": {"instant": "true"}}))
-        log.info("router %s connected from %s (%s)", ch.label, ch.peer_name, ch.version.split("|")[0] or "?")
+        log.info("router %s connected from %s (%s%s)", ch.label, ch.peer_name, ch.version.split("|")[0] or "?",
+                 ", grouped channel" if said.grouped else "")
+
+    def _join_group(self, ch: RouterChannel, rid: str, said: hello.Hello, m: Message) -> None:
+        """A later underlay of a v2 router's grouped channel (``ctrl.high``): it joins the logical
+        channel whose connection id and secret it names, and only that."""
+        primary = self.routers.get(rid)
+        if primary is None or primary.closed or primary.group is None or primary.group[0] != said.connection_id:
+            return self.refuse(ch, "no channel group with that connection id for this router", m)
+        if primary.group[1] != said.secret:
+            return self.refuse(ch, "incorrect group secret", m)
+        ch.router_id, ch.version, ch.ready = rid, primary.version, True
+        ch.primary = primary
+        primary.underlays.add(ch)
+        ch.send(Content.RESULT, hello.answer(said, m, self.ctl.instance_id, edge_router.hello_version(), primary.group),
+                seq=wire.HELLO_SEQUENCE)
+        log.info("router %s: %s underlay joined from %s", ch.label, said.underlay, ch.peer_name)
 
     def _client_hello(self, ch: RouterChannel, m: Message) -> None:
         try:
@@ -255,9 +281,8 @@ class CtrlServer:
                 "circuits": len(self.circuits.live), "circuits_total": self.circuits.created, "refused": self.refused}
 
 
-def _listeners(m: Message) -> list[dict]:
-    """The link listeners a router declares in its hello (header 10), for the record."""
-    raw = m.headers.get(messages.H.LISTENERS)
+def _listeners(raw: bytes | None) -> list[dict]:
+    """The link listeners a router declares in its hello (header 10, or 1000 from v2), for the record."""
     if not raw:
         return []
     try:

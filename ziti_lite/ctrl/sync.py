@@ -174,15 +174,17 @@ class Sync:
                 ch.connected.discard(e["identityId"])
 
     def _validate_sessions(self, ch: RouterChannel, m: Message) -> None:
-        """After a reconnect the router lists the session tokens it holds: the gone ones are removed."""
+        """After a reconnect the router lists the sessions it holds (v1: their tokens, v2: their
+        ids): the gone ones are removed, named both ways (v2 routers match ids, v1 tokens)."""
         try:
-            tokens = pb.decode(messages.VALIDATE_SESSIONS, m.body)["sessionTokens"]
+            named = pb.decode(messages.VALIDATE_SESSIONS, m.body)["sessionTokens"]
         except pb.PbError:
             return
-        if not tokens:
+        if not named:
             return
         present = set(self.server.ctl.store.column(
-            "SELECT token FROM sessions WHERE token IN (SELECT value FROM json_each(?))", (json.dumps(tokens),)))
-        gone = [t for t in tokens if t not in present]
+            "SELECT value FROM json_each(?1) WHERE value IN (SELECT token FROM sessions)"
+            " OR value IN (SELECT id FROM sessions)", (json.dumps(named),)))
+        gone = [t for t in named if t not in present]
         if gone:
-            ch.send(C.SESSION_REMOVED, {}, pb.encode(messages.TOKENS_AND_IDS, {"tokens": gone}))
+            ch.send(C.SESSION_REMOVED, {}, pb.encode(messages.TOKENS_AND_IDS, {"tokens": gone, "ids": gone}))

@@ -114,7 +114,8 @@ class Terminators:
             answer = {"terminatorId": tid, "result": messages.TERMINATOR_OK}
         except Refused as e:
             log.warning("router %s: terminator %s refused: %s", ch.label, req["address"], e)
-            answer = {"terminatorId": req["address"], "result": e.result, "msg": str(e)}
+            answer = {"terminatorId": req["address"], "result": e.result, "msg": str(e), "errorCode": e.code,
+                      "retryHint": messages.RETRY_HINTS.get(e.code, 0)}
         ch.reply(m, C.CREATE_TERMINATOR_V2_RESPONSE, {}, pb.encode(messages.CREATE_TERMINATOR_V2_RESPONSE, answer))
 
     def _create_v1(self, ch: RouterChannel, m: Message) -> None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import clock
+from ..auth import service_tokens
 from ..edge import checks
 from ..edge.wire import Message
 from ..ids import new_id, new_sortable_id
@@ -193,11 +194,13 @@ class Tunnel:
         token = store.value("SELECT token FROM sessions WHERE api_session_id = ? AND service_id = ? AND type = 'Bind'"
                             " ORDER BY id = ? DESC", (api_id, service_id, wanted))
         if token is None:
-            token, now = str(uuid.uuid4()), clock.stamp()
+            sid, now = new_id(), clock.stamp()
+            token = service_tokens.mint(self.server.ctl, session_id=sid, api_session_id=api_id,
+                                        identity_id=identity["id"], service_id=service_id, kind="Bind", legacy=True)
             with store.write():
                 store.execute("INSERT INTO sessions (id, created_at, updated_at, token, api_session_id, identity_id,"
                               " service_id, type) VALUES (?, ?, ?, ?, ?, ?, ?, 'Bind')",
-                              (new_id(), now, now, token, api_id, identity["id"], service_id))
+                              (sid, now, now, token, api_id, identity["id"], service_id))
         sess, _ = checks.session(self.server.ctl, token, "Bind", api_id, ch.router_id)
         return sess
 

@@ -184,6 +184,11 @@ def _der(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.DER)
 
 
+def cert_der(cert_pem_or_der: CertLike) -> bytes:
+    """The DER of the (first) certificate given."""
+    return _der(load_cert(cert_pem_or_der))
+
+
 def random_serial() -> int:
     """A random, positive, non-zero 128-bit serial number."""
     while True:
