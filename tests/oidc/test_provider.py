@@ -316,3 +316,24 @@ def test_introspection_follows_revocation(client):
     assert client.post("/oidc/oauth/introspect", data={"token": "x.y.z"}).json() == {"active": False}
     client.delete(CLIENT + "/current-api-session", headers=bearer(t["access_token"]))
     assert client.post("/oidc/oauth/introspect", data={"token": t["refresh_token"]}).json() == {"active": False}
+
+
+@pytest.mark.parametrize("form", [False, True])
+def test_a_login_records_the_clients_sdk_and_environment_on_its_identity(client, admin, form):
+    """As ``/authenticate`` does: JSON objects, or the flat form fields upstream's SDKs post."""
+    req_id = start(client, secrets.token_urlsafe(40))
+    sdk = {"appId": "tunnel", "appVersion": f"v1.6.20-{form}", "type": "ziti-sdk-golang", "version": "v1.1.2"}
+    env = {"arch": "amd64", "os": "linux", "osRelease": "6.1", "osVersion": "12"}
+    creds = {"username": ADMIN_USER, "password": ADMIN_PASSWORD}
+    if form:
+        fields = {**creds, **{"sdk" + k[0].upper() + k[1:]: v for k, v in sdk.items()},
+                  **{"env" + k[0].upper() + k[1:]: v for k, v in env.items()}}
+        r = client.post(f"/oidc/login/password?authRequestID={req_id}", data=fields,
+                        headers={"accept": "application/json"}, follow_redirects=False)
+    else:
+        r = client.post(f"/oidc/login/password?authRequestID={req_id}", json={**creds, "sdkInfo": sdk, "envInfo": env},
+                        headers={"accept": "application/json"}, follow_redirects=False)
+    assert r.status_code == 302, r.text
+    me = admin.client.get(f"{MGMT}/identities?filter=name=\"Default Admin\"", headers={"zt-session": admin.token})
+    shown = me.json()["data"][0]
+    assert shown["sdkInfo"] == sdk and shown["envInfo"] == env

@@ -220,3 +220,12 @@ def expire(ctl: AuthController) -> int:
         if last < cutoff and ctl.activity.get(t, "") < cutoff:
             ctl.activity.pop(t, None)
     return len(gone)
+
+
+def record_client_info(store, identity_id: str, env_info: str | None, sdk_info: str | None) -> None:
+    """What a login says of the client (environment and SDK, JSON text): shown on its identity.
+    Inside the caller's write transaction; a part not sent keeps its earlier value."""
+    info = {k: v for k, v in (("env_info", env_info), ("sdk_info", sdk_info)) if v is not None}
+    if info:
+        store.execute(f"UPDATE identities SET {', '.join(f'{k} = ?' for k in info)} WHERE id = ?",  # noqa: S608
+                      [*info.values(), identity_id])

@@ -88,6 +88,7 @@ class Tunnel:
     def handlers(self) -> dict:
         return {C.CREATE_API_SESSION: self._create_api_session, C.LIST_SERVICES: self._list_services,
                 C.CREATE_TUNNEL_TERMINATOR: self._create_terminator,
+                C.CREATE_TUNNEL_TERMINATOR_V2: self._create_terminator_v2,
                 C.REMOVE_TUNNEL_TERMINATOR: self._remove_terminator,
                 C.UPDATE_TUNNEL_TERMINATOR: self._update_terminator, C.TUNNEL_HEALTH_EVENT: self._health}
 
@@ -227,6 +228,32 @@ class Tunnel:
             answer["apiSession"] = self._api_session_answer(identity, state)
         ch.reply(m, C.CREATE_TUNNEL_TERMINATOR_RESPONSE, {},
                  pb.encode(messages.CREATE_TUNNEL_TERMINATOR_RESPONSE, answer))
+
+    def _create_terminator_v2(self, ch: RouterChannel, m: Message) -> None:
+        """A v2.0 tunneler's terminator (it found the service in the data model): checked against
+        the Bind policies of the router's identity as the v1 request is; the answer is a message
+        of its own (the router does not wait for a reply)."""
+        req = pb.decode(messages.CREATE_TUNNEL_TERMINATOR_V2, m.body)
+        answer: dict = {"terminatorId": req["address"], "startTime": req["startTime"]}
+        identity = self._identity(ch)
+        try:
+            if identity is None:
+                raise Refused("tunneling not enabled", code=TUNNELING_NOT_ENABLED)
+            assert ch.router_id is not None
+            state = self.states.setdefault(ch.router_id, TunnelState())
+            self._api_session(ch, identity, state)
+            service = req["serviceId"]
+            exists = self.server.ctl.store.value("SELECT 1 FROM services WHERE id = ?", (service,))
+            sess = self._bind_session(ch, identity, state, service, "") if exists else None
+            if sess is None:
+                raise Refused(f"service {service} not found or not bindable by the router's identity", code=6)
+            self.server.terminators.store(ch, req["address"], sess, "tunnel", req["address"], req)
+            answer["result"] = messages.TERMINATOR_OK
+        except Refused as e:
+            log.warning("router %s: tunnel terminator %s refused: %s", ch.label, req["address"], e)
+            answer.update(result=e.result, msg=str(e), errorCode=e.code, retryHint=messages.RETRY_HINTS.get(e.code, 0))
+        ch.send(C.CREATE_TUNNEL_TERMINATOR_V2_RESPONSE, {},
+                pb.encode(messages.CREATE_TUNNEL_TERMINATOR_V2_RESPONSE, answer))
 
     def _remove_terminator(self, ch: RouterChannel, m: Message) -> None:
         tid = m.body.decode("utf-8", "replace")

@@ -176,11 +176,6 @@ async def authenticate(ctx: Ctx):
     mfa_required = (
         store.value("SELECT 1 FROM mfa WHERE identity_id = ? AND is_verified = 1", (login.identity_id,)) is not None
     )
-    info = {}
-    if body.env_info is not None:
-        info["env_info"] = msgspec.json.encode(body.env_info).decode()
-    if body.sdk_info is not None:
-        info["sdk_info"] = msgspec.json.encode(body.sdk_info).decode()
     with store.write():   # the API session, the identity's env/SDK info and the login's audit row: one commit
         created = sessions.create(
             ctx.ctl,
@@ -191,11 +186,10 @@ async def authenticate(ctx: Ctx):
             mfa_required=mfa_required,
             cert_extendable=login.cert_extendable,
         )
-        if info:
-            store.execute(
-                f"UPDATE identities SET {', '.join(f'{k} = ?' for k in info)} WHERE id = ?",
-                [*info.values(), login.identity_id],
-            )
+        sessions.record_client_info(
+            store, login.identity_id,
+            None if body.env_info is None else msgspec.json.encode(body.env_info).decode(),
+            None if body.sdk_info is None else msgspec.json.encode(body.sdk_info).decode())
         login_outcome(ctx, name or "", login, created["id"], None, body.username)
     row = store.one("SELECT * FROM api_sessions WHERE id = ?", (created["id"],))
     if row is None:  # ended (deleted) before it could be shown

@@ -300,6 +300,11 @@ class Provider:
             r.amr.append(method)
         r.config_types = sessions.resolve_config_types(store, _strings(payload.get("configTypes")))
         r.sdk_info, r.env_info = _info(payload.get("sdkInfo")), _info(payload.get("envInfo"))
+        if r.sdk_info or r.env_info:   # shown on the identity, as a password or certificate login's are
+            with store.write():
+                sessions.record_client_info(store, login.identity_id,
+                                            json.dumps(r.env_info) if r.env_info else None,
+                                            json.dumps(r.sdk_info) if r.sdk_info else None)
         r.auth_time = int(clock.now().timestamp())
         verified = store.value("SELECT 1 FROM mfa WHERE identity_id = ? AND is_verified = 1", (login.identity_id,))
         r.totp_required = verified is not None or bool(policy_secondary(store, login.identity_id).get("requireTotp"))
@@ -624,7 +629,7 @@ async def _form(request: Request) -> dict[str, str]:
     return out
 
 
-_SDK_FIELDS = {"sdkAppID": "appId", "sdkAppVersion": "appVersion", "sdkBranch": "branch", "sdkRevision": "revision",
+_SDK_FIELDS = {"sdkAppId": "appId", "sdkAppID": "appId", "sdkAppVersion": "appVersion", "sdkBranch": "branch", "sdkRevision": "revision",
                "sdkType": "type", "sdkVersion": "version"}
 _ENV_FIELDS = {"envArch": "arch", "envOs": "os", "envOsRelease": "osRelease", "envOsVersion": "osVersion"}
 
