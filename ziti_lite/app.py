@@ -67,7 +67,7 @@ class Controller:
     declared here (``__slots__``): state a module keeps per controller has its slot below."""
 
     __slots__ = ("settings", "store", "activity", "state", "instance_id", "router", "jobs", "checkpointer",
-                 "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "periodic",
+                 "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "router_lines", "periodic",
                  "ctrl_ssl_context", "ctrl_sock", "ctrl_server",
                  "session_rows", "extjwt_keys", "posture_states", "service_change_memory", "service_override_sigs",
                  "traces", "tls_contexts", "cert_renewals", "events", "oidc", "oidc_verified", "_headers")
@@ -85,6 +85,7 @@ class Controller:
     edge_sock: socket.socket | None         # a pre-bound socket for the edge router (tests)
     edge_router: EdgeRouter | None          # while the embedded router runs (edge.start/stop)
     router_states: dict[str, dict]          # router id -> live state shown by the API
+    router_lines: dict[str, str]            # real router id -> the version its last hello named
     ctrl_ssl_context: ssl.SSLContext | None  # real routers' control channel (server.build sets it)
     ctrl_sock: socket.socket | None         # a pre-bound socket for the control channel (tests)
     ctrl_server: CtrlServer | None          # while the control channel listens (ctrl.start/stop)
@@ -116,6 +117,7 @@ class Controller:
         self.edge_sock = None
         self.edge_router = None
         self.router_states = {}
+        self.router_lines = {}
         self.ctrl_ssl_context = None
         self.ctrl_sock = None
         self.ctrl_server = None

@@ -1,9 +1,12 @@
-"""What the interop tests share: the real ``ziti`` binary v1.3.3, a real OpenZiti controller, SDK peers.
+"""What the interop tests share: the real ``ziti`` binaries, a real OpenZiti controller, SDK peers.
 
-The binary comes from ``$ZITI_CLI``, else the cache ``~/.cache/ziti-lite/ziti-cli-v1.3.3/ziti``
+The ``ziti`` CLI and controller the tests compare with is v1.3.3 (the API ziti-lite serves): it
+comes from ``$ZITI_CLI``, else the cache ``~/.cache/ziti-lite/ziti-cli-v1.3.3/ziti``
 (``$ZITI_LITE_GO_CACHE/ziti-cli-v1.3.3`` when set), else ``go install`` of the released module
-where the Go module proxy serves it; a released ``ziti`` v1.3.3 binary put in the cache does as
-well. The tests that need it skip, saying why, where none is at hand.
+where the Go module proxy serves it. Real routers run once per supported router line present
+(``router_bin``): v2.0.3 (``$ZITI_CLI_V2_0_3``), v1.6.20 (``$ZITI_CLI_V1_6_20``) and v1.3.3, each from
+its variable or the cache folder ``ziti-cli-<version>``; a released binary put there does as
+well. The tests that need a binary skip, saying why, where none is at hand.
 
 ``openziti`` runs ``ziti edge quickstart --no-router`` (the controller alone, its PKI and bbolt
 file in a temporary directory, admin ``admin``/``admin``) bound to loopback through
@@ -29,21 +32,56 @@ from tests.edge.test_go_sdk import go, gopeer  # noqa: F401 - fixtures (the Go S
 from ziti_lite import testing
 
 VERSION = "v1.3.3"
+ROUTER_LINES = ("v2.0.3", "v1.6.20", "v1.3.3")    # the supported lines first, the retired one last
 
 
-def _cache() -> str:
+def _cache(version: str = VERSION) -> str:
     base = os.environ.get("ZITI_LITE_GO_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ziti-lite")
-    return os.path.join(base, f"ziti-cli-{VERSION}")
+    return os.path.join(base, f"ziti-cli-{version}")
+
+
+def env_name(version: str) -> str:
+    return "ZITI_CLI_" + version.upper().replace(".", "_")
+
+
+def find_binary(version: str) -> str | None:
+    """The ``ziti`` binary of one release line: its variable, else the cache; None when absent."""
+    named = os.environ.get(env_name(version)) or (os.environ.get("ZITI_CLI") if version == VERSION else None)
+    if named:
+        return named
+    path = os.path.join(_cache(version), "ziti")
+    return path if os.path.exists(path) else None
+
+
+@pytest.fixture(scope="module", params=ROUTER_LINES)
+def router_bin(request, ziti_bin_lines) -> str:
+    """The ``ziti`` binary whose routers a test runs, once per router line present."""
+    version = request.param
+    path = ziti_bin_lines.get(version)
+    if path is None:
+        pytest.skip(f"no ziti {version} binary (${env_name(version)} or {os.path.join(_cache(version), 'ziti')})")
+    return path
+
+
+@pytest.fixture(scope="session")
+def ziti_bin_lines(request) -> dict[str, str]:
+    """Every router line's binary at hand (v1.3.3 installed as ``ziti_bin`` installs it)."""
+    out = {v: p for v in ROUTER_LINES if (p := find_binary(v)) is not None}
+    if VERSION not in out:
+        try:
+            out[VERSION] = request.getfixturevalue("ziti_bin")
+        except pytest.skip.Exception:
+            pass
+    return out
 
 
 @pytest.fixture(scope="session")
 def ziti_bin() -> str:
-    if os.environ.get("ZITI_CLI"):
-        return os.environ["ZITI_CLI"]
+    found = find_binary(VERSION)
+    if found is not None:
+        return found
     path = os.path.join(_cache(), "ziti")
-    if os.path.exists(path):
-        return path
     go_cmd = shutil.which("go")
     if go_cmd is None:
         pytest.skip(f"no ziti {VERSION} binary ($ZITI_CLI or {path}) and no go command to install it")

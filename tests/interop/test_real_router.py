@@ -1,11 +1,11 @@
-"""Real OpenZiti routers (``ziti router`` v1.3.3) under ziti-lite, with the real C SDK 0.29.3 and
+"""Real OpenZiti routers (``ziti router`` of each line present: v2.0.3, v1.6.20, v1.3.3) under ziti-lite, with the real C SDK 0.29.3 and
 the Go SDK as hosts and dialers: a router created and enrolled through the API comes online on
 ziti-lite's control channel, SDKs bind and dial through it only (the controller runs without its
 embedded router), 10 MiB go each way with a checksum, FIN both ways; revocations reach live
 connections; re-enrollment, a killed router and a restarted controller behave as upstream's.
 
-The ``ziti`` binary is found as ``make interop`` finds it (``$ZITI_CLI`` or the cache), else the
-module is skipped with the reason. Marked ``interop``."""
+Each line's ``ziti`` binary is found as ``make interop`` finds it (its variable or the cache), else
+that line's tests are skipped with the reason. Marked ``interop``."""
 
 from __future__ import annotations
 
@@ -27,17 +27,17 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def lab(template_db, tmp_path_factory):
-    """ziti-lite with its control channel and no embedded router, and one real router online."""
+def lab(template_db, tmp_path_factory, router_bin):
+    """ziti-lite with its control channel and no embedded router (one per router line)."""
     tmp = tmp_path_factory.mktemp("real-router")
     with running(template_db, tmp, edge=False, ctrl=True, ctrl_heartbeat_timeout=3.0) as handle:
         yield handle
 
 
 @pytest.fixture(scope="module")
-def router(lab, ziti_bin):
+def router(lab, router_bin):
     admin = lab.admin()
-    r = RealRouter(ziti_bin, Path(lab.tmp), "site-a", lab.ctl.ctrl_server.port, admin)
+    r = RealRouter(router_bin, Path(lab.tmp), "site-a", lab.ctl.ctrl_server.port, admin)
     r.enroll()
     t0 = time.monotonic()
     r.start()
@@ -160,7 +160,7 @@ def test_policy_removal_closes_live_connections_within_a_second(lab, router, net
     print(f"\npolicy removal: the live connection through the real router ended {took:.2f} s later")
 
 
-def test_a_tunneler_enabled_router_hosts_a_service_for_sdks(lab, ziti_bin, router, net, peers, tmp_path):
+def test_a_tunneler_enabled_router_hosts_a_service_for_sdks(lab, router_bin, router, net, peers, tmp_path):
     """host mode: the router's own identity binds a service through a host.v1 config and
     dials a TCP server beside it; a C SDK dials that service through the same router (the other
     real router is disabled meanwhile: without router-to-router links a dial entering there
@@ -185,7 +185,7 @@ def test_a_tunneler_enabled_router_hosts_a_service_for_sdks(lab, ziti_bin, route
                                    "data": {"protocol": "tcp", "address": "127.0.0.1", "port": port}})
     svc = admin.create("services", {"name": "rr-tunneled", "encryptionRequired": True, "configs": [cfg],
                                     "roleAttributes": ["rr"]})
-    tunneler = RealRouter(ziti_bin, Path(lab.tmp), "site-t", lab.ctl.ctrl_server.port, admin, tunneler=True)
+    tunneler = RealRouter(router_bin, Path(lab.tmp), "site-t", lab.ctl.ctrl_server.port, admin, tunneler=True)
     admin.create("service-policies", {"name": "rr-tunnel-bind", "type": "Bind", "semantic": "AnyOf",
                                       "identityRoles": [f"@{tunneler.id}"], "serviceRoles": [f"@{svc}"]})
     tunneler.enroll()
@@ -205,9 +205,9 @@ def test_a_tunneler_enabled_router_hosts_a_service_for_sdks(lab, ziti_bin, route
         assert admin.patch(f"/edge-routers/{router.id}", json={"disabled": False}).status_code == 200
 
 
-def test_re_enroll_disconnects_and_the_old_certificate_is_refused(lab, ziti_bin, net):
+def test_re_enroll_disconnects_and_the_old_certificate_is_refused(lab, router_bin, net):
     admin, ids = net
-    r = RealRouter(ziti_bin, Path(lab.tmp), "site-re", lab.ctl.ctrl_server.port, admin)
+    r = RealRouter(router_bin, Path(lab.tmp), "site-re", lab.ctl.ctrl_server.port, admin)
     r.enroll()
     r.start()
     try:
@@ -228,9 +228,9 @@ def test_re_enroll_disconnects_and_the_old_certificate_is_refused(lab, ziti_bin,
         r.stop()
 
 
-def test_a_killed_or_silent_router_goes_offline_and_its_terminators_stay_as_upstream(lab, ziti_bin, net, go):
+def test_a_killed_or_silent_router_goes_offline_and_its_terminators_stay_as_upstream(lab, router_bin, net, go):
     admin, ids = net
-    r = RealRouter(ziti_bin, Path(lab.tmp), "site-k", lab.ctl.ctrl_server.port, admin, attrs=["site-k"])
+    r = RealRouter(router_bin, Path(lab.tmp), "site-k", lab.ctl.ctrl_server.port, admin, attrs=["site-k"])
     admin.create("edge-router-policies", {"name": "site-k-only", "semantic": "AnyOf",
                                           "identityRoles": ["#rr-host"], "edgeRouterRoles": ["#site-k"]})
     r.enroll()
@@ -257,7 +257,7 @@ def test_a_killed_or_silent_router_goes_offline_and_its_terminators_stay_as_upst
         r.stop()
 
 
-def test_a_restarted_controller_gets_its_router_back(ziti_bin, template_db, tmp_path, peers):
+def test_a_restarted_controller_gets_its_router_back(router_bin, template_db, tmp_path, peers):
     """``ziti-lite serve`` stopped and started again on the same ports: the router dials again by
     itself and comes online (its retry interval is 5 s)."""
     import shutil
@@ -272,7 +272,7 @@ def test_a_restarted_controller_gets_its_router_back(ziti_bin, template_db, tmp_
     ctl = serve()
     try:
         admin = Admin(ctl)
-        r = RealRouter(ziti_bin, tmp_path, "site-r", ctrl_port, admin)
+        r = RealRouter(router_bin, tmp_path, "site-r", ctrl_port, admin)
         r.enroll()
         r.start()
         try:
@@ -311,14 +311,14 @@ class _Reply:
         return self.reply.body
 
 
-def test_the_embedded_router_and_a_real_router_together(template_db, tmp_path_factory, ziti_bin, peers):
+def test_the_embedded_router_and_a_real_router_together(template_db, tmp_path_factory, router_bin, peers):
     """The embedded router and a real one in one network: a host bound through each (edge router
     policies give each host one router), a dialer that reaches both; every dial succeeds
     whichever router the dialer's SDK picks. (A dial entering one router reaches the terminators
     of that router: circuits across routers need router-to-router links.)"""
     with running(template_db, tmp_path_factory.mktemp("mixed"), edge=True, ctrl=True) as mixed:
         admin = mixed.admin()
-        r = RealRouter(ziti_bin, Path(mixed.tmp), "site-m", mixed.ctl.ctrl_server.port, admin, attrs=["site-m"])
+        r = RealRouter(router_bin, Path(mixed.tmp), "site-m", mixed.ctl.ctrl_server.port, admin, attrs=["site-m"])
         r.enroll()
         r.start()
         try:
@@ -358,11 +358,11 @@ def test_the_embedded_router_and_a_real_router_together(template_db, tmp_path_fa
             r.stop()
 
 
-def test_the_real_router_lab_example_runs(ziti_bin):
+def test_the_real_router_lab_example_runs(router_bin):
     """``examples/real_router_lab.py`` as a user runs it: ziti-lite, a real router, a hosted service."""
     import subprocess
     import sys
     example = Path(__file__).resolve().parents[2] / "examples" / "real_router_lab.py"
-    r = subprocess.run([sys.executable, str(example), "--ziti", ziti_bin], capture_output=True, text=True, timeout=240)
+    r = subprocess.run([sys.executable, str(example), "--ziti", router_bin], capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "lab-client got: echo from beside site-a: hello through a real router" in r.stdout

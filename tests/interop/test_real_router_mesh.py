@@ -1,4 +1,4 @@
-"""Router-to-router links between real routers (``ziti router`` v1.3.3) under ziti-lite: routers
+"""Router-to-router links between real routers (``ziti router`` of each line present) under ziti-lite: routers
 learn of their peers, build links, and circuits cross them. A host reaches only router B (with a
 link listener), a dialer only router A (private: it dials B), and their bytes cross the A-B link;
 when B goes, so do the link and the circuit, and new dials fail cleanly; three routers in a line
@@ -19,7 +19,7 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def mesh(template_db, tmp_path_factory):
+def mesh(template_db, tmp_path_factory, router_bin):
     with running(template_db, tmp_path_factory.mktemp("mesh"), edge=False, ctrl=True) as handle:
         admin = handle.admin()
         for p in admin.get("/edge-router-policies").json()["data"]:     # each identity its own routers
@@ -58,11 +58,11 @@ def across(mesh, admin, peers, name: str, host_router, client_router) -> tuple[s
     return svc, cfile
 
 
-def test_a_link_between_two_routers_carries_a_circuit(mesh, ziti_bin, peers):
+def test_a_link_between_two_routers_carries_a_circuit(mesh, router_bin, peers):
     admin = mesh.admin()
     tmp = Path(mesh.tmp)
-    a = RealRouter(ziti_bin, tmp, "mesh-a", mesh.ctl.ctrl_server.port, admin)
-    b = RealRouter(ziti_bin, tmp, "mesh-b", mesh.ctl.ctrl_server.port, admin, private=False)
+    a = RealRouter(router_bin, tmp, "mesh-a", mesh.ctl.ctrl_server.port, admin)
+    b = RealRouter(router_bin, tmp, "mesh-b", mesh.ctl.ctrl_server.port, admin, private=False)
     try:
         start_all(admin, (a, b))
         wait_for(lambda: any({x.src, x.dst} == {a.id, b.id} for x in links(mesh.ctl)), timeout=30)
@@ -96,15 +96,15 @@ def test_a_link_between_two_routers_carries_a_circuit(mesh, ziti_bin, peers):
             r.stop()
 
 
-def test_three_routers_in_a_line_carry_a_dial_through_the_middle(mesh, ziti_bin, peers):
+def test_three_routers_in_a_line_carry_a_dial_through_the_middle(mesh, router_bin, peers):
     """A and C are private (no link listener), B listens: links A-B and C-B only; a dial from A
     reaches a host on C through B."""
     admin = mesh.admin()
     tmp = Path(mesh.tmp)
     port = mesh.ctl.ctrl_server.port
-    line = [RealRouter(ziti_bin, tmp, "line-a", port, admin), RealRouter(ziti_bin, tmp, "line-b", port, admin,
+    line = [RealRouter(router_bin, tmp, "line-a", port, admin), RealRouter(router_bin, tmp, "line-b", port, admin,
                                                                         private=False),
-            RealRouter(ziti_bin, tmp, "line-c", port, admin)]
+            RealRouter(router_bin, tmp, "line-c", port, admin)]
     a, b, c = line
     try:
         start_all(admin, line)
@@ -125,3 +125,34 @@ def test_three_routers_in_a_line_carry_a_dial_through_the_middle(mesh, ziti_bin,
     finally:
         for r in line:
             r.stop()
+
+
+@pytest.mark.parametrize("dialing,hosting", [("v2.0.3", "v1.6.20"), ("v1.6.20", "v2.0.3")])
+def test_a_v2_and_a_v1_6_router_linked_carry_a_circuit(template_db, tmp_path_factory, ziti_bin_lines, peers,
+                                                        dialing, hosting):
+    """Upstream says 2.x routers work with older ones: a v2.0.3 and a v1.6.20 router under one
+    ziti-lite link up, and a dial entering either reaches a host on the other."""
+    missing = [v for v in (dialing, hosting) if v not in ziti_bin_lines]
+    if missing:
+        pytest.skip(f"no ziti binary of {', '.join(missing)}")
+    with running(template_db, tmp_path_factory.mktemp("mixed-lines"), edge=False, ctrl=True) as lab:
+        admin = lab.admin()
+        for p in admin.get("/edge-router-policies").json()["data"]:
+            assert admin.delete(f"/edge-router-policies/{p['id']}").status_code == 200
+        tmp, port = Path(lab.tmp), lab.ctl.ctrl_server.port
+        a = RealRouter(ziti_bin_lines[dialing], tmp, "lines-a", port, admin)
+        b = RealRouter(ziti_bin_lines[hosting], tmp, "lines-b", port, admin, private=False)
+        try:
+            start_all(admin, (a, b))
+            wait_for(lambda: any({x.src, x.dst} == {a.id, b.id} for x in links(lab.ctl)), timeout=30)
+            _, cfile = across(lab, admin, peers, "lines-svc", host_router=b, client_router=a)
+            c = dialer(peers, cfile)
+            c.send(op="echo", service="lines-svc", line=f"from {dialing} to {hosting}")
+            ev = c.next(kind="echo")
+            assert ev["event"] == "echo" and ev["reply"] == f"far:from {dialing} to {hosting}\n", (ev, a.tail(), b.tail())
+            c.send(op="bulk", service="lines-svc", size=4 * MiB)
+            ev = c.next(timeout=120, kind="bulk")
+            assert ev["event"] == "bulk" and ev["got"] == ev["sent"], ev
+        finally:
+            a.stop()
+            b.stop()

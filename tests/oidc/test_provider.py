@@ -72,15 +72,21 @@ def test_version_advertises_oidc_auth(client):
     assert client.get("/version").json()["data"]["capabilities"] == ["OIDC_AUTH"]
 
 
-def test_no_oidc_auth_once_a_real_router_is_enrolled(client, admin, ctl):
-    """Real routers validate JWT API sessions from a router data model ziti-lite does not stream:
-    with one enrolled, SDKs that prefer OIDC are left on legacy sessions, which every router takes."""
+def test_no_oidc_auth_while_a_real_router_may_be_of_a_v1_line(client, admin, ctl):
+    """Real routers validate JWT API sessions from the router data model, which ziti-lite streams
+    to v2.0 routers only: with a router enrolled that has not said it is of v2.0 or later (since
+    start), SDKs that prefer OIDC are left on legacy sessions, which every router takes."""
     rid = admin.create("edge-routers", {"name": "oidc-site"})
     assert client.get("/version").json()["data"]["capabilities"] == ["OIDC_AUTH"]   # not enrolled yet
     with ctl.store.write():
         ctl.store.execute("UPDATE routers SET fingerprint = 'ab' || id, is_verified = 1 WHERE id = ?", (rid,))
     assert client.get("/version").json()["data"]["capabilities"] == []
     assert client.get("/").json()["data"]["capabilities"] == []
+    ctl.router_lines[rid] = "v1.6.20"          # what its hello said (ctrl/server.py)
+    assert client.get("/version").json()["data"]["capabilities"] == []
+    ctl.router_lines[rid] = "v2.0.3"
+    assert client.get("/version").json()["data"]["capabilities"] == ["OIDC_AUTH"]
+    del ctl.router_lines[rid]
     assert admin.delete(f"/edge-routers/{rid}").status_code == 200
     assert client.get("/version").json()["data"]["capabilities"] == ["OIDC_AUTH"]
 

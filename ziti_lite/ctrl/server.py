@@ -55,6 +55,7 @@ class CtrlController(EdgeController, Protocol):
     ctrl_server: CtrlServer | None
     ctrl_ssl_context: ssl.SSLContext | None
     ctrl_sock: socket.socket | None
+    router_lines: dict[str, str]
 
 
 class CtrlServer:
@@ -217,6 +218,7 @@ class CtrlServer:
             old.close("replaced by a new connection")
         ch.router_id = rid
         ch.version = m.text(wire.H.HELLO_VERSION)
+        self.ctl.router_lines[rid] = ch.version.split("|")[0]
         ch.listeners = _listeners(said.listeners)
         ch.group = hello.new_group(said) if said.grouped else None
         self.routers[rid] = ch

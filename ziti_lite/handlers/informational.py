@@ -30,6 +30,7 @@ class HandlersController(AuthController, Protocol):
     """The controller as the handlers see it (see ``lifecycle.contexts.LifecycleController``)."""
     router: Router
     router_states: dict[str, dict]
+    router_lines: dict[str, str]
     jobs: dict[str, Any]
 
     @property
@@ -37,23 +38,30 @@ class HandlersController(AuthController, Protocol):
 
 
 def oidc_advertised(ctl: HandlersController) -> bool:
-    """OIDC_AUTH only where it works on every router of the network: real routers (enrolled
-    routers other than the embedded one) validate JWT API sessions from the router data model,
-    which ziti-lite does not stream, so SDKs that would prefer OIDC keep legacy sessions there."""
+    """OIDC_AUTH only where it works on every router of the network. A real router validates
+    OIDC access tokens with the keys of the router data model, which ziti-lite streams to v2.0
+    routers only (v1.x routers keep the legacy sync): so while an enrolled real router has not
+    said since start that it is of v2.0 or later, SDKs that would prefer OIDC keep legacy
+    sessions, which every router takes."""
     if ctl.oidc is None:
         return False
-    gen = ctl.store.generation()
+    gen = (ctl.store.generation(), tuple(sorted(ctl.router_lines.items())))
     known = _OIDC_VERDICTS.get(id(ctl))
     if known is None or known[0] != gen:
         embedded = ctl.state.get("edge_router_id") or ctl.store.value(
             "SELECT value FROM controller WHERE key = 'edge_router_id'")
-        real = ctl.store.value("SELECT 1 FROM routers WHERE fingerprint IS NOT NULL AND id IS NOT ? LIMIT 1",
-                               (embedded,))
-        known = _OIDC_VERDICTS[id(ctl)] = (gen, real is None)
+        real = ctl.store.column("SELECT id FROM routers WHERE fingerprint IS NOT NULL AND id IS NOT ?", (embedded,))
+        ok = all(_major(ctl.router_lines.get(rid, "")) >= 2 for rid in real)
+        known = _OIDC_VERDICTS[id(ctl)] = (gen, ok)
     return known[1]
 
 
-_OIDC_VERDICTS: dict[int, tuple[Generation, bool]] = {}
+def _major(version: str) -> int:
+    head = version.lstrip("v").split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+_OIDC_VERDICTS: dict[int, tuple[tuple, bool]] = {}
 
 
 def version_doc(ctl: HandlersController, oidc: bool = False) -> dict:
