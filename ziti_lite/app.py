@@ -67,8 +67,8 @@ class Controller:
     declared here (``__slots__``): state a module keeps per controller has its slot below."""
 
     __slots__ = ("settings", "store", "activity", "state", "instance_id", "router", "jobs", "checkpointer",
-                 "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "router_lines", "periodic",
-                 "ctrl_ssl_context", "ctrl_sock", "ctrl_server",
+                 "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "periodic",
+                 "router_lines", "ctrl_ssl_context", "ctrl_sock", "ctrl_server",
                  "session_rows", "extjwt_keys", "posture_states", "service_change_memory", "service_override_sigs",
                  "traces", "tls_contexts", "cert_renewals", "events", "oidc", "oidc_verified", "_headers")
 

@@ -9,7 +9,7 @@ import jwt
 import pytest
 from cryptography import x509
 
-from tests.ctrl.conftest import enroll_router, wait_for
+from tests.ctrl.conftest import enroll_router
 from tests.ctrl.fake_router import read_pb
 from tests.ctrl.test_terminators import Identity
 

@@ -1,8 +1,9 @@
-"""Real OpenZiti routers (``ziti router`` of each line present: v2.0.3, v1.6.20, v1.3.3) under ziti-lite, with the real C SDK 0.29.3 and
-the Go SDK as hosts and dialers: a router created and enrolled through the API comes online on
-ziti-lite's control channel, SDKs bind and dial through it only (the controller runs without its
-embedded router), 10 MiB go each way with a checksum, FIN both ways; revocations reach live
-connections; re-enrollment, a killed router and a restarted controller behave as upstream's.
+"""Real OpenZiti routers (``ziti router`` of each line present: v2.0.3, v1.6.20, v1.3.3) under ziti-
+lite, with the real C SDK 0.29.3 and the Go SDK as hosts and dialers: a router created and enrolled
+through the API comes online on ziti-lite's control channel, SDKs bind and dial through it only (the
+controller runs without its embedded router), 10 MiB go each way with a checksum, FIN both ways;
+revocations reach live connections; re-enrollment, a killed router and a restarted controller behave
+as upstream's.
 
 Each line's ``ziti`` binary is found as ``make interop`` finds it (its variable or the cache), else
 that line's tests are skipped with the reason. Marked ``interop``."""
@@ -363,6 +364,7 @@ def test_the_real_router_lab_example_runs(router_bin):
     import subprocess
     import sys
     example = Path(__file__).resolve().parents[2] / "examples" / "real_router_lab.py"
-    r = subprocess.run([sys.executable, str(example), "--ziti", router_bin], capture_output=True, text=True, timeout=240)
+    r = subprocess.run([sys.executable, str(example), "--ziti", router_bin], capture_output=True, text=True,
+                       timeout=240)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "lab-client got: echo from beside site-a: hello through a real router" in r.stdout

@@ -149,7 +149,8 @@ def test_a_v2_and_a_v1_6_router_linked_carry_a_circuit(template_db, tmp_path_fac
             c = dialer(peers, cfile)
             c.send(op="echo", service="lines-svc", line=f"from {dialing} to {hosting}")
             ev = c.next(kind="echo")
-            assert ev["event"] == "echo" and ev["reply"] == f"far:from {dialing} to {hosting}\n", (ev, a.tail(), b.tail())
+            assert ev["event"] == "echo" and ev["reply"] == f"far:from {dialing} to {hosting}\n", \
+                (ev, a.tail(), b.tail())
             c.send(op="bulk", service="lines-svc", size=4 * MiB)
             ev = c.next(timeout=120, kind="bulk")
             assert ev["event"] == "bulk" and ev["got"] == ev["sent"], ev

@@ -29,10 +29,10 @@ from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import BOTH, op
 from ..api.resource import Field, Resource
+from ..auth import service_tokens
 from ..auth.sessions import AuthController
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, go_text
-from ..auth import service_tokens
 from ..policy import access, posture_checks
 from ..policy.posture_checks import PolicyController
 from ..resources.common import Body, Tags

@@ -28,8 +28,8 @@ from . import messages, pb
 from .messages import C
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .hello import Hello
     from .channel import RouterChannel
+    from .hello import Hello
     from .server import CtrlServer
 
 log = logging.getLogger("ziti_lite.ctrl")

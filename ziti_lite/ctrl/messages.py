@@ -309,7 +309,8 @@ CREATE_TUNNEL_TERMINATOR_RESPONSE = Msg("CreateTunnelTerminatorResponse", (
     Field(1, "apiSession", CREATE_API_SESSION_RESPONSE), Field(2, "session", CREATE_SESSION_RESPONSE),
     Field(3, "terminatorId", "string"), Field(4, "startTime", "int64")))
 CREATE_TUNNEL_TERMINATOR_V2 = Msg("CreateTunnelTerminatorRequestV2", (
-    Field(1, "serviceId", "string"), Field(2, "address", "string"), Field(3, "peerData", "map", key="uint32", value="bytes"),
+    Field(1, "serviceId", "string"), Field(2, "address", "string"),
+    Field(3, "peerData", "map", key="uint32", value="bytes"),
     Field(4, "cost", "uint32"), Field(5, "precedence", "enum"), Field(6, "instanceId", "string"),
     Field(7, "instanceSecret", "bytes"), Field(8, "startTime", "int64")))
 CREATE_TUNNEL_TERMINATOR_V2_RESPONSE = Msg("CreateTunnelTerminatorResponseV2", (

@@ -16,7 +16,6 @@ from ..api.ops import BOTH, op
 from ..api.router import Router
 from ..auth.enrollments import network_jwt
 from ..auth.sessions import AuthController
-from ..db.store import Generation
 from ..errors import NotFound
 from ..pki import ca
 from . import spec

@@ -629,7 +629,8 @@ async def _form(request: Request) -> dict[str, str]:
     return out
 
 
-_SDK_FIELDS = {"sdkAppId": "appId", "sdkAppID": "appId", "sdkAppVersion": "appVersion", "sdkBranch": "branch", "sdkRevision": "revision",
+_SDK_FIELDS = {"sdkAppId": "appId", "sdkAppID": "appId",  # upstream's name, and ours before
+               "sdkAppVersion": "appVersion", "sdkBranch": "branch", "sdkRevision": "revision",
                "sdkType": "type", "sdkVersion": "version"}
 _ENV_FIELDS = {"envArch": "arch", "envOs": "os", "envOsRelease": "osRelease", "envOsVersion": "osVersion"}
 
