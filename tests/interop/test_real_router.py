@@ -1,5 +1,5 @@
-"""Real OpenZiti routers (``ziti router`` of each line present: v2.0.3, v1.6.20, v1.3.3) under ziti-
-lite, with the real C SDK 0.29.3 and the Go SDK as hosts and dialers: a router created and enrolled
+"""Real OpenZiti routers (``ziti router`` of each line present: v2.0.3, v1.6.20, v1.3.3) under
+ziti-lite, with the real C SDK 0.29.3 and the Go SDK as hosts and dialers: a router created and enrolled
 through the API comes online on ziti-lite's control channel, SDKs bind and dial through it only (the
 controller runs without its embedded router), 10 MiB go each way with a checksum, FIN both ways;
 revocations reach live connections; re-enrollment, a killed router and a restarted controller behave
