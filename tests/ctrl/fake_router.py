@@ -105,6 +105,8 @@ def u32_map_bytes(m: dict[int, bytes]) -> bytes:
 class Msg(EdgeMsg):
     """A channel message as the edge tests' client reads it, with the reply it answers."""
 
+    received = 0.0
+
     @property
     def reply_for(self) -> int | None:
         v = self.headers.get(1)
@@ -156,7 +158,9 @@ class FakeRouter:
                         pos += 8 + n
                     if 5 in headers and self.answer_heartbeats:
                         self.send(5, {6: headers[5]})
-                    self.inbox.put(Msg(content, seq, headers, body))
+                    m = Msg(content, seq, headers, body)
+                    m.received = time.monotonic()     # when it was read off the socket (benchmarks)
+                    self.inbox.put(m)
                 with self.lock:   # one thread in the TLS object at a time (reads poll briefly)
                     try:
                         data = self.sock.recv(65536)
