@@ -1,4 +1,4 @@
-"""A lab of ziti-lite plus one real OpenZiti router (``ziti router`` v1.3.3), on this machine:
+"""A lab of ziti-lite plus one real OpenZiti router (``ziti router`` v2.0, v1.6 or v1.3), on this machine:
 
 * ``ziti-lite serve`` with its control channel (no embedded router: the real one carries all);
 * a tunneler-enabled router ``site-a``, created through the API, configured with
@@ -10,8 +10,9 @@
 
     python examples/real_router_lab.py [--ziti PATH] [--keep DIR]
 
-``--ziti`` (or ``$ZITI_CLI``) names the ``ziti`` binary of OpenZiti v1.3.3; ``--keep DIR`` keeps
-the lab's files there. Everything listens on 127.0.0.1 and stops when the script ends.
+``--ziti`` (or ``$ZITI_CLI``) names the ``ziti`` binary of the router's line (v2.0.3, what
+OpenZiti's download page gives today, v1.6.20 or v1.3.3); ``--keep DIR`` keeps the lab's files
+there. Everything listens on 127.0.0.1 and stops when the script ends.
 """
 
 from __future__ import annotations
