@@ -150,7 +150,7 @@ class DataModel:
             if r["disabled"]:
                 out.disabled.add(r["id"])
             own = overrides.get(r["id"], {})
-            k, v = self._encode(IDENTITY, r["id"], (*r.values(), json.dumps(own, sort_keys=True)),
+            k, v = self._encode(IDENTITY, r["id"], (*r.values(), json.dumps(own, sort_keys=True) if own else ""),
                                 lambda r=r, own=own: _identity(r, own))
             models[k] = v
         for r in store.all("SELECT id, name, encryption_required, configs FROM services"):
@@ -311,9 +311,17 @@ def encode_state(reading: Reading, index: int, timeline: str) -> bytes:
 def diff(before: Reading, after: Reading) -> list[bytes]:
     """The events that turn ``before`` into ``after``: creations and updates in dependency order,
     then deletions in reverse (a policy's links go before the policy)."""
+    changed: dict[int, list[Key]] = {}
+    for key, data in after.models.items():
+        relinked = key[0] == POLICY and before.links.get(key[1]) != after.links.get(key[1])
+        if before.models.get(key) != data or relinked:
+            changed.setdefault(key[0], []).append(key)
+    gone: dict[int, list[Key]] = {}
+    for key in before.models.keys() - after.models.keys():
+        gone.setdefault(key[0], []).append(key)
     out: list[bytes] = []
     for kind in range(8):
-        for key in sorted(k for k in after.models if k[0] == kind):
+        for key in sorted(changed.get(kind, ())):
             old = before.models.get(key)
             if old != after.models[key]:
                 action = messages.RDM_ACTION_CREATE if old is None else messages.RDM_ACTION_UPDATE
@@ -321,7 +329,7 @@ def diff(before: Reading, after: Reading) -> list[bytes]:
             if kind == POLICY:
                 out += _link_changes(key[1], before.links.get(key[1], {}), after.links.get(key[1], {}))
     for kind in reversed(range(8)):
-        for key in sorted(k for k in before.models if k[0] == kind and k not in after.models):
+        for key in sorted(gone.get(kind, ())):
             if kind == POLICY:
                 out += _link_changes(key[1], before.links.get(key[1], {}), {})
             out.append(event(kind, messages.RDM_ACTION_DELETE, before.models[key]))
