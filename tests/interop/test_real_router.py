@@ -229,16 +229,19 @@ def test_re_enroll_disconnects_and_the_old_certificate_is_refused(lab, router_bi
         r.stop()
 
 
-def test_a_killed_or_silent_router_goes_offline_and_its_terminators_stay_as_upstream(lab, router_bin, net, go):
+def test_a_killed_or_silent_router_goes_offline_and_its_terminators_stay_as_upstream(lab, router_bin, router,
+                                                                                    net, go):
     admin, ids = net
     r = RealRouter(router_bin, Path(lab.tmp), "site-k", lab.ctl.ctrl_server.port, admin, attrs=["site-k"])
     admin.create("edge-router-policies", {"name": "site-k-only", "semantic": "AnyOf",
                                           "identityRoles": ["#rr-host"], "edgeRouterRoles": ["#site-k"]})
     r.enroll()
     r.start()
+    # the host binds one terminator (MaxTerminators 1) on the router it picks: site-k alone here
+    assert admin.patch(f"/edge-routers/{router.id}", json={"disabled": True}).status_code == 200
     try:
         wait_online(admin, r.id, timeout=10)
-        h = go("host", go_identity(ids["rr-host.file"]), "rr-plain", "k")   # binds on every router it may use
+        h = go("host", go_identity(ids["rr-host.file"]), "rr-plain", "k")
         assert h.next(kind="bound")["event"] == "bound"
         mine = lambda: [t for t in admin.get("/terminators?limit=500").json()["data"] if t["routerId"] == r.id]  # noqa: E731
         wait_for(mine, timeout=20)
@@ -256,6 +259,8 @@ def test_a_killed_or_silent_router_goes_offline_and_its_terminators_stay_as_upst
         assert mine()
     finally:
         r.stop()
+        assert admin.patch(f"/edge-routers/{router.id}", json={"disabled": False}).status_code == 200
+        wait_online(admin, router.id, timeout=15)
 
 
 def test_a_restarted_controller_gets_its_router_back(router_bin, template_db, tmp_path, peers):
