@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.edge.conftest import peers  # noqa: F401 - fixture (SDK peers)
-from tests.edge.test_go_sdk import go, gopeer  # noqa: F401 - fixtures (the Go SDK peer)
+from tests.edge.test_go_sdk import go, gopeer, gopeer_v1  # noqa: F401 - fixtures (the Go SDK peers)
 from ziti_lite import testing
 
 VERSION = "v1.3.3"

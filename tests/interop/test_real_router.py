@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import ADMIN_PASSWORD
 from tests.edge.conftest import dialer, enroll, host, wait_for
-from tests.edge.test_go_sdk import go_identity
+from tests.edge.test_go_sdk import GoPeer, go_identity
 from tests.enroll.conftest import running
 from tests.interop.real_router import RealRouter, wait_online
 
@@ -108,6 +108,33 @@ def test_go_sdk_through_the_real_router(lab, router, net, go, service):
     assert ev["event"] == "bulk" and ev["n"] == 10 * MiB and ev["got"] == ev["sent"], ev
     print(f"\nGo SDK {service}: 10 MiB each way through the real router in {ev['after']:.2f} s")
     h.command("close")
+
+
+@pytest.mark.parametrize("service", ["rr-enc", "rr-plain"])
+def test_go_sdk_v1_9_through_the_real_router(lab, router, net, gopeer_v1, service):
+    """The newest Go SDK: with OIDC where ``/version`` advertises it (every enrolled real router
+    of v2.0 or later, so the router verifies the access token from the data model), else legacy."""
+    admin, ids = net
+    oidc = "OIDC_AUTH" in lab.client().get("/version").json()["data"]["capabilities"]
+    v2 = all(v.startswith("v2.") for v in lab.ctl.router_lines.values())
+    assert oidc == v2
+    hfile, cfile = go_identity(ids["rr-host.file"]), go_identity(ids["rr-client.file"])
+    h = GoPeer(gopeer_v1, "host", hfile, service, "go19")
+    d = None
+    try:
+        ev = h.next(timeout=60, kind="bound")
+        assert ev["event"] == "bound", (ev, router.tail())
+        d = GoPeer(gopeer_v1, "dial", cfile, service, "hi")
+        ev = d.next(timeout=60, kind="echo")
+        assert ev["event"] == "echo" and ev["reply"] == "go19:hi\n", (ev, router.tail())
+        logins = admin.client.get('/ziti-lite/v1/audit?filter=operation="authenticate" and outcome="success"'
+                                  '&sort=id desc&limit=50', headers={"zt-session": admin.token})
+        paths = {row["path"] for row in logins.json()["data"] if row.get("identityId") == ids["rr-client"]}
+        assert any(p.startswith("/oidc/") for p in paths) == oidc, paths
+    finally:
+        h.stop()
+        if d is not None:
+            d.stop()
 
 
 def held(peers, ids, name: str):
