@@ -130,15 +130,34 @@ def _ready(url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def openziti(ziti_bin, tmp_path_factory):
-    home = str(tmp_path_factory.mktemp("openziti"))
+@dataclass
+class Quickstart(OpenZiti):
+    proc: subprocess.Popen | None = None
+    log: object = None
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGTERM)  # the quickstart's own process group, started here
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        if self.log is not None:
+            self.log.close()  # type: ignore[attr-defined]
+
+
+def start_quickstart(binary: str, home_dir, version: str = VERSION) -> Quickstart:
+    """``ziti edge quickstart --no-router`` of ``binary`` on loopback (v2.0's is a one-node HA
+    cluster); skips the test, with the quickstart's last words, when it does not come up."""
+    home = str(home_dir)
+    os.makedirs(home, exist_ok=True)
     port = _low_free_port()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("ZITI_")}, "HOME": home,
            "ZITI_CTRL_BIND_ADDRESS": "127.0.0.1", "ZITI_CTRL_EDGE_BIND_ADDRESS": "127.0.0.1"}
-    log = open(os.path.join(home, "quickstart.log"), "wb")
+    log = open(os.path.join(home, "quickstart.log"), "wb")  # noqa: SIM115 - open while it runs
     proc = subprocess.Popen(
-        [ziti_bin, "edge", "quickstart", "--no-router", "--home", os.path.join(home, "qs"),
+        [binary, "edge", "quickstart", "--no-router", "--home", os.path.join(home, "qs"),
          "--ctrl-address", "127.0.0.1", "--ctrl-port", str(port)],
         env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     url = f"https://127.0.0.1:{port}"
@@ -149,14 +168,29 @@ def openziti(ziti_bin, tmp_path_factory):
             text = open(os.path.join(home, "quickstart.log"), errors="replace").read()[-1500:]
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
-            pytest.skip(f"the OpenZiti {VERSION} quickstart did not start: {text}")
+            pytest.skip(f"the OpenZiti {version} quickstart did not start: {text}")
         time.sleep(0.5)
-    time.sleep(1)  # the quickstart finishes its own setup (default admin, policies) after listening
-    yield OpenZiti(url, "admin", "admin", home)
-    os.killpg(proc.pid, signal.SIGTERM)  # the quickstart's own process group, started here
+    # the quickstart finishes its own setup (v2.0: the cluster, then the default admin) after listening
+    while not _admin_ready(url) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    time.sleep(1)
+    return Quickstart(url, "admin", "admin", home, proc, log)
+
+
+def _admin_ready(url: str) -> bool:
+    ctx = ssl._create_unverified_context()  # noqa: S323 - loopback, the controller's own fresh PKI
+    req = urllib.request.Request(url + "/edge/management/v1/authenticate?method=password", method="POST",
+                                 data=b'{"username":"admin","password":"admin"}',
+                                 headers={"content-type": "application/json"})
     try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    log.close()
+        with urllib.request.urlopen(req, context=ctx, timeout=5) as r:
+            return r.status == 200
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="module")
+def openziti(ziti_bin, tmp_path_factory):
+    qs = start_quickstart(ziti_bin, tmp_path_factory.mktemp("openziti"))
+    yield qs
+    qs.stop()
