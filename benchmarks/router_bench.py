@@ -1,13 +1,14 @@
 """``make bench`` (real routers): dial setup and one connection's throughput through a real
-OpenZiti router (``ziti router`` v1.3.3 under ziti-lite's control channel), and through two real
-routers joined by a link, beside the same figures through ziti-lite's embedded router, in one run.
+OpenZiti router of each line present (``ziti router`` v2.0.3, v1.6.20, v1.3.3 under ziti-lite's
+control channel), and through two real routers joined by a link, beside the same figures through
+ziti-lite's embedded router, in one run.
 
 One ``ziti-lite serve`` with its embedded router and its control channel; one real router
 created, enrolled and run as an operator would (``tests/interop/real_router.py``). The same host
 and dialer processes as ``edge_bench.py`` (the pure-Python edge client, an unencrypted service)
-connect to **E** = the embedded router, **R** = one real router (host and dialer on it), or
-**L** = two real routers joined by a link (the dialer enters one, the host binds on the other,
-every byte crosses the link), alternating E R L per round:
+connect to **E** = the embedded router, **R** = one real router of a line (host and dialer on
+it; one per line), or **L** = two real routers of the newest line present joined by a link (the
+dialer enters one, the host binds on the other, every byte crosses the link), alternating per round:
 
 1. dial setup latency (``--dials`` dials one at a time on an open channel: Connect ->
    StateConnected; through the real router that includes its CreateCircuit round trip to the
@@ -15,8 +16,8 @@ every byte crosses the link), alternating E R L per round:
 2. one connection's bulk throughput (``--bulk`` MiB in ``--chunk`` KiB writes, dialer to host,
    until the host's acknowledgement of the last byte).
 
-Without a ``ziti`` binary (``$ZITI_BIN``, ``$ZITI_CLI``, the interop tests' cache, or PATH) it
-says so and stops. Loopback only, stops by itself.
+The binaries are found as ``make interop`` finds them (each line's variable or the cache); without
+any (nor ``$ZITI_BIN`` or ``ziti`` on PATH, taken as one line) it says so and stops. Loopback only, stops by itself.
 """
 
 from __future__ import annotations
@@ -73,15 +74,20 @@ def _linked(url: str) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="a real OpenZiti router under ziti-lite vs the embedded router")
-    ap.add_argument("--rounds", type=int, default=3, help="E R rounds per measurement")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per measurement (each side once per round)")
     ap.add_argument("--dials", type=int, default=300, help="dials per round")
     ap.add_argument("--bulk", type=int, default=64, help="MiB through one connection")
     ap.add_argument("--chunk", type=int, default=32, help="KiB per write")
     a = ap.parse_args()
-    ziti = ziti_binary()
-    if ziti is None:
-        print("router_bench: no OpenZiti `ziti` binary ($ZITI_BIN, $ZITI_CLI, the interop cache or PATH): skipped")
-        return
+    from tests.interop.conftest import ROUTER_LINES, find_binary
+    lines = {v: b for v in ROUTER_LINES if (b := find_binary(v)) is not None}
+    if not lines:
+        fallback = ziti_binary()
+        if fallback is None:
+            print("router_bench: no OpenZiti `ziti` binary (the interop tests' variables or cache, $ZITI_BIN or PATH):"
+                  " skipped")
+            return
+        lines = {"ziti": fallback}
     from tests.interop.real_router import RealRouter, wait_online
     signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(SystemExit("router bench: hard time limit")))
     signal.alarm(HARD_LIMIT_S)
@@ -98,19 +104,25 @@ def main() -> None:
         url = f"https://127.0.0.1:{port}"
         wait_ready(url, server)
         admin = _Admin(url)
-        router = RealRouter(str(ziti), tmp, "bench-router", ctrl_port, admin)
-        routers.append(router)
-        far = RealRouter(str(ziti), tmp, "bench-far", ctrl_port, admin, private=False)   # listens for links
+        per_line: dict[str, RealRouter] = {}
+        online: dict[str, float] = {}
+        for i, (line, binary) in enumerate(lines.items()):
+            r = RealRouter(str(binary), tmp, f"bench-router-{i}", ctrl_port, admin)
+            routers.append(r)
+            r.enroll()
+            t0 = time.monotonic()
+            r.start()
+            wait_online(admin, r.id, timeout=15)
+            online[line] = time.monotonic() - t0
+            per_line[line] = r
+        newest = next(iter(lines))
+        router = per_line[newest]
+        far = RealRouter(str(lines[newest]), tmp, "bench-far", ctrl_port, admin, private=False)   # listens for links
         routers.append(far)
-        router.enroll()
         far.enroll()
-        t0 = time.monotonic()
-        router.start()
-        wait_online(admin, router.id, timeout=15)
-        online_s = time.monotonic() - t0
         far.start()
         wait_online(admin, far.id, timeout=15)
-        for _ in range(300):   # the link: the first router dials the far one's listener
+        for _ in range(300):   # the link: the newest line's router dials the far one's listener
             if _linked(url):
                 break
             time.sleep(0.1)
@@ -118,15 +130,22 @@ def main() -> None:
             raise SystemExit("router bench: the two routers did not link")
         base = edge_bench.setup(url, tmp)
         time.sleep(0.5)   # the dialer's and host's API sessions reach the real router (sync tick 0.2 s)
-        assert router.proc is not None
         assert far.proc is not None
-        runners = {"E": edge_bench.Runner({**base, "edge_port": edge_port}, server.pid, 0),
-                   "R": edge_bench.Runner({**base, "edge_port": router.edge_port}, router.proc.pid, 0),
-                   "L": edge_bench.Runner({**base, "edge_port": router.edge_port, "host_port": far.edge_port},
-                                          router.proc.pid, 0)}
-        print(f"E = ziti-lite's embedded router (pid {server.pid}), R = ziti router v1.3.3 (pid {router.proc.pid},"
-              f" online {online_s:.2f} s after `ziti router run`); {os.cpu_count()} CPUs; {a.rounds} rounds"
-              f" alternating E R; load average {os.getloadavg()[0]:.1f}\n", flush=True)
+        runners = {"E": edge_bench.Runner({**base, "edge_port": edge_port}, server.pid, 0)}
+        names = {"E": "embedded router"}
+        for line, r in per_line.items():
+            assert r.proc is not None
+            runners[line] = edge_bench.Runner({**base, "edge_port": r.edge_port}, r.proc.pid, 0)
+            names[line] = f"real router {line}"
+        assert router.proc is not None
+        runners["L"] = edge_bench.Runner({**base, "edge_port": router.edge_port, "host_port": far.edge_port},
+                                         router.proc.pid, 0)
+        names["L"] = f"two real routers {newest}, one link"
+        print(f"E = ziti-lite's embedded router (pid {server.pid}); "
+              + "; ".join(f"{line} = ziti router {line} (online {s:.2f} s after `ziti router run`)"
+                          for line, s in online.items())
+              + f"; {os.cpu_count()} CPUs; {a.rounds} rounds alternating; load average {os.getloadavg()[0]:.1f}\n",
+              flush=True)
 
         def run(side: str, test: str, cfg: dict) -> dict:
             # the previous host's terminator goes with its channel: wait, so that no dial tries it
@@ -138,7 +157,7 @@ def main() -> None:
             return runners[side].run("A", test, cfg)
 
         def rounds(test: str, cfg: dict, show) -> dict[str, list[dict]]:
-            out: dict[str, list[dict]] = {"E": [], "R": [], "L": []}
+            out: dict[str, list[dict]] = {side: [] for side in runners}
             for side in out:   # warm-up, not counted
                 run(side, test, cfg)
             for i in range(a.rounds):
@@ -155,8 +174,7 @@ def main() -> None:
         bulk = rounds("bulk", {"test": "bulk", "expect": a.bulk * MiB, "chunk": a.chunk * 1024, "pool": 1,
                                "conns": 1}, lambda r: f"{r['mbps']:7.1f} MB/s")
         print("\n| through | dial setup p50 | dial setup p99 | one connection |\n|---|---|---|---|")
-        for side, name in (("E", "embedded router"), ("R", "real router v1.3.3"),
-                           ("L", "two real routers, one link")):
+        for side, name in names.items():
             pairs = [median_p99(r["lat_ms"]) for r in dials[side]]
             mbps = statistics.median(r["mbps"] for r in bulk[side])
             print(f"| {name} | {statistics.median(p[0] for p in pairs):.2f} ms |"
