@@ -146,10 +146,11 @@ class Sync:
             del ch.sessions[token]
         ch.send(C.SESSION_REMOVED, {}, pb.encode(messages.TOKENS_AND_IDS, {
             "tokens": [t for t, _ in gone], "ids": [s for _, s in gone]}))
-        if ch.group is not None:   # a v2 router closes Bind terminators by id but not dials: unroute them
-            circuits = self.server.circuits
-            for cid in [c.id for c in circuits.live.values() if c.session_id in revoked.sessions]:
-                circuits.end(cid, now=True)
+        # routers close nothing of a JWT session on SessionRemoved but (v2) its Bind terminators:
+        # the circuits of its dials are unrouted here, on every router of their path
+        circuits = self.server.circuits
+        for cid in [c.id for c in circuits.live.values() if c.session_id in revoked.sessions]:
+            circuits.end(cid, now=True)
         log.info("router %s: %d session(s) removed", ch.label, len(gone))
 
     # ------------------------------------------------------------------ router messages
