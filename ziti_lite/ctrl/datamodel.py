@@ -279,7 +279,8 @@ class DataModel:
         if req["renew"] and known == sub and timeline == self.timeline and have == self.index:
             return      # a renewal of an up-to-date subscription
         missed = [body for index, body in self.history if index > have]
-        if timeline == self.timeline and 0 < have <= self.index and \
+        # our timeline: the router holds our state as of its index (0: the full state sent at 0)
+        if timeline == self.timeline and have <= self.index and \
                 (have == self.index or (missed and self.history[0][0] <= have + 1)):
             for body in missed:
                 self._send(ch, C.DATA_STATE_CHANGE_SET, sub, body)
