@@ -1,8 +1,8 @@
 """The real ``ziti`` CLI (v1.3.3) reading ziti-lite's fabric API (``/fabric/v1``) as an operator
 does after ``ziti edge login``: ``ziti fabric list routers|links|terminators|circuits|services``
 and ``ziti edge validate service-hosting`` (which reads ``/fabric/v1/terminators``), over a mesh
-of two real routers (``ziti router`` v1.3.3, A private, B with a link listener) with a live
-circuit across their link. Marked ``interop``; skipped without the ``ziti`` binary."""
+of two real routers (``ziti router`` of each line present, A private, B with a link listener) with
+a live circuit across their link. Marked ``interop``; skipped without the ``ziti`` binary."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.interop
 
 
 @pytest.fixture(scope="module")
-def fabric_net(template_db, tmp_path_factory):
+def fabric_net(template_db, tmp_path_factory, router_bin):
     with running(template_db, tmp_path_factory.mktemp("fabric"), edge=False, ctrl=True) as handle:
         admin = handle.admin()
         for p in admin.get("/edge-router-policies").json()["data"]:     # each identity its own routers
@@ -29,12 +29,12 @@ def fabric_net(template_db, tmp_path_factory):
         yield handle
 
 
-def test_ziti_fabric_lists_and_validate_service_hosting(fabric_net, ziti_bin, peers):
+def test_ziti_fabric_lists_and_validate_service_hosting(fabric_net, ziti_bin, router_bin, peers):
     admin = fabric_net.admin()
     tmp = Path(fabric_net.tmp)
     port = fabric_net.ctl.ctrl_server.port
-    a = RealRouter(ziti_bin, tmp, "fab-a", port, admin, attrs=["fab-a"])
-    b = RealRouter(ziti_bin, tmp, "fab-b", port, admin, attrs=["fab-b"], private=False)
+    a = RealRouter(router_bin, tmp, "fab-a", port, admin, attrs=["fab-a"])
+    b = RealRouter(router_bin, tmp, "fab-b", port, admin, attrs=["fab-b"], private=False)
     try:
         for r in (a, b):
             r.enroll()
