@@ -206,10 +206,7 @@ class CtrlServer:
             return self.refuse(ch, "client certificate is not the router's enrolled certificate", m)
         if row["disabled"]:
             return self.refuse(ch, "router is disabled", m)
-        try:
-            said = hello.Hello.read(m)
-        except UnicodeDecodeError:
-            return self.refuse(ch, "malformed hello", m)
+        said = hello.Hello.read(m)
         if not said.first:
             return self._join_group(ch, rid, said, m)
         old = self.routers.get(rid)
