@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from .. import clock
+from .. import clock, permissions
 from ..api import crud
 from ..api import envelope as env
 from ..api.context import Ctx
@@ -20,12 +20,14 @@ from ..auth import passwords
 from ..auth.certs import prepare_cert_authenticator  # certificate checks live with the PKI
 from ..auth.enrollments import create_for_identity  # the enrollment module owns JWTs and tokens
 from ..db.filters import Symbol
-from ..errors import ApiError, CouldNotValidate, NotFound, generic_cause
+from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, generic_cause
 from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Cost, Tags, check_attributes, check_name, exists, name_of
 
 IdentityTypeName = Literal["User", "Device", "Service", "Router", "Default"]
 Username = Annotated[str, Meta(min_length=4, max_length=100)]
 Password = Annotated[str, Meta(min_length=5, max_length=100)]
+# OpenZiti 2.0's permission names; checked in prepare_identity (upstream's error), listed in the spec
+Permission = Annotated[str, Meta(extra_json_schema={"enum": list(permissions.ALLOWED)})]
 
 
 class IdentityEnrollment(Body):
@@ -47,6 +49,7 @@ class IdentityUpdate(Body):
     service_hosting_costs: dict[str, Cost] | None = None
     service_hosting_precedences: dict[str, str] | None = None
     tags: Tags | None = None
+    permissions: list[Permission] | None = None
 
 
 class IdentityCreate(IdentityUpdate):
@@ -99,7 +102,46 @@ def prepare_identity(ctx: Ctx, values: dict, existing: dict | None) -> None:
     for key in ("app_data", "role_attributes", "tags"):
         if key in values and values[key] is None:
             values[key] = [] if key == "role_attributes" else {}
+    check_permissions(ctx, values, existing)
     # ``enrollment`` (no column) stays in the values, for after_identity of the same write
+
+
+def check_permissions(ctx: Ctx, values: dict, existing: dict | None) -> None:
+    """``permissions``: known names only (upstream's body validation: the first unknown one named
+    with its index, every allowed name listed), and the admin protection rules: a caller that is
+    not an admin may not create an admin or an identity with permissions, change ``isAdmin`` or
+    ``permissions``, or change an admin identity (401, as upstream)."""
+    perms = values.get("permissions")
+    if perms is None:
+        if "permissions" in values or existing is None:
+            values["permissions"] = perms = []
+    else:
+        bad = permissions.unknown(perms)
+        if bad is not None:
+            field = f"permissions.{bad[0]}"
+            raise CouldNotValidate(field, f"{field} in body should be one of [{' '.join(permissions.ALLOWED)}]",
+                                   bad[1])
+    session = ctx.session
+    if session is None or session.is_admin or ctx.api != "management":
+        return   # in-process writes (bootstrap, enrollment, import as the default admin) and admins
+    if existing is None:
+        if perms:
+            raise not_for_non_admins("non-admins may not create users with permissions")
+        if values.get("is_admin"):
+            raise not_for_non_admins("non-admins may not create admin users")
+        return
+    if existing["is_admin"] or existing["is_default_admin"]:
+        raise not_for_non_admins("non-admins may not modify admin identities")
+    if ctx.request.method == "PUT":
+        raise not_for_non_admins("non-admins may not use the PUT method, use PATCH instead")
+    for column, name in (("permissions", "permissions"), ("is_admin", "isAdmin")):
+        if column in values:   # sent at all, whatever its value (upstream: the field is in the PATCH)
+            raise not_for_non_admins(f"non-admins may not modify the identity field '{name}'")
+
+
+def not_for_non_admins(reason: str) -> ApiError:
+    """Upstream's refusal of what only an admin may do to identities: 401 UNAUTHORIZED with the reason."""
+    return Unauthorized(reason)
 
 
 def after_identity(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
@@ -192,6 +234,10 @@ def _enrollments(store, rows) -> dict:
 
 
 def before_delete_identity(ctx: Ctx, row: dict) -> None:
+    session = ctx.session
+    if (session is not None and not session.is_admin and ctx.api == "management"
+            and (row["is_admin"] or row["is_default_admin"])):
+        raise not_for_non_admins("non-admin may not delete admin identities")
     if row["is_default_admin"]:
         raise ApiError("ENTITY_CAN_NOT_BE_DELETED")  # without a cause, as upstream
     if row["type_id"] == "Router" and exists(ctx.store, "routers", row["id"]):
@@ -230,6 +276,7 @@ IDENTITIES = Resource(
         Field("disabledUntil", "datetime", nullable=True),
         Field("envInfo", "json"),
         Field("sdkInfo", "json"),
+        Field("permissions", "set", ordered=True),
     ),
     create=IdentityCreate,
     update=IdentityUpdate,

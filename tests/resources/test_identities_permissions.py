@@ -1,0 +1,101 @@
+"""Identities' ``permissions`` (OpenZiti 2.0's permission model) as stored and served: create,
+detail, list, PUT, PATCH, upstream's validation of unknown names, the served spec, and the
+network documents (export, import, apply) that carry them."""
+
+from __future__ import annotations
+
+import shutil
+
+import yaml
+
+from tests.conftest import assert_error
+from tests.netcode.conftest import export_of, invoke, write
+from ziti_lite import permissions
+
+
+def _identity(admin, name: str, perms=None) -> str:
+    body = {"name": name, "type": "User", "isAdmin": False}
+    if perms is not None:
+        body["permissions"] = perms
+    return admin.create("identities", body)
+
+
+def _perms(admin, id: str):
+    return admin.get(f"/identities/{id}").json()["data"]["permissions"]
+
+
+def test_permissions_are_stored_as_sent_and_read_back(admin):
+    id = _identity(admin, "ops-reader", ["service.read", "admin_readonly", "identity"])
+    assert _perms(admin, id) == ["service.read", "admin_readonly", "identity"]
+    listed = admin.get('/identities?filter=name="ops-reader"').json()["data"][0]
+    assert listed["permissions"] == ["service.read", "admin_readonly", "identity"]
+    # none: null, as upstream's detail (no value kept for an empty list)
+    assert _perms(admin, _identity(admin, "plain")) is None
+    assert _perms(admin, _identity(admin, "plain-empty", [])) is None
+
+
+def test_patch_changes_put_replaces(admin):
+    id = _identity(admin, "changing", ["config"])
+    assert admin.patch(f"/identities/{id}", json={"permissions": ["ops.read", "ca"]}).status_code == 200
+    assert _perms(admin, id) == ["ops.read", "ca"]
+    assert admin.patch(f"/identities/{id}", json={"name": "changing-2"}).status_code == 200
+    assert _perms(admin, id) == ["ops.read", "ca"]   # a PATCH without the field keeps them
+    assert admin.patch(f"/identities/{id}", json={"permissions": []}).status_code == 200
+    assert _perms(admin, id) is None
+    admin.patch(f"/identities/{id}", json={"permissions": ["ca"]})
+    r = admin.put(f"/identities/{id}", json={"name": "changing-3", "type": "User", "isAdmin": False})
+    assert r.status_code == 200
+    assert _perms(admin, id) is None   # a PUT without the field clears them
+
+
+def test_an_unknown_permission_is_refused_naming_its_index_and_the_allowed_values(admin):
+    r = admin.post("/identities", json={"name": "bad", "type": "User", "isAdmin": False,
+                                        "permissions": ["service.read", "services"]})
+    assert_error(r, 400, "COULD_NOT_VALIDATE")
+    cause = r.json()["error"]["cause"]
+    assert cause["field"] == "permissions.1" and cause["value"] == "services"
+    assert cause["reason"] == ("permissions.1 in body should be one of ["
+                               + " ".join(permissions.ALLOWED) + "]")
+    assert cause["reason"].startswith("permissions.1 in body should be one of [admin_readonly auth-policy ")
+    id = _identity(admin, "good")
+    for bad in (["ops.create"], ["admin"], ["controllers"], ["SERVICE"]):
+        r = admin.patch(f"/identities/{id}", json={"permissions": bad})
+        assert_error(r, 400, "COULD_NOT_VALIDATE")
+        assert r.json()["error"]["cause"]["field"] == "permissions.0"
+    r = admin.patch(f"/identities/{id}", json={"permissions": "service"})   # not a list
+    assert r.status_code == 400 and r.json()["error"]["code"] in ("COULD_NOT_PARSE_BODY", "COULD_NOT_VALIDATE")
+    assert _perms(admin, id) is None
+
+
+def test_the_served_spec_lists_the_permission_names(admin):
+    spec = admin.get("/specs/edge-management/spec").json()
+    schemas = spec["components"]["schemas"]
+    items = schemas["IdentityCreate"]["properties"]["permissions"]["anyOf"][0]["items"]
+    assert items["enum"] == list(permissions.ALLOWED)
+    assert "permissions" in schemas["IdentityPatch"]["properties"]
+
+
+def test_export_import_and_apply_carry_permissions(admin, db_path, template_db, tmp_path):
+    _identity(admin, "ci-bot", ["identity.create", "enrollment.create"])
+    _identity(admin, "nobody-special")
+    doc = export_of(db_path)
+    by_name = {e["name"]: e for e in doc["identities"]}
+    assert by_name["ci-bot"]["permissions"] == ["identity.create", "enrollment.create"]
+    assert by_name["nobody-special"]["permissions"] is None
+    # into a fresh network
+    fresh = tmp_path / "fresh.db"
+    shutil.copy(template_db, fresh)
+    f = write(tmp_path / "net.json", doc)
+    assert invoke("import", "--db", fresh, f).exit_code == 0
+    again = {e["name"]: e for e in export_of(fresh)["identities"]}
+    assert again["ci-bot"]["permissions"] == ["identity.create", "enrollment.create"]
+    # apply: a change of permissions is planned field by field and made
+    by_name["ci-bot"]["permissions"] = ["identity", "admin_readonly"]
+    f = tmp_path / "net.yaml"
+    f.write_text(yaml.safe_dump({"identities": [by_name["ci-bot"]]}))
+    r = invoke("apply", "--db", fresh, "--dry-run", f)
+    assert "~ update identities 'ci-bot'" in r.output and "permissions:" in r.output, r.output
+    assert invoke("apply", "--db", fresh, f).exit_code == 0
+    assert {e["name"]: e for e in export_of(fresh)["identities"]}["ci-bot"]["permissions"] == [
+        "identity", "admin_readonly"]
+    assert "Plan: nothing to do" in invoke("apply", "--db", fresh, f).output
