@@ -45,6 +45,11 @@ def _allowed() -> tuple[str, ...]:
     return tuple(out)
 
 
+# what the event streams need (``/fabric/v1/ws-api``, ``/ziti-lite/v1/events``): admins and the
+# ``ops`` entity permission only, as upstream's ws-api (``ops.stream`` is no holdable name, so
+# neither ``admin_readonly`` nor an ``ops.*`` action permission allows it)
+STREAM = (OPS, "stream")
+
 # every value ``permissions`` accepts, in the order upstream's validation error lists them
 ALLOWED: tuple[str, ...] = _allowed()
 _ALLOWED_SET = frozenset(ALLOWED)

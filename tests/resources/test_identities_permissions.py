@@ -8,7 +8,8 @@ import shutil
 
 import yaml
 
-from tests.conftest import assert_error
+from tests.builders import Net
+from tests.conftest import MGMT, Api, assert_error
 from tests.netcode.conftest import export_of, invoke, write
 from ziti_lite import permissions
 
@@ -99,3 +100,70 @@ def test_export_import_and_apply_carry_permissions(admin, db_path, template_db, 
     assert {e["name"]: e for e in export_of(fresh)["identities"]}["ci-bot"]["permissions"] == [
         "identity", "admin_readonly"]
     assert "Plan: nothing to do" in invoke("apply", "--db", fresh, f).output
+
+
+def _delegate(admin, *perms: str) -> Api:
+    """A management API logged in as a new identity holding ``perms``."""
+    net = Net(admin)
+    ident, username = net.user()
+    assert admin.patch(f"/identities/{ident}", json={"permissions": list(perms)}).status_code == 200
+    return net.login(username, prefix=MGMT)
+
+
+def _refused(r, reason: str) -> None:
+    assert_error(r, 401, "UNAUTHORIZED")
+    assert r.json()["error"]["cause"] == {"code": "UNHANDLED", "message": reason}
+
+
+def test_admin_protection_for_an_identity_manager(admin):
+    """A non-admin with the identity permission manages plain identities only, as upstream:
+    no admins, no permissions, no PUT, no change to an admin."""
+    api = _delegate(admin, "identity")
+    plain = api.create("identities", {"name": "made-by-delegate", "type": "Device", "isAdmin": False})
+    _refused(api.post("/identities", json={"name": "sneaky-admin", "type": "User", "isAdmin": True}),
+             "non-admins may not create admin users")
+    _refused(api.post("/identities", json={"name": "sneaky-perms", "type": "User", "isAdmin": False,
+                                           "permissions": ["ops"]}),
+             "non-admins may not create users with permissions")
+    assert api.post("/identities", json={"name": "empty-perms", "type": "User", "isAdmin": False,
+                                         "permissions": []}).status_code == 201
+    assert api.patch(f"/identities/{plain}", json={"roleAttributes": ["laptops"]}).status_code == 200
+    _refused(api.patch(f"/identities/{plain}", json={"permissions": ["service"]}),
+             "non-admins may not modify the identity field 'permissions'")
+    _refused(api.patch(f"/identities/{plain}", json={"isAdmin": False}),
+             "non-admins may not modify the identity field 'isAdmin'")
+    _refused(api.put(f"/identities/{plain}", json={"name": "made-by-delegate", "type": "Device", "isAdmin": False}),
+             "non-admins may not use the PUT method, use PATCH instead")
+    other_admin = admin.create("identities", {"name": "second-admin", "type": "User", "isAdmin": True})
+    _refused(api.patch(f"/identities/{other_admin}", json={"roleAttributes": ["x"]}),
+             "non-admins may not modify admin identities")
+    _refused(api.delete(f"/identities/{other_admin}"), "non-admin may not delete admin identities")
+    default_admin = admin.get('/identities?filter=isDefaultAdmin=true').json()["data"][0]["id"]
+    _refused(api.delete(f"/identities/{default_admin}"), "non-admin may not delete admin identities")
+    assert api.delete(f"/identities/{plain}").status_code == 200
+    # nothing of it changed what the refusals were about
+    assert admin.get(f"/identities/{other_admin}").json()["data"]["roleAttributes"] is None
+    # an admin may do all of it
+    assert admin.patch(f"/identities/{other_admin}", json={"permissions": ["ca"]}).status_code == 200
+
+
+def test_a_permission_change_is_audited_with_its_author(admin, db_path):
+    """Granting, changing and removing permissions are changes of the identity like any other:
+    each has its audit row naming the caller and the old and new value."""
+    id = _identity(admin, "audited-bot")
+    admin.patch(f"/identities/{id}", json={"permissions": ["service.read"]})
+    admin.patch(f"/identities/{id}", json={"permissions": ["service"]})
+    admin.patch(f"/identities/{id}", json={"permissions": []})
+    query = f'filter=entityId="{id}" and operation="patchIdentity"&sort=createdAt asc&limit=100'
+    rows = admin.as_prefix("").get(f"/ziti-lite/v1/audit?{query}").json()["data"]
+    assert [r["changes"] for r in rows] == [
+        {"permissions": {"old": None, "new": ["service.read"]}},
+        {"permissions": {"old": ["service.read"], "new": ["service"]}},
+        {"permissions": {"old": ["service"], "new": None}},
+    ]
+    assert {(r["identityName"], r["outcome"]) for r in rows} == {("Default Admin", "success")}
+    # a refused change leaves the identity as it was and writes no change row
+    delegate = _delegate(admin, "identity")
+    _refused(delegate.patch(f"/identities/{id}", json={"permissions": ["ops"]}),
+             "non-admins may not modify the identity field 'permissions'")
+    assert len(admin.as_prefix("").get(f"/ziti-lite/v1/audit?{query}").json()["data"]) == 3

@@ -138,7 +138,7 @@ def _ca(ctx: Ctx) -> dict:
     return rows[0]
 
 
-@op("POST", "/cas/{id}/verify", op_id="verifyCa", body="text/plain", tag="certificate-authority")
+@op("POST", "/cas/{id}/verify", op_id="verifyCa", body="text/plain", tag="certificate-authority", perm=("ca", "update"))
 async def verify_ca(ctx: Ctx):
     row = _ca(ctx)
     certauth.verify_ca(ctx, row, await ctx.body())
@@ -150,7 +150,7 @@ async def verify_ca(ctx: Ctx):
     return env.empty()
 
 
-@op("GET", "/cas/{id}/jwt", op_id="getCaJwt", tag="certificate-authority")
+@op("GET", "/cas/{id}/jwt", op_id="getCaJwt", tag="certificate-authority", perm=("ca", "read"))
 async def ca_jwt(ctx: Ctx):
     row = _ca(ctx)
     return Response(create.ca_jwt(ctx.ctl, row["id"]), media_type="application/jwt")
@@ -169,7 +169,7 @@ def _future(t: dt.datetime) -> dt.datetime:
 
 
 @op("POST", "/authenticators/{id}/re-enroll", op_id="reEnrollAuthenticator", body=ReEnroll, status=201,
-    tag="authenticator")
+    tag="authenticator", perm=("authenticator", "update"))
 async def reenroll_authenticator(ctx: Ctx):
     id = ctx.params["id"]
     if ctx.store.one("SELECT id FROM authenticators WHERE id = ?", (id,)) is None:

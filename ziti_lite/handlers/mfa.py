@@ -228,7 +228,8 @@ async def delete_mfa(ctx: Ctx):
     return env.empty()
 
 
-@op("DELETE", "/identities/{id}/mfa", auth="admin", op_id="removeIdentityMfa", tag="identities")
+@op("DELETE", "/identities/{id}/mfa", auth="admin", op_id="removeIdentityMfa", tag="identities",
+    perm=("identity", "update"))
 async def remove_identity_mfa(ctx: Ctx):
     id = ctx.params["id"]
     if ctx.store.value("SELECT 1 FROM identities WHERE id = ?", (id,)) is None:

@@ -145,7 +145,7 @@ def before_delete_ca(ctx: Ctx, row: dict) -> None:
 
 
 CAS = Resource(
-    name="cas", entity="ca",
+    name="cas", entity="ca", permission="ca",
     fields=(
         NAME,
         Field("certPem"),
@@ -173,7 +173,7 @@ def render_enrollment(ctx: Ctx, row: dict, out: dict) -> None:
 
 
 ENROLLMENTS = Resource(
-    name="enrollments", entity="enrollment",
+    name="enrollments", entity="enrollment", permission="enrollment",
     fields=(
         Field("method"),
         Field("token"),
@@ -212,7 +212,8 @@ def _utc(t: dt.datetime) -> dt.datetime:
     return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
 
 
-@op("POST", "/enrollments", op_id="createEnrollment", body=EnrollmentCreate, status=201, tag="enrollments")
+@op("POST", "/enrollments", op_id="createEnrollment", body=EnrollmentCreate, status=201, tag="enrollments",
+    perm=("enrollment", "create"))
 async def create_enrollment(ctx: Ctx):
     body = await ctx.json(EnrollmentCreate)
     expires = _utc(body.expires_at)
@@ -237,7 +238,8 @@ async def create_enrollment(ctx: Ctx):
     return env.created(id, f"./enrollments/{id}")
 
 
-@op("POST", "/enrollments/{id}/refresh", op_id="refreshEnrollment", body=EnrollmentRefresh, tag="enrollments")
+@op("POST", "/enrollments/{id}/refresh", op_id="refreshEnrollment", body=EnrollmentRefresh, tag="enrollments",
+    perm=("enrollment", "update"))
 async def refresh_enrollment(ctx: Ctx):
     id = ctx.params["id"]
     body = await ctx.json(EnrollmentRefresh)  # the body is validated before the id is looked up, as upstream
@@ -259,7 +261,7 @@ async def refresh_enrollment(ctx: Ctx):
 
 
 @op("GET", "/identities/{id}/enrollments", op_id="getIdentityEnrollments", tag="identities",
-    query=("limit", "offset", "filter"))
+    query=("limit", "offset", "filter"), perm=("enrollment", "read"))
 async def identity_enrollments(ctx: Ctx):
     return crud.child_list(ctx, IDENTITIES, ENROLLMENTS, "identity_id")
 

@@ -249,6 +249,7 @@ def before_delete_identity(ctx: Ctx, row: dict) -> None:
 
 IDENTITY_TYPES = Resource(
     name="identity-types",
+    auth={"list": "session", "detail": "session"},   # any complete session, as upstream
     entity="identityType",
     table="identity_types",
     fields=(NAME,),
@@ -258,6 +259,7 @@ IDENTITY_TYPES = Resource(
 
 IDENTITIES = Resource(
     name="identities",
+    permission="identity",
     entity="identity",
     fields=(
         NAME,
@@ -311,7 +313,8 @@ class DisableBody(Body):
     duration_minutes: Annotated[int, Meta(le=10_000_000)]
 
 
-@op("POST", "/identities/{id}/disable", op_id="disableIdentity", body=DisableBody, tag="identities")
+@op("POST", "/identities/{id}/disable", op_id="disableIdentity", body=DisableBody, tag="identities",
+    perm=("identity", "update"))
 async def disable_identity(ctx: Ctx):
     id = ctx.params["id"]
     crud.get_row(ctx.store, IDENTITIES, id)
@@ -329,7 +332,7 @@ async def disable_identity(ctx: Ctx):
     return env.empty()
 
 
-@op("POST", "/identities/{id}/enable", op_id="enableIdentity", tag="identities")
+@op("POST", "/identities/{id}/enable", op_id="enableIdentity", tag="identities", perm=("identity", "update"))
 async def enable_identity(ctx: Ctx):
     id = ctx.params["id"]
     with ctx.store.write():
@@ -405,6 +408,7 @@ def before_delete_authenticator(ctx: Ctx, row: dict) -> None:
 
 AUTHENTICATORS = Resource(
     name="authenticators",
+    permission="authenticator",   # no identity can hold it: admins, and admin_readonly for reads
     entity="authenticator",
     fields=(
         Field("identityId", column="identity_id"),
@@ -439,6 +443,7 @@ def render_api_session(ctx: Ctx, row: dict, out: dict) -> None:
 
 API_SESSIONS = Resource(
     name="api-sessions",
+    permission="ops",
     entity="apiSession",
     table="api_sessions",
     fields=(
@@ -486,7 +491,8 @@ def parse_go_duration(text: str) -> float:
     return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
 
 
-@op("PUT", "/identities/{id}/trace", op_id="updateIdentityTracing", body=TraceSpec, tag="identities")
+@op("PUT", "/identities/{id}/trace", op_id="updateIdentityTracing", body=TraceSpec, tag="identities",
+    perm=("identity", "update"))
 async def update_identity_tracing(ctx: Ctx):
     id = ctx.params["id"]
     crud.get_row(ctx.store, IDENTITIES, id)

@@ -60,7 +60,7 @@ def render_config_type(ctx: Ctx, row: dict, out: dict) -> None:
 
 
 CONFIG_TYPES = Resource(
-    name="config-types", entity="configType", table="config_types",
+    name="config-types", entity="configType", table="config_types", permission="config-type",
     fields=(NAME, Field("schema", "json", empty_null=True)),
     create=ConfigTypeCreate,
     filters=("name", "schema"),
@@ -168,6 +168,7 @@ def before_delete_config(ctx: Ctx, row: dict) -> None:
 
 CONFIGS = Resource(
     name="configs",
+    permission="config",
     entity="config",
     fields=(NAME, Field("configTypeId", column="config_type_id"), Field("data", "json")),
     refs=(Ref("configType", "config_type_id", "config-types"),),
@@ -250,6 +251,7 @@ def render_service(ctx: Ctx, row: dict, out: dict) -> None:
 SERVICES = Resource(
     name="services",
     entity="service",
+    permission="service",
     fields=(
         NAME,
         ROLE_ATTRIBUTES,
