@@ -9,6 +9,7 @@ import asyncio
 import json
 
 import pytest
+from starlette.websockets import WebSocketDisconnect
 
 from tests.builders import Net
 from tests.conftest import MGMT, Api, assert_error
@@ -362,3 +363,26 @@ def test_a_refusal_says_what_would_allow_it(limited):
     assert_error(r, 401, "UNAUTHORIZED")
     challenge = r.headers["www-authenticate"]
     assert "admin_readonly, service, service.read" in challenge
+
+
+def test_the_event_streams_need_the_ops_entity_permission(admin, limited, client):
+    """The SSE stream, its tickets and ``/fabric/v1/ws-api`` carry every change of the network:
+    admins and the ``ops`` entity permission, as upstream's ws-api; not admin_readonly, not an
+    ``ops.*`` action. A ticket of an identity that lost it opens nothing."""
+    _, make = limited
+    for perms in (("ops.read",), ("admin_readonly",), ("ops.update", "ops.delete")):
+        api = make(*perms)
+        assert_error(client.post("/ziti-lite/v1/events/tickets", headers={"zt-session": api.token}),
+                     401, "UNAUTHORIZED")
+        with pytest.raises(WebSocketDisconnect), client.websocket_connect(
+                "/fabric/v1/ws-api", headers={"zt-session": api.token}) as ws:
+            ws.receive_bytes()
+    operator = make("ops")
+    r = client.post("/ziti-lite/v1/events/tickets", headers={"zt-session": operator.token})
+    assert r.status_code == 201, r.text
+    with client.websocket_connect("/fabric/v1/ws-api", headers={"zt-session": operator.token}):
+        pass   # accepted
+    assert admin.patch(f"/identities/{operator.identity_id}", json={"permissions": ["ops.read"]}).status_code == 200
+    assert_error(client.get(f"/ziti-lite/v1/events?ticket={r.json()['data']['ticket']}"), 401, "UNAUTHORIZED")
+    # the audit trail is a read: ops.read and admin_readonly
+    assert client.get("/ziti-lite/v1/audit", headers={"zt-session": operator.token}).status_code == 200
