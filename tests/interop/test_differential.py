@@ -225,6 +225,10 @@ s("create config bad data", "POST", "/configs", {"name": "dt-bad", "configTypeId
                                                   "data": {"protocols": ["icmp"], "addresses": ["x"],
                                                            "portRanges": [{"low": 1, "high": 2}]}})
 s("create config unknown type", "POST", "/configs", {"name": "dt-bad2", "configTypeId": "nope", "data": {}})
+s("create config data not an object", "POST", "/configs", {"name": "dt-bad3", "configTypeId": "g7cIWbcGg",
+                                                            "data": ["tcp"]})
+s("create config data null", "POST", "/configs", {"name": "dt-bad4", "configTypeId": "g7cIWbcGg", "data": None})
+s("create config-type schema not an object", "POST", "/config-types", {"name": "dt-ct-bad", "schema": "object"})
 s("create service policy bad type", "POST", "/service-policies", {"name": "dt-bad", "type": "Sideways",
                                                                    "semantic": "AnyOf"})
 s("create service policy missing ids", "POST", "/service-policies", {
