@@ -73,8 +73,9 @@ def prepare_identity(ctx: Ctx, values: dict, existing: dict | None) -> None:
         t = values.pop("type")
         if existing is not None and existing["type_id"] == "Router" and t != "Router":
             raise CouldNotValidate("type", "a router identity's type cannot be changed", t)
-        if t == "Router" and (existing is None or existing["type_id"] != "Router"):
-            raise CouldNotValidate("type", "identities of type Router are created with their edge router", t)
+        if t == "Router" and existing is not None and existing["type_id"] != "Router":
+            raise CouldNotValidate("type", "an identity's type cannot become Router", t)
+        # created as Router: upstream makes an identity of that type (201), as ziti-lite does
         values["type_id"] = "Router" if t == "Router" else "Default"
     if "auth_policy_id" in values or existing is None:
         ap = values.get("auth_policy_id") or "default"
