@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import assert_error
+from tests.builders import Net
+from tests.conftest import MGMT, assert_error
 
 BUILTIN = {
     "f2dd2df0-9c04-4b84-a91e-71437ac229f1": "ziti-tunneler-client.v1",
@@ -294,3 +295,22 @@ def test_config_data_and_schema_that_are_not_objects_are_refused_as_upstream(adm
     assert r.json()["error"]["cause"] == {"field": "schema", "reason": "invalid type, expected object",
                                           "value": "object"}
     assert admin.post("/config-types", json={"name": "schema-null", "schema": None}).status_code == 201
+
+
+def test_the_services_list_of_a_demoted_default_admin_and_of_a_permission_holder(admin):
+    net = Net(admin)
+    reached, hidden = net.service("reached"), net.service("hidden")
+    me = admin.get("/current-identity").json()["data"]["id"]
+    net.sp("Dial", identities=["@" + me], services=["@" + reached])
+    reader_id, reader = net.user()
+    assert admin.patch(f"/identities/{reader_id}", json={"permissions": ["service.read"]}).status_code == 200
+    reader_api = net.login(reader, prefix=MGMT)
+    assert admin.patch(f"/identities/{me}", json={"isAdmin": False}).status_code == 200
+    # v1.3.3: the default admin keeps its management access but lists services through policies
+    assert {s["id"] for s in admin.get("/services").json()["data"]} == {reached}
+    assert {s["id"] for s in admin.get("/services?roleFilter=%23hidden").json()["data"]} == {hidden}
+    assert admin.get(f"/services/{hidden}").status_code == 200
+    # v2.0.3: an identity reading by permission lists every service
+    assert {reached, hidden} <= {s["id"] for s in reader_api.get("/services").json()["data"]}
+    assert admin.patch(f"/identities/{me}", json={"isAdmin": True}).status_code == 200
+    assert {reached, hidden} <= {s["id"] for s in admin.get("/services").json()["data"]}
