@@ -347,6 +347,10 @@ s("detail enrollment", "GET", "/enrollments/{enr}")
 s("refresh enrollment in the past", "POST", "/enrollments/{enr}/refresh", {"expiresAt": "2001-01-01T00:00:00Z"})
 s("refresh enrollment", "POST", "/enrollments/{enr}/refresh", {"expiresAt": "2098-01-01T00:00:00Z"})
 s("delete enrollment", "DELETE", "/enrollments/{enr}")
+s("enroll ott token not a uuid", "POST", "client:/enroll?method=ott&token=not-a-token", raw=b"x",
+  ctype="application/x-pem-file", auth="none")
+s("enroll ott unknown token", "POST", "client:/enroll?method=ott&token=8d7b5b0e-2b0b-4d3c-9e36-2a0f0f0f0f0f",
+  raw=b"x", ctype="application/x-pem-file", auth="none")
 s("delete ca", "DELETE", "/cas/{ca}")
 
 # --- an updb enrollment under an auth policy asking for 8 characters, completed with 5
