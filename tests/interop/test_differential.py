@@ -306,6 +306,10 @@ s("client sessions unknown service", "POST", "client:/sessions", {"serviceId": "
 s("authenticate wrong password", "POST", "client:/authenticate?method=password",
   {"username": "admin", "password": "wrong"}, auth="none")
 s("authenticate unknown method", "POST", "client:/authenticate?method=nope", {}, auth="none")
+s("authenticate without method", "POST", "client:/authenticate", {"username": "admin", "password": "x"}, auth="none")
+s("authenticate empty method", "POST", "client:/authenticate?method=", {}, auth="none")
+s("authenticate without password", "POST", "client:/authenticate?method=password", {"username": "admin"},
+  auth="none")
 s("delete api session unknown", "DELETE", "/api-sessions/nope")
 
 # --- every field upstream lists, filtered and (scalars) sorted on
