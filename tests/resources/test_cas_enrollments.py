@@ -384,3 +384,15 @@ def test_controllers_is_an_empty_list_for_any_session(admin, user, anon):  # noq
     assert admin.get("/controllers", params={"filter": "isOnline = true"}).json()["data"] == []
     assert_error(anon.get("/controllers"), 401, "UNAUTHORIZED")
     assert_error(anon.as_prefix(CLIENT).get("/controllers"), 401, "UNAUTHORIZED")
+
+
+def test_an_enrollment_create_refused_names_the_field_as_upstream(admin):
+    ident = admin.create("identities", {"name": "enr-causes", "type": "User", "isAdmin": False})
+    r = admin.post("/enrollments", json={"method": "ott", "identityId": ident, "expiresAt": "2001-01-01T00:00:00.5Z"})
+    assert_error(r, 400, "REFERENCED_ENTITY_NOT_FOUND")
+    # the value as upstream's %v of a time.Time
+    assert r.json()["error"]["cause"] == {"field": "expiresAt", "reason": "expiresAt must be in the future",
+                                          "value": "2001-01-01 00:00:00.5 +0000 UTC"}
+    r = admin.post("/enrollments", json={"method": "ott", "identityId": "nope", "expiresAt": "2001-01-01T00:00:00Z"})
+    assert_error(r, 400, "REFERENCED_ENTITY_NOT_FOUND")   # the identity is checked first
+    assert r.json()["error"]["cause"]["field"] == "identityId"

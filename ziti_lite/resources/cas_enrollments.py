@@ -222,7 +222,8 @@ async def create_enrollment(ctx: Ctx):
         if not exists(store, "identities", body.identity_id):
             raise bad_request("identityId", "identity not found", body.identity_id)
         if expires <= clock.now():
-            raise bad_request("expiresAt", "expiresAt must be in the future", clock.fmt(expires))
+            # the value as upstream's %v of the time writes it
+            raise bad_request("expiresAt", "expiresAt must be in the future", clock.go_string(expires))
         if body.method == "ottca" and (body.ca_id is None or not exists(store, "cas", body.ca_id)):
             raise bad_request("caId", "ca not found", body.ca_id)
         if body.method == "updb" and not body.username:
