@@ -81,7 +81,10 @@ def test_no_oidc_auth_once_a_real_router_is_enrolled(client, admin, ctl):
         ctl.store.execute("UPDATE routers SET fingerprint = 'ab' || id, is_verified = 1 WHERE id = ?", (rid,))
     assert client.get("/version").json()["data"]["capabilities"] == []
     assert client.get("/").json()["data"]["capabilities"] == []
+    # nor the edge-oidc API that 2.0 clients (ZAC 4.5) log in through when it is listed
+    assert "edge-oidc" not in client.get("/version").json()["data"]["apiVersions"]
     assert admin.delete(f"/edge-routers/{rid}").status_code == 200
+    assert "edge-oidc" in client.get("/version").json()["data"]["apiVersions"]
     assert client.get("/version").json()["data"]["capabilities"] == ["OIDC_AUTH"]
 
 
