@@ -217,9 +217,10 @@ def test_refresh_rotates_and_the_old_refresh_token_is_refused(client):
     assert third.status_code == 200
 
 
-def test_revoking_a_refresh_token_ends_its_use(client):
+@pytest.mark.parametrize("path", ["/oidc/revoke", "/oidc/oauth/revoke"])   # the second: ZAC 4.5.1's logout
+def test_revoking_a_refresh_token_ends_its_use(client, path):
     t = tokens_for(client)
-    assert client.post("/oidc/revoke", data={"token": t["refresh_token"]}).status_code == 200
+    assert client.post(path, data={"token": t["refresh_token"]}).status_code == 200
     r = client.post("/oidc/oauth/token", data={"grant_type": "refresh_token", "refresh_token": t["refresh_token"]})
     assert r.json()["error"] == "invalid_grant"
 
@@ -302,7 +303,8 @@ GARBAGE = [b"", b"{", b"[1,2]", b'{"username": 5, "password": [], "configTypes":
 
 @pytest.mark.parametrize("path", ["/oidc/login/password", "/oidc/login/cert", "/oidc/login/ext-jwt", "/oidc/login/totp",
                                   "/oidc/login/totp/enroll", "/oidc/login/totp/enroll/verify", "/oidc/oauth/token",
-                                  "/oidc/revoke", "/oidc/authorize", "/oidc/end_session", "/oidc/userinfo"])
+                                  "/oidc/revoke", "/oidc/oauth/revoke", "/oidc/authorize", "/oidc/end_session",
+                                  "/oidc/userinfo"])
 def test_garbage_never_gets_a_500(client, path):
     req_id = start(client, secrets.token_urlsafe(40))
     for body in GARBAGE:
