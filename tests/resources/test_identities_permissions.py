@@ -167,3 +167,27 @@ def test_a_permission_change_is_audited_with_its_author(admin, db_path):
     _refused(delegate.patch(f"/identities/{id}", json={"permissions": ["ops"]}),
              "non-admins may not modify the identity field 'permissions'")
     assert len(admin.as_prefix("").get(f"/ziti-lite/v1/audit?{query}").json()["data"]) == 3
+
+
+def test_no_way_around_admin_protection_through_enrollments_disabling_or_mfa(admin):
+    """Beyond upstream's identity rules: an identity manager cannot give itself an admin's
+    credentials (a new enrollment, a refreshed one) or lock an admin out (disable, MFA removal)."""
+    api = _delegate(admin, "identity", "enrollment")
+    target = admin.create("identities", {"name": "protected-admin", "type": "User", "isAdmin": True})
+    _refused(api.post("/enrollments", json={"method": "ott", "identityId": target,
+                                            "expiresAt": "2099-01-01T00:00:00Z"}),
+             "non-admins may not create enrollments of admin identities")
+    enr = admin.create("enrollments", {"method": "ott", "identityId": target, "expiresAt": "2099-01-01T00:00:00Z"})
+    _refused(api.post(f"/enrollments/{enr}/refresh", json={"expiresAt": "2099-02-01T00:00:00Z"}),
+             "non-admins may not refresh enrollments of admin identities")
+    _refused(api.post(f"/identities/{target}/disable", json={"durationMinutes": 0}),
+             "non-admins may not disable admin identities")
+    _refused(api.put(f"/identities/{target}/trace", json={"enabled": True}),
+             "non-admins may not trace admin identities")
+    _refused(api.delete(f"/identities/{target}/mfa"), "non-admins may not remove the MFA of admin identities")
+    assert admin.get(f"/identities/{target}").json()["data"]["disabled"] is False
+    # the same operations on an identity that is no admin are the delegate's to make
+    plain = api.create("identities", {"name": "plain-device", "type": "Device", "isAdmin": False})
+    assert api.post("/enrollments", json={"method": "ott", "identityId": plain,
+                                          "expiresAt": "2099-01-01T00:00:00Z"}).status_code == 201
+    assert api.post(f"/identities/{plain}/disable", json={"durationMinutes": 0}).status_code == 200

@@ -22,7 +22,7 @@ from ..ids import new_id, new_token
 from ..pki import ca as pki
 from ..pki import tokens
 from .auth import bad_request, blank, load_json, merge_leaves
-from .common import NAME, Body, Tags, check_name, exists
+from .common import NAME, Body, Tags, check_name, exists, refuse_for_admin
 from .identities import IDENTITIES
 
 if TYPE_CHECKING:
@@ -221,6 +221,8 @@ async def create_enrollment(ctx: Ctx):
     with store.write():
         if not exists(store, "identities", body.identity_id):
             raise bad_request("identityId", "identity not found", body.identity_id)
+        # an enrollment is a new credential of its identity: an admin's is for admins to make
+        refuse_for_admin(ctx, body.identity_id, "non-admins may not create enrollments of admin identities")
         if expires <= clock.now():
             # the value as upstream's %v of the time writes it
             raise bad_request("expiresAt", "expiresAt must be in the future", clock.go_string(expires))
@@ -251,6 +253,7 @@ async def refresh_enrollment(ctx: Ctx):
         row = ctx.store.one("SELECT * FROM enrollments WHERE id = ?", (id,))
         if row is None:
             raise NotFound()  # upstream's refresh answers 404 without a cause
+        refuse_for_admin(ctx, row["identity_id"], "non-admins may not refresh enrollments of admin identities")
         token = new_token()  # a new token first, then the JWT that carries it
         subject = row["identity_id"] or row["edge_router_id"] or row["transit_router_id"]
         jwt = tokens.enrollment_jwt(server=server_keypair(ctx.ctl), issuer=ctx.ctl.settings.base_url,

@@ -21,7 +21,19 @@ from ..auth.certs import prepare_cert_authenticator  # certificate checks live w
 from ..auth.enrollments import create_for_identity  # the enrollment module owns JWTs and tokens
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, generic_cause
-from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Cost, Tags, check_attributes, check_name, exists, name_of
+from .common import (
+    NAME,
+    ROLE_ATTRIBUTES,
+    Attributes,
+    Body,
+    Cost,
+    Tags,
+    check_attributes,
+    check_name,
+    exists,
+    name_of,
+    refuse_for_admin,
+)
 
 IdentityTypeName = Literal["User", "Device", "Service", "Router", "Default"]
 Username = Annotated[str, Meta(min_length=4, max_length=100)]
@@ -320,6 +332,7 @@ async def disable_identity(ctx: Ctx):
     id = ctx.params["id"]
     crud.get_row(ctx.store, IDENTITIES, id)
     body = await ctx.json(DisableBody)
+    refuse_for_admin(ctx, id, "non-admins may not disable admin identities")
     now = clock.now()
     until = clock.fmt(now + dt.timedelta(minutes=body.duration_minutes)) if body.duration_minutes > 0 else None
     with ctx.store.write():
@@ -498,6 +511,7 @@ async def update_identity_tracing(ctx: Ctx):
     id = ctx.params["id"]
     crud.get_row(ctx.store, IDENTITIES, id)
     spec = await ctx.json(TraceSpec)
+    refuse_for_admin(ctx, id, "non-admins may not trace admin identities")
     traces = ctx.ctl.traces
     if not spec.enabled:
         traces.pop(id, None)
