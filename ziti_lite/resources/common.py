@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
+from ..api.context import Ctx
 from ..api.resource import Field
 from ..errors import CouldNotValidate, Unauthorized
 
@@ -52,7 +53,7 @@ def name_of(store, table: str, id: str | None) -> str | None:
     return store.value(f"SELECT name FROM {table} WHERE id = ?", (id,))
 
 
-def refuse_for_admin(ctx: Any, identity_id: str | None, reason: str) -> None:
+def refuse_for_admin(ctx: Ctx, identity_id: str | None, reason: str) -> None:
     """Admin protection beyond upstream's identity rules: a caller that is no admin may not act
     on an admin identity through the operations that would let it take the identity over or
     lock it out (enrollments, disabling, MFA removal, tracing): 401 UNAUTHORIZED with ``reason``."""
