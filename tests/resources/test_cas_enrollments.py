@@ -396,3 +396,18 @@ def test_an_enrollment_create_refused_names_the_field_as_upstream(admin):
     r = admin.post("/enrollments", json={"method": "ott", "identityId": "nope", "expiresAt": "2001-01-01T00:00:00Z"})
     assert_error(r, 400, "REFERENCED_ENTITY_NOT_FOUND")   # the identity is checked first
     assert r.json()["error"]["cause"]["field"] == "identityId"
+
+
+def test_an_ottca_enrollments_ca_carries_the_cas_own_links(admin):
+    """As upstream's CA link factory: the reference has the links of the CA's detail, verify
+    while it is unverified and jwt while it enrolls automatically."""
+    for flags in ({"isAutoCaEnrollmentEnabled": True}, {"isAutoCaEnrollmentEnabled": False}):
+        ca = admin.create("cas", {**ca_body(f"ref-ca-{flags['isAutoCaEnrollmentEnabled']}"), **flags})
+        iid = admin.create("identities", {"name": f"via-{ca}", "type": "User", "isAdmin": False,
+                                          "enrollment": {"ottca": ca}})
+        ref = admin.get(f"/identities/{iid}").json()["data"]["enrollment"]["ottca"]["ca"]
+        links = admin.get(f"/cas/{ca}").json()["data"]["_links"]
+        assert ref["_links"] == links and "verify" in links
+        assert ("jwt" in links) == flags["isAutoCaEnrollmentEnabled"]
+        enr = admin.get(f'/enrollments?filter=identity="{iid}"').json()["data"][0]
+        assert enr["ca"]["_links"] == links

@@ -79,7 +79,8 @@ class Ref:
         if id is None:
             return None
         table = self.table or self.collection.replace("-", "_")
-        columns = ", ".join(["name", *(c for _, c, _ in env.ROW_LINKS.get(self.collection, ()))])
+        columns = ", ".join(["name", *(c for _, c, _ in env.ROW_LINKS.get(self.collection, ())),
+                             *env.STATE_LINKS.get(self.collection, ((), None))[0]])
         ref = store.one(f"SELECT {columns} FROM {table} WHERE id = ?", (id,))
         return env.entity_ref(self.collection, self.collection, id, ref["name"] if ref else None, ref)
 

@@ -124,11 +124,23 @@ def _ca_cert(store, pem: str) -> dict:
     return {"fingerprint": fp, "cert_pem": pem}
 
 
-def render_ca(ctx: Ctx, row: dict, out: dict) -> None:
+def ca_state_links(id: str, row: dict) -> dict:
+    """A CA's links that depend on its state, in its detail and in every reference to it (an
+    ottca enrollment's ``ca``), as upstream's link factory gives them."""
+    out = {}
     if not row["is_verified"]:
-        crud.add_link(out, "verify", f"./cas/{row['id']}/verify")
+        out["verify"] = {"href": f"./cas/{id}/verify"}
     if row["is_auto_ca_enrollment_enabled"]:
-        crud.add_link(out, "jwt", f"./cas/{row['id']}/jwt")
+        out["jwt"] = {"href": f"./cas/{id}/jwt"}
+    return out
+
+
+env.STATE_LINKS["cas"] = (("is_verified", "is_auto_ca_enrollment_enabled"), ca_state_links)
+
+
+def render_ca(ctx: Ctx, row: dict, out: dict) -> None:
+    for name, link in ca_state_links(row["id"], row).items():
+        crud.add_link(out, name, link["href"])
     claim = load_json(row["external_id_claim"]) if row["external_id_claim"] else None
     if claim:
         out["externalIdClaim"] = merge_leaves(CLAIM_DEFAULTS, claim)

@@ -241,7 +241,8 @@ def _enrollments(store, rows) -> dict:
         item = {"id": e_id, "jwt": jwt, "token": token, "expiresAt": expires_at}
         if method == "ottca":
             item["caId"] = ca_id
-            item["ca"] = env.entity_ref("cas", "cas", ca_id, name_of(store, "cas", ca_id))
+            ca = store.one("SELECT name, is_verified, is_auto_ca_enrollment_enabled FROM cas WHERE id = ?", (ca_id,))
+            item["ca"] = env.entity_ref("cas", "cas", ca_id, ca["name"] if ca else None, ca)
         out[method] = item
     return out
 
