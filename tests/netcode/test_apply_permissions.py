@@ -47,6 +47,7 @@ def _network(doc: dict | None = None) -> document.Network:
     return document.load(text, "network.yaml")
 
 
+@pytest.mark.slow   # three rehearsals in scratch controllers (~1.5 s)
 def test_a_read_only_operator_plans_tests_and_explains_but_cannot_write(as_identity, admin):
     api = as_identity("admin_readonly")
     network = _network()
@@ -65,6 +66,7 @@ def test_a_read_only_operator_plans_tests_and_explains_but_cannot_write(as_ident
     assert lines[-1].startswith("verdict: echo-client ")
 
 
+@pytest.mark.slow   # two rehearsals in scratch controllers (~0.8 s)
 def test_apply_with_the_entity_permissions_its_document_needs(as_identity, admin):
     network = _network()
     perms = ("identity", "auth-policy.read", "external-jwt-signer.read", "config", "config-type.read", "service",
