@@ -37,7 +37,7 @@ test-all: install  ## every test but the interop ones, in one session
 interop: install  ## interop with real SDKs and the ziti CLI built here (needs go and the Go module proxy)
 	$(PY) -m pytest -m interop -q
 
-bench: install  ## benchmarks: one table (vs bare stack, logins, router, OpenZiti), then policy, client API, real routers, the router data model, scale, fabric, events
+bench: install  ## benchmarks: one table (vs bare stack, logins, router, OpenZiti), then policy, client API, real routers, the router data model, scale, fabric, events, permission check
 	$(PY) benchmarks/table.py
 	$(PY) benchmarks/policy_bench.py
 	$(PY) benchmarks/client_bench.py
@@ -46,6 +46,7 @@ bench: install  ## benchmarks: one table (vs bare stack, logins, router, OpenZit
 	$(PY) benchmarks/scale_bench.py
 	$(PY) benchmarks/fabric_bench.py
 	$(PY) benchmarks/events_bench.py
+	$(PY) benchmarks/permissions_bench.py
 
 fuzz: install  ## schemathesis against the served spec
 	$(VENV)/bin/pip install -q schemathesis

@@ -24,6 +24,8 @@ CREATE TABLE auth_policies (
     secondary TEXT NOT NULL       -- authPolicySecondary as JSON
 ) STRICT;
 
+-- permissions (OpenZiti 2.0's, a JSON array of ziti_lite/permissions.py's names) closes the
+-- column list as version 6's ALTER TABLE ADD COLUMN left it, so a migrated file equals a fresh one
 CREATE TABLE identities (
     id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
     tags TEXT NOT NULL DEFAULT '{}', is_system INTEGER NOT NULL DEFAULT 0,
@@ -44,7 +46,7 @@ CREATE TABLE identities (
     env_info TEXT NOT NULL DEFAULT '{}',
     sdk_info TEXT NOT NULL DEFAULT '{}',
     failed_logins INTEGER NOT NULL DEFAULT 0   -- consecutive password failures (lockout)
-) STRICT;
+, permissions TEXT NOT NULL DEFAULT '[]') STRICT;
 CREATE INDEX identities_name_id ON identities(name, id);
 CREATE INDEX identities_created ON identities(created_at, id);
 CREATE INDEX identities_auth_policy ON identities(auth_policy_id);

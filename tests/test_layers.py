@@ -23,7 +23,7 @@ PACKAGE = ROOT / "ziti_lite"
 # So the file list tells the layers: ``test_every_folder_is_in_one_layer`` keeps it that way.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("ziti_lite", "ziti_lite.errors", "ziti_lite.clock", "ziti_lite.ids", "ziti_lite.config",
-                    "ziti_lite.logs", "ziti_lite.zitiql", "ziti_lite.semver", "ziti_lite.tls",
+                    "ziti_lite.logs", "ziti_lite.zitiql", "ziti_lite.semver", "ziti_lite.permissions", "ziti_lite.tls",
                     "ziti_lite.connections")),
     ("db", ("ziti_lite.db.*", "ziti_lite.integrity")),
     ("pki", ("ziti_lite.pki.*",)),

@@ -14,6 +14,7 @@ import time
 import httpx
 import pytest
 
+from tests.builders import Net
 from tests.conftest import CLIENT, MGMT, assert_error
 from tests.lifecycle.test_expiry import enrolled
 from ziti_lite import clock, testing
@@ -149,6 +150,27 @@ def test_metrics_count_requests_logins_and_sessions(anon):
     assert m[f"ziti_lite_http_request_duration_seconds_count{{{labels}}}"] == 2
     # /metrics and /health-checks are not counted as API operations, nor do they need a session
     assert not any("metrics" in k or "health" in k for k in m if k.startswith("ziti_lite_http_requests_total"))
+
+
+def test_metrics_count_refused_operations_by_the_permission_they_need(anon):
+    admin = anon.login()
+    net = Net(admin)
+    ident, username = net.user()
+    assert admin.patch(f"/identities/{ident}", json={"permissions": ["service.read"]}).status_code == 200
+    delegate = net.login(username, prefix=MGMT)
+    assert delegate.get("/services").status_code == 200
+    assert delegate.get("/identities").status_code == 401
+    assert delegate.get("/identities/x").status_code == 401
+    assert delegate.post("/services", json={}).status_code == 401
+    assert delegate.get("/summary").status_code == 401
+    assert anon.get("/identities").status_code == 401   # no session: not a permission's refusal
+    m = parse_metrics(anon.client.get("/metrics").text)
+    refusals = {k: v for k, v in m.items() if k.startswith("ziti_lite_permission_refusals_total")}
+    assert refusals == {
+        'ziti_lite_permission_refusals_total{api="management",permission="identity.read"}': 2,
+        'ziti_lite_permission_refusals_total{api="management",permission="service.create"}': 1,
+        'ziti_lite_permission_refusals_total{api="management",permission="admin"}': 1,
+    }
 
 
 # ------------------------------------------------------------------ a real server: edge router, JSON logs

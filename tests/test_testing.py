@@ -38,6 +38,18 @@ def test_client_logs_in_again_when_its_session_is_gone(ziti_lite):
     assert client.get("/identities").status == 200 and client.token != first
 
 
+def test_a_delegate_holds_only_its_permissions(ziti_lite):
+    reader = ziti_lite.delegate("plugin-reader")   # admin_readonly
+    assert reader.get("/identities").status == 200
+    assert reader.get("/current-identity").data["permissions"] == ["admin_readonly"]
+    refused = reader.post("/services", {"name": "nope", "encryptionRequired": True})
+    assert refused.status == 401 and refused.body["error"]["code"] == "UNAUTHORIZED"
+    services = ziti_lite.delegate("plugin-services", ["service"])
+    created = services.create("services", {"name": "delegated-svc", "encryptionRequired": True})
+    assert services.delete(f"/services/{created}").status == 200
+    assert services.get("/identities").status == 401
+
+
 def test_enroll_writes_an_sdk_identity_file(ziti_lite, tmp_path):
     client = ziti_lite.client
     iid = client.create_identity("plugin-device", roles=["devices"])

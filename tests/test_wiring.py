@@ -106,17 +106,19 @@ def test_routes_command_names_every_handler():
     lines = r.output.splitlines()
     assert len(lines) == len(wiring.load().routes)
     post_enrollments = [line.split() for line in lines if line.split()[:2] == ["POST", "/enrollments"]]
-    assert post_enrollments == [["POST", "/enrollments", "management", "admin",
+    assert post_enrollments == [["POST", "/enrollments", "management", "admin", "enrollment.create",
                                  "ziti_lite.resources.cas_enrollments:create_enrollment"]]
     generic = [line.split() for line in lines if line.split()[:2] == ["GET", "/identities"]]
-    assert generic == [["GET", "/identities", "management", "admin", "ziti_lite.api.crud:list_(identities)"]]
+    assert generic == [["GET", "/identities", "management", "admin", "identity.read",
+                        "ziti_lite.api.crud:list_(identities)"]]
     for line in lines:
-        method, path, api, level, handler = line.split()
+        method, path, api, level, need, handler = line.split()
         assert level in AUTH_LEVELS and api in ("management", "client", "fabric")
+        assert (need == "-") == (level != "admin"), line
         module, _, function = handler.partition(":")
         assert module in sys.modules and function and "<locals>" not in function, line
     relation = [line.split() for line in lines if line.split()[:2] == ["GET", "/config-types/{id}/configs"]]
-    assert relation[0][4] == "ziti_lite.handlers.relations:_register(listConfigsForConfigType)"
+    assert relation[0][4:] == ["config.read", "ziti_lite.handlers.relations:_register(listConfigsForConfigType)"]
     client = CliRunner().invoke(cli, ["routes", "--api", "client"])
     assert client.exit_code == 0
     assert all(line.split()[2] == "client" for line in client.output.splitlines())

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
-from . import UPSTREAM_VERSION, bootstrap, clock, ctrl, edge, wiring
+from . import UPSTREAM_VERSION, bootstrap, clock, ctrl, edge, permissions, wiring
 from .api import envelope as env
 from .api.context import Ctx, not_parsable, too_deep
 from .api.ops import AFTER_CHANGE, WEBSOCKETS
@@ -162,7 +162,7 @@ class Controller:
                                cause=generic_cause(f"method {method} is not allowed, but [{allowed}] are"))
             scope["zl.route"] = route   # for metrics and access records (observe.py)
             ctx = Ctx(self, request, api, params, route)
-            await self.authorize(ctx, route.auth)
+            await self.authorize(ctx, route.auth, route.perm)
             response = await route.handler(ctx)
             if method in _CHANGES and AFTER_CHANGE and response.status_code < 300:
                 for hook in AFTER_CHANGE:
@@ -208,10 +208,13 @@ class Controller:
         response.raw_headers.extend(CORS)
         await response(scope, receive, send)
 
-    async def authorize(self, ctx: Ctx, level: AuthLevel) -> None:
+    async def authorize(self, ctx: Ctx, level: AuthLevel, need: permissions.Need = None) -> None:
         """Let the request through at ``level`` or raise 401: ``public`` anyone, ``partial`` any
         valid API session (even one that still owes a secondary factor), ``session`` a complete
-        one, ``admin`` a complete admin one."""
+        one, ``admin`` a complete one whose identity is an admin or holds a permission that
+        covers ``need`` (``permissions.allows``; None: admins only). The identity's admin flag
+        and permissions come with the session's row, read again after any change of the
+        database, so a demotion counts from the next request of every session it has open."""
         if level == "public":
             return
         headers = ctx.request.headers
@@ -243,8 +246,11 @@ class Controller:
         if level == "session":
             return
         if level == "admin":
-            if not session.is_admin:
-                raise Unauthorized(None, challenge="this operation needs an admin identity")
+            if not session.is_admin and not permissions.allows(False, session.permissions, need):
+                ctx.request.scope["zl.refused"] = permissions.label(need)   # counted in /metrics (observe.py)
+                granting = permissions.granting(need)
+                raise Unauthorized(None, challenge="this operation needs an admin identity" + (
+                    f" or one of the permissions {', '.join(granting)}" if granting else ""))
             return
         assert_never(level)
 

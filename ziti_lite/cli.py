@@ -365,13 +365,14 @@ def audit(db, since, identity, entity, limit, as_json) -> None:
 @click.option("--api", type=click.Choice(["management", "client", "fabric"]), default=None,
               help="only this API's routes")
 def routes(api) -> None:
-    """Print every operation: method, path, API, auth level and the handler (module:function)."""
+    """Print every operation: method, path, API, auth level, the permission an admin-level one
+    needs (OpenZiti 2.0's ``entity.action``; ``admin``: admins only) and the handler (module:function)."""
     from . import wiring
 
     rows = [r for r in wiring.describe() if api is None or r[2] == api]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for row in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row[:5], widths, strict=True)) + "  " + row[5])
 
 
 @cli.command()

@@ -37,6 +37,14 @@ def fmt(t: dt.datetime | None) -> str | None:
     return f"{t.year}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}.{t.microsecond // 1000:03d}Z"
 
 
+def go_string(t: dt.datetime) -> str:
+    """A UTC time as Go's ``time.Time.String`` writes it (``%v`` of a time upstream puts in an
+    error's cause): ``2001-01-01 00:00:00.5 +0000 UTC``."""
+    t = t.astimezone(UTC)
+    frac = f".{t.microsecond:06d}".rstrip("0") if t.microsecond else ""
+    return t.strftime("%Y-%m-%d %H:%M:%S") + frac + " +0000 UTC"
+
+
 def stamp() -> str:
     return fmt(now())
 

@@ -32,6 +32,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from . import permissions, wiring
 from .app import create_app
 from .auth import sessions
 from .config import Settings
@@ -45,6 +46,17 @@ COLLECTION = {"certificateAuthorities": "cas", "externalJwtSigners": "external-j
               "configs": "configs", "services": "services", "postureChecks": "posture-checks",
               "edgeRouters": "edge-routers", "serviceEdgeRouterPolicies": "service-edge-router-policies",
               "servicePolicies": "service-policies", "edgeRouterPolicies": "edge-router-policies"}
+# the kinds whose entities a kind's entities name (references and roles): an export, a plan or a
+# rehearsal of some kinds reads these too (``needed``), so a least-privilege identity reads only them
+NAMES = {
+    "identities": ("authPolicies",),
+    "authPolicies": ("externalJwtSigners",),
+    "configs": ("configTypes",),
+    "services": ("configs",),
+    "servicePolicies": ("identities", "services", "postureChecks"),
+    "edgeRouterPolicies": ("identities", "edgeRouters"),
+    "serviceEdgeRouterPolicies": ("services", "edgeRouters"),
+}
 BUILTIN_CONFIG_TYPES = ("intercept.v1", "host.v1", "host.v2", "ziti-tunneler-server.v1", "ziti-tunneler-client.v1")
 BASE = ("id", "_links", "createdAt", "updatedAt")
 DROP = {
@@ -85,6 +97,27 @@ class ExchangeError(Exception):
     pass
 
 
+def needed(kinds) -> tuple[str, ...]:
+    """``kinds`` and every kind their entities may name, transitively, in import order."""
+    out: set[str] = set()
+    todo = list(kinds)
+    while todo:
+        kind = todo.pop()
+        if kind not in out:
+            out.add(kind)
+            todo.extend(NAMES.get(kind, ()))
+    return tuple(k for k in IMPORT_ORDER if k in out)
+
+
+def refused(collection: str, action: str) -> str:
+    """What a 401 on ``collection`` means for a caller that is no admin: the permissions that
+    would allow ``action`` there (OpenZiti 2.0's; a controller before 2.0 wants an admin)."""
+    entity = wiring.resource(collection).permission
+    granting = permissions.granting((entity, action) if entity else None)
+    allowed = f"one of the permissions {', '.join(granting)}" if granting else "an admin"
+    return f"{collection}: {action} refused (401): the identity needs {allowed}"
+
+
 class ApiBase:
     """A management API client: ``call`` one operation; lists and name look-ups over it."""
 
@@ -99,6 +132,8 @@ class ApiBase:
             if filter:
                 q += "&filter=" + urllib.parse.quote(filter)
             status, body = self.call("GET", q)
+            if status == 401:
+                raise ExchangeError(refused(collection, "read"))
             if status != 200:
                 raise ExchangeError(f"listing {collection} failed: {status} {body}")
             out.extend(body["data"])
@@ -166,13 +201,18 @@ class LocalApi(ApiBase):
 
 
 # ---------------------------------------------------------------- export
-def export(api: ApiBase) -> dict[str, list[dict]]:
+def export(api: ApiBase, kinds=None) -> dict[str, list[dict]]:
+    """The network as a document; of ``kinds`` only (default: every kind), so that a caller that
+    may read only some collections exports those."""
     names: dict[tuple[str, str], str] = {}
+    wanted = set(IMPORT_ORDER if kinds is None else kinds)
 
     def name_of(collection: str, id: str) -> str:
         key = (collection, id)
         if key not in names:
             status, body = api.call("GET", f"/{collection}/{id}")
+            if status == 401:
+                raise ExchangeError(refused(collection, "read"))
             if status != 200:
                 raise ExchangeError(f"{collection}/{id} is referenced but cannot be read ({status})")
             names[key] = body["data"]["name"]
@@ -187,40 +227,48 @@ def export(api: ApiBase) -> dict[str, list[dict]]:
         return m
 
     out: dict[str, list[dict]] = {}
-    out["certificateAuthorities"] = [strip("certificateAuthorities", m) for m in api.list("cas")]
+    if "certificateAuthorities" in wanted:
+        out["certificateAuthorities"] = [strip("certificateAuthorities", m) for m in api.list("cas")]
 
-    identities = []
-    for m in api.list("identities"):
-        if m.get("typeId") == "Router" or m.get("isDefaultAdmin"):
-            continue
-        e = strip("identities", role_attributes(dict(m)))
-        if m.get("disabledUntil") is not None:
-            e["disabledUntil"] = m["disabledUntil"]
-        e["authPolicy"] = "@" + name_of("auth-policies", m["authPolicyId"])
-        identities.append(e)
-    out["identities"] = identities
+    if "identities" in wanted:
+        identities = []
+        for m in api.list("identities"):
+            if m.get("typeId") == "Router" or m.get("isDefaultAdmin"):
+                continue
+            e = strip("identities", role_attributes(dict(m)))
+            if m.get("disabledUntil") is not None:
+                e["disabledUntil"] = m["disabledUntil"]
+            e["authPolicy"] = "@" + name_of("auth-policies", m["authPolicyId"])
+            identities.append(e)
+        out["identities"] = identities
 
-    out["edgeRouters"] = [strip("edgeRouters", role_attributes(dict(m))) for m in api.list("edge-routers")]
+    if "edgeRouters" in wanted:
+        out["edgeRouters"] = [strip("edgeRouters", role_attributes(dict(m))) for m in api.list("edge-routers")]
 
-    services = []
-    for m in api.list("services"):
-        e = strip("services", role_attributes(dict(m)))
-        e["configs"] = ["@" + name_of("configs", c) for c in m.get("configs") or []] or None
-        services.append(e)
-    out["services"] = services
+    if "services" in wanted:
+        services = []
+        for m in api.list("services"):
+            e = strip("services", role_attributes(dict(m)))
+            e["configs"] = ["@" + name_of("configs", c) for c in m.get("configs") or []] or None
+            services.append(e)
+        out["services"] = services
 
-    configs = []
-    for m in api.list("configs"):
-        e = strip("configs", m)
-        e["configType"] = "@" + name_of("config-types", m["configTypeId"])
-        configs.append(e)
-    out["configs"] = configs
+    if "configs" in wanted:
+        configs = []
+        for m in api.list("configs"):
+            e = strip("configs", m)
+            e["configType"] = "@" + name_of("config-types", m["configTypeId"])
+            configs.append(e)
+        out["configs"] = configs
 
-    out["configTypes"] = [strip("configTypes", m) for m in api.list("config-types")
-                          if m["name"] not in BUILTIN_CONFIG_TYPES]
+    if "configTypes" in wanted:
+        out["configTypes"] = [strip("configTypes", m) for m in api.list("config-types")
+                              if m["name"] not in BUILTIN_CONFIG_TYPES]
 
     for kind, collection in (("servicePolicies", "service-policies"), ("edgeRouterPolicies", "edge-router-policies"),
                              ("serviceEdgeRouterPolicies", "service-edge-router-policies")):
+        if kind not in wanted:
+            continue
         rows = []
         for m in api.list(collection):
             e = dict(m)
@@ -229,22 +277,27 @@ def export(api: ApiBase) -> dict[str, list[dict]]:
             rows.append(strip(kind, e))
         out[kind] = rows
 
-    out["externalJwtSigners"] = [strip("externalJwtSigners", m) for m in api.list("external-jwt-signers")]
+    if "externalJwtSigners" in wanted:
+        out["externalJwtSigners"] = [strip("externalJwtSigners", m) for m in api.list("external-jwt-signers")]
 
-    policies = []
-    for m in api.list("auth-policies"):
-        if m["name"] == "Default":
-            continue
-        e = strip("authPolicies", json.loads(json.dumps(m)))
-        ext = e.get("primary", {}).get("extJwt", {})
-        ext["allowedSigners"] = ["@" + name_of("external-jwt-signers", s) for s in ext.get("allowedSigners") or []]
-        secondary = e.get("secondary") or {}
-        if secondary.get("requireExtJwtSigner"):
-            secondary["requireExtJwtSigner"] = "@" + name_of("external-jwt-signers", secondary["requireExtJwtSigner"])
-        policies.append(e)
-    out["authPolicies"] = policies
+    if "authPolicies" in wanted:
+        policies = []
+        for m in api.list("auth-policies"):
+            if m["name"] == "Default":
+                continue
+            e = strip("authPolicies", json.loads(json.dumps(m)))
+            ext = e.get("primary", {}).get("extJwt", {})
+            ext["allowedSigners"] = ["@" + name_of("external-jwt-signers", s)
+                                     for s in ext.get("allowedSigners") or []]
+            secondary = e.get("secondary") or {}
+            if secondary.get("requireExtJwtSigner"):
+                secondary["requireExtJwtSigner"] = "@" + name_of("external-jwt-signers",
+                                                                 secondary["requireExtJwtSigner"])
+            policies.append(e)
+        out["authPolicies"] = policies
 
-    out["postureChecks"] = [strip("postureChecks", m) for m in api.list("posture-checks")]
+    if "postureChecks" in wanted:
+        out["postureChecks"] = [strip("postureChecks", m) for m in api.list("posture-checks")]
     return out
 
 

@@ -57,6 +57,8 @@ class Metrics:
         self.requests: dict[tuple[str, str, str, int], int] = defaultdict(int)
         self.latency: dict[tuple[str, str], list] = {}     # (api, op) -> [bucket counts..., sum, count]
         self.logins: dict[tuple[str, str], int] = defaultdict(int)
+        # (api, permission) -> operations refused for want of it (app.Controller.authorize)
+        self.refusals: dict[tuple[str, str], int] = defaultdict(int)
         self.started = time.time()
 
     def observe(self, api: str, op: str, method: str, status: int, seconds: float) -> None:
@@ -103,6 +105,12 @@ class Metrics:
         family("ziti_lite_logins_total", "counter", "authentication requests, by method and result")
         for (method, result), n in sorted(self.logins.items()):
             out.append(f'ziti_lite_logins_total{{method="{_esc(method)}",result="{result}"}} {n}')
+
+        family("ziti_lite_permission_refusals_total", "counter",
+               "operations refused to a valid session for want of a permission, by API and the permission"
+               " the operation needs (entity.action, or admin for admins only)")
+        for (api, need), n in sorted(self.refusals.items()):
+            out.append(f'ziti_lite_permission_refusals_total{{api="{_esc(api)}",permission="{_esc(need)}"}} {n}')
 
         store = ctl.store
         family("ziti_lite_api_sessions", "gauge", "API sessions in the database")
@@ -314,6 +322,9 @@ class Observer:
             route = scope.get("zl.route")
             api, op = (route.api, route.op_id) if route is not None else ("none", "")
             self.metrics.observe(api, op, scope["method"], status, took)
+            refused = scope.get("zl.refused")
+            if refused is not None:
+                self.metrics.refusals[(api, refused)] += 1
             if op == "authenticate":
                 query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
                 method = (query.get("method") or [""])[0]

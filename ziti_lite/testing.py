@@ -11,7 +11,9 @@ has ziti-lite in its test environment gets these fixtures without any import:
                      is the slow part), copied for every controller
 
 ``Controller.client`` is a small management-API client (:class:`Management`, standard library
-only): ``get/post/put/patch/delete`` return a :class:`Reply`; ``create`` returns the new id;
+only), logged in as the admin; ``Controller.delegate(name, permissions)`` is one logged in as a
+new least-privilege identity (OpenZiti 2.0's permissions, e.g. ``["admin_readonly"]`` or
+``["service", "config"]``): ``get/post/put/patch/delete`` return a :class:`Reply`; ``create`` returns the new id;
 ``create_identity`` makes an identity with a one-time-token enrollment and ``enroll`` turns it
 into an identity file the OpenZiti SDKs load (``{"ztAPI": ..., "id": {"key", "cert", "ca"}}``).
 
@@ -93,8 +95,8 @@ class ZitiLiteError(AssertionError):
 
 
 class Management:
-    """A minimal client of the management API (``/edge/management/v1``), logged in as the admin
-    on first use and again when its session has gone."""
+    """A minimal client of the management API (``/edge/management/v1``), logged in (as the admin,
+    or as a :meth:`Controller.delegate`) on first use and again when its session has gone."""
 
     def __init__(self, url: str, ca_file: str, username: str, password: str, tmp: str | None = None):
         self.url, self.username, self.password = url, username, password
@@ -131,7 +133,7 @@ class Management:
             "POST", self.api + "/authenticate?method=password", {"username": self.username, "password": self.password}
         )
         if r.status != 200:
-            raise ZitiLiteError(f"admin login failed: {r.status} {r.body}")
+            raise ZitiLiteError(f"login of {self.username} failed: {r.status} {r.body}")
         self.token = r.data["token"]
         return self.token
 
@@ -252,6 +254,19 @@ class Controller:
         if self._client is None:
             self._client = Management(self.url, self.ca_file, self.admin_user, self.admin_password, self.tmp)
         return self._client
+
+    def delegate(self, name: str, permissions: list[str] | tuple[str, ...] = ("admin_readonly",),
+                 password: str | None = None) -> Management:
+        """A management client logged in as a new identity that is no admin and holds
+        ``permissions`` (OpenZiti 2.0's: ``admin_readonly``, ``service``, ``identity.create``, ...),
+        made by the admin: to test that code needs no more than that. A refused operation
+        answers 401 ``UNAUTHORIZED``."""
+        password = password or secrets.token_urlsafe(18)
+        ident = self.client.create("identities", {"name": name, "type": "User", "isAdmin": False,
+                                                  "permissions": list(permissions)})
+        self.client.create("authenticators", {"method": "updb", "identityId": ident, "username": name,
+                                              "password": password})
+        return Management(self.url, self.ca_file, name, password, self.tmp)
 
     @property
     def output(self) -> str:

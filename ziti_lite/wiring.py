@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from . import integrity
+from . import integrity, permissions
 from .api import crud, ops, routes
 from .api.resource import Resource
 from .api.router import Route, Router
@@ -132,9 +132,13 @@ def handler_name(route: Route) -> str:
     return f"{fn.__module__}:{name}"
 
 
-def describe() -> Iterator[tuple[str, str, str, str, str]]:
-    """(method, path, api, auth level, handler) of every route, sorted by path, method, api."""
-    rows = [(r.method, r.path, r.api, r.auth, handler_name(r)) for r in load().routes]
+def describe() -> Iterator[tuple[str, str, str, str, str, str]]:
+    """(method, path, api, auth level, permission, handler) of every route, sorted by path,
+    method, api. The permission of an admin-level route is the (entity.action) it needs
+    (``permissions.py``: granted by it, its entity, or ``admin_readonly`` for reads), or
+    ``admin`` for admins only; other levels need none (``-``)."""
+    rows = [(r.method, r.path, r.api, r.auth, permissions.label(r.perm) if r.auth == "admin" else "-",
+             handler_name(r)) for r in load().routes]
     yield from sorted(rows, key=lambda row: (row[1], row[0], row[2]))
 
 

@@ -45,14 +45,26 @@ def schema(path) -> list[tuple]:
         conn.close()
 
 
-def rows(path, tables) -> dict[str, list[str]]:
-    """Every row of ``tables``; of the controller table, all but the certificates a start renews
-    when due (the fixture's certificates age: ``lifecycle/renewal.py``)."""
+def rows(path, tables, columns: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """Every row of ``tables`` (only ``columns[table]`` where given: a migration that adds a
+    column keeps the row's other values); of the controller table, all but the certificates a
+    start renews when due (the fixture's certificates age: ``lifecycle/renewal.py``)."""
     conn = apsw.Connection(str(path))
     try:
-        return {t: sorted(repr(r) for r in conn.execute(f'SELECT * FROM "{t}"')
+        def select(t: str) -> str:
+            cols = ", ".join(f'"{c}"' for c in columns[t]) if columns else "*"
+            return f'SELECT {cols} FROM "{t}"'
+        return {t: sorted(repr(r) for r in conn.execute(select(t))
                           if t != "controller" or not r[0].startswith(("root_", "signer_", "server_")))
                 for t in tables}
+    finally:
+        conn.close()
+
+
+def columns(path, tables) -> dict[str, list[str]]:
+    conn = apsw.Connection(str(path))
+    try:
+        return {t: [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')] for t in tables}
     finally:
         conn.close()
 
@@ -93,6 +105,7 @@ def test_an_earlier_version_migrates_to_the_fresh_schema_without_losing_a_row(ve
     db = unpack(version, tmp_path)
     before_tables = tables(db)
     before = rows(db, before_tables)
+    before_columns = columns(db, before_tables)
     assert sum(len(v) for v in before.values()) > 50   # a populated network
     before_schema = schema(db)
 
@@ -104,7 +117,7 @@ def test_an_earlier_version_migrates_to_the_fresh_schema_without_losing_a_row(ve
     fresh = tmp_path / "fresh.db"
     Store(str(fresh)).close()
     assert schema(db) == schema(fresh)
-    assert rows(db, before_tables) == before      # every row of every table, as it was
+    assert rows(db, before_tables, before_columns) == before      # every row of every table, as it was
     # the snapshot beside it is the file as it was
     (snap,) = glob.glob(f"{db}.pre-{version}-*")
     assert rows(snap, before_tables) == before and schema(snap) == before_schema
@@ -162,3 +175,23 @@ def test_a_foreign_table_survives_a_migration_and_starts(tmp_path):
     # and the integrity check has nothing to say about it
     r = CliRunner().invoke(cli, ["check", "--db", str(db)])
     assert r.exit_code == 0 and "litestream" not in r.output, r.output
+
+
+@pytest.mark.parametrize("version", [1, 5])
+def test_identities_of_a_migrated_file_hold_no_permissions_and_can_be_given_some(version, tmp_path):
+    from starlette.testclient import TestClient
+
+    from tests.conftest import Api
+
+    db = unpack(version, tmp_path)
+    app = create_app(Settings(db=str(db), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
+    try:
+        with TestClient(app) as client:
+            api = Api(client).login("admin", "fixture-Passw0rd")   # make_schema_fixtures.py's admin
+            rows = api.get("/identities?limit=500").json()["data"]
+            assert len(rows) > 2 and all(r["permissions"] is None for r in rows)
+            plain = next(r for r in rows if not r["isAdmin"] and r["typeId"] != "Router")
+            assert api.patch(f"/identities/{plain['id']}", json={"permissions": ["service"]}).status_code == 200
+            assert api.get(f"/identities/{plain['id']}").json()["data"]["permissions"] == ["service"]
+    finally:
+        app.state.controller.store.close()

@@ -108,11 +108,20 @@ def test_login_body_of_the_wrong_type(client):
 
 
 def test_missing_credentials_and_unknown_method(client):
-    assert_error(client.post(MGMT + "/authenticate?method=password", json={}), 400, "COULD_NOT_VALIDATE")
+    # upstream's updb module: a plain cause, not a field
+    for body in ({}, {"username": "admin"}, {"password": "xxxxx"}):
+        err = assert_error(client.post(MGMT + "/authenticate?method=password", json=body), 400, "COULD_NOT_VALIDATE")
+        assert err["cause"] == {"code": "UNHANDLED", "message": "username and password fields are required"}
+    # go-openapi's required query parameter: the raw values as the cause's value
     err = assert_error(
         client.post(MGMT + "/authenticate", json={"username": "admin", "password": "xxxxx"}), 400, "COULD_NOT_VALIDATE"
     )
-    assert err["cause"]["field"] == "method"
+    assert err["cause"] == {"field": "method", "reason": "method in query is required", "value": "[]"}
+    err = assert_error(client.post(MGMT + "/authenticate?method=", json={}), 400, "COULD_NOT_VALIDATE")
+    assert err["cause"] == {"field": "method", "reason": "method in query is required", "value": ""}
+    # the body is bound first: its error wins
+    r = client.post(MGMT + "/authenticate", content=b"{nope", headers={"content-type": "application/json"})
+    assert_error(r, 400, "COULD_NOT_PARSE_BODY")
     err = assert_error(client.post(MGMT + "/authenticate?method=magic", json={}), 400, "COULD_NOT_VALIDATE")
     # the list comes from the registry of login methods, in upstream's order
     assert err["cause"]["reason"] == "method in query should be one of [password cert ext-jwt]"

@@ -15,3 +15,17 @@ def test_own_authenticators_link_to_themselves_under_the_current_identity(client
             assert d["_links"]["self"] == {"href": f"./current-identity/authenticators/{auth['id']}"}
             assert d["_links"]["identities"] == {"href": f"./identities/{d['identityId']}"}
             assert list(d["_links"])[0] == "self"
+
+
+def test_an_enroll_token_that_is_no_uuid_fails_the_parameter_binding_as_upstream(client):
+    for path in ("/enroll?method=ott&token=not-a-token", "/enroll/ott?token=not-a-token",
+                 "/enroll/updb?token=not-a-token"):
+        r = client.post(CLIENT + path, content=b"x", headers={"content-type": "application/x-pem-file"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "COULD_NOT_VALIDATE", r.text
+        assert r.json()["error"]["cause"] == {
+            "field": "token", "reason": 'token in query must be of type strfmt.UUID: "not-a-token"',
+            "value": "not-a-token"}
+    # a well-formed token that names no enrollment is the lookup's refusal
+    r = client.post(CLIENT + "/enroll?method=ott&token=8d7b5b0e-2b0b-4d3c-9e36-2a0f0f0f0f0f", content=b"x",
+                    headers={"content-type": "application/x-pem-file"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_ENROLLMENT_TOKEN"

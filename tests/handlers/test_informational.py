@@ -32,14 +32,18 @@ def test_version_document(client, path):
     assert isinstance(v["runtimeVersion"], str)
     assert v["capabilities"] == ["OIDC_AUTH"]   # the /oidc provider (tests/oidc), on unless --no-oidc
     apis = v["apiVersions"]
-    assert set(apis) == {"edge", "edge-client", "edge-management", "health-checks"}
+    # v1.3.3's four, and what 2.0 clients look for: the OIDC provider and the fabric API
+    assert set(apis) == {"edge", "edge-client", "edge-management", "edge-oidc", "fabric", "health-checks"}
+    assert apis["edge-oidc"]["v1"] == {"path": "/oidc", "apiBaseUrls": ["https://127.0.0.1:1280/oidc"]}
+    # as v2.0.3 lists it: the base URL without the path
+    assert apis["fabric"]["v1"] == {"path": "/fabric/v1", "apiBaseUrls": ["https://127.0.0.1:1280"]}
     assert apis["edge"] == apis["edge-client"]
     assert apis["edge"]["v1"]["path"] == "/edge/client/v1"
     assert apis["edge-management"]["v1"]["path"] == "/edge/management/v1"
     assert apis["health-checks"]["v1"]["path"] == "/health-checks/v1"
     for name, versions in apis.items():
         assert set(versions) == {"v1"} and set(versions["v1"]) == {"path", "apiBaseUrls"}
-        for url in versions["v1"]["apiBaseUrls"]:
+        for url in versions["v1"]["apiBaseUrls"] if name != "fabric" else ():
             assert url.startswith("https://") and url.endswith(versions["v1"]["path"])
     assert apis["edge-management"]["v1"]["apiBaseUrls"] == ["https://127.0.0.1:1280/edge/management/v1"]
 

@@ -225,6 +225,10 @@ s("create config bad data", "POST", "/configs", {"name": "dt-bad", "configTypeId
                                                   "data": {"protocols": ["icmp"], "addresses": ["x"],
                                                            "portRanges": [{"low": 1, "high": 2}]}})
 s("create config unknown type", "POST", "/configs", {"name": "dt-bad2", "configTypeId": "nope", "data": {}})
+s("create config data not an object", "POST", "/configs", {"name": "dt-bad3", "configTypeId": "g7cIWbcGg",
+                                                            "data": ["tcp"]})
+s("create config data null", "POST", "/configs", {"name": "dt-bad4", "configTypeId": "g7cIWbcGg", "data": None})
+s("create config-type schema not an object", "POST", "/config-types", {"name": "dt-ct-bad", "schema": "object"})
 s("create service policy bad type", "POST", "/service-policies", {"name": "dt-bad", "type": "Sideways",
                                                                    "semantic": "AnyOf"})
 s("create service policy missing ids", "POST", "/service-policies", {
@@ -302,6 +306,10 @@ s("client sessions unknown service", "POST", "client:/sessions", {"serviceId": "
 s("authenticate wrong password", "POST", "client:/authenticate?method=password",
   {"username": "admin", "password": "wrong"}, auth="none")
 s("authenticate unknown method", "POST", "client:/authenticate?method=nope", {}, auth="none")
+s("authenticate without method", "POST", "client:/authenticate", {"username": "admin", "password": "x"}, auth="none")
+s("authenticate empty method", "POST", "client:/authenticate?method=", {}, auth="none")
+s("authenticate without password", "POST", "client:/authenticate?method=password", {"username": "admin"},
+  auth="none")
 s("delete api session unknown", "DELETE", "/api-sessions/nope")
 
 # --- every field upstream lists, filtered and (scalars) sorted on
@@ -343,6 +351,10 @@ s("detail enrollment", "GET", "/enrollments/{enr}")
 s("refresh enrollment in the past", "POST", "/enrollments/{enr}/refresh", {"expiresAt": "2001-01-01T00:00:00Z"})
 s("refresh enrollment", "POST", "/enrollments/{enr}/refresh", {"expiresAt": "2098-01-01T00:00:00Z"})
 s("delete enrollment", "DELETE", "/enrollments/{enr}")
+s("enroll ott token not a uuid", "POST", "client:/enroll?method=ott&token=not-a-token", raw=b"x",
+  ctype="application/x-pem-file", auth="none")
+s("enroll ott unknown token", "POST", "client:/enroll?method=ott&token=8d7b5b0e-2b0b-4d3c-9e36-2a0f0f0f0f0f",
+  raw=b"x", ctype="application/x-pem-file", auth="none")
 s("delete ca", "DELETE", "/cas/{ca}")
 
 # --- an updb enrollment under an auth policy asking for 8 characters, completed with 5

@@ -82,12 +82,16 @@ def test_no_oidc_auth_while_a_real_router_may_be_of_a_v1_line(client, admin, ctl
         ctl.store.execute("UPDATE routers SET fingerprint = 'ab' || id, is_verified = 1 WHERE id = ?", (rid,))
     assert client.get("/version").json()["data"]["capabilities"] == []
     assert client.get("/").json()["data"]["capabilities"] == []
+    # nor the edge-oidc API that 2.0 clients (ZAC 4.5) log in through when it is listed
+    assert "edge-oidc" not in client.get("/version").json()["data"]["apiVersions"]
     ctl.router_lines[rid] = "v1.6.20"          # what its hello said (ctrl/server.py)
     assert client.get("/version").json()["data"]["capabilities"] == []
     ctl.router_lines[rid] = "v2.0.3"
     assert client.get("/version").json()["data"]["capabilities"] == ["OIDC_AUTH"]
+    assert "edge-oidc" in client.get("/version").json()["data"]["apiVersions"]
     del ctl.router_lines[rid]
     assert admin.delete(f"/edge-routers/{rid}").status_code == 200
+    assert "edge-oidc" in client.get("/version").json()["data"]["apiVersions"]
     assert client.get("/version").json()["data"]["capabilities"] == ["OIDC_AUTH"]
 
 
@@ -220,9 +224,10 @@ def test_refresh_rotates_and_the_old_refresh_token_is_refused(client):
     assert third.status_code == 200
 
 
-def test_revoking_a_refresh_token_ends_its_use(client):
+@pytest.mark.parametrize("path", ["/oidc/revoke", "/oidc/oauth/revoke"])   # the second: ZAC 4.5.1's logout
+def test_revoking_a_refresh_token_ends_its_use(client, path):
     t = tokens_for(client)
-    assert client.post("/oidc/revoke", data={"token": t["refresh_token"]}).status_code == 200
+    assert client.post(path, data={"token": t["refresh_token"]}).status_code == 200
     r = client.post("/oidc/oauth/token", data={"grant_type": "refresh_token", "refresh_token": t["refresh_token"]})
     assert r.json()["error"] == "invalid_grant"
 
@@ -305,7 +310,8 @@ GARBAGE = [b"", b"{", b"[1,2]", b'{"username": 5, "password": [], "configTypes":
 
 @pytest.mark.parametrize("path", ["/oidc/login/password", "/oidc/login/cert", "/oidc/login/ext-jwt", "/oidc/login/totp",
                                   "/oidc/login/totp/enroll", "/oidc/login/totp/enroll/verify", "/oidc/oauth/token",
-                                  "/oidc/revoke", "/oidc/authorize", "/oidc/end_session", "/oidc/userinfo"])
+                                  "/oidc/revoke", "/oidc/oauth/revoke", "/oidc/authorize", "/oidc/end_session",
+                                  "/oidc/userinfo"])
 def test_garbage_never_gets_a_500(client, path):
     req_id = start(client, secrets.token_urlsafe(40))
     for body in GARBAGE:

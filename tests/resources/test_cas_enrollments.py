@@ -384,3 +384,30 @@ def test_controllers_is_an_empty_list_for_any_session(admin, user, anon):  # noq
     assert admin.get("/controllers", params={"filter": "isOnline = true"}).json()["data"] == []
     assert_error(anon.get("/controllers"), 401, "UNAUTHORIZED")
     assert_error(anon.as_prefix(CLIENT).get("/controllers"), 401, "UNAUTHORIZED")
+
+
+def test_an_enrollment_create_refused_names_the_field_as_upstream(admin):
+    ident = admin.create("identities", {"name": "enr-causes", "type": "User", "isAdmin": False})
+    r = admin.post("/enrollments", json={"method": "ott", "identityId": ident, "expiresAt": "2001-01-01T00:00:00.5Z"})
+    assert_error(r, 400, "REFERENCED_ENTITY_NOT_FOUND")
+    # the value as upstream's %v of a time.Time
+    assert r.json()["error"]["cause"] == {"field": "expiresAt", "reason": "expiresAt must be in the future",
+                                          "value": "2001-01-01 00:00:00.5 +0000 UTC"}
+    r = admin.post("/enrollments", json={"method": "ott", "identityId": "nope", "expiresAt": "2001-01-01T00:00:00Z"})
+    assert_error(r, 400, "REFERENCED_ENTITY_NOT_FOUND")   # the identity is checked first
+    assert r.json()["error"]["cause"]["field"] == "identityId"
+
+
+def test_an_ottca_enrollments_ca_carries_the_cas_own_links(admin):
+    """As upstream's CA link factory: the reference has the links of the CA's detail, verify
+    while it is unverified and jwt while it enrolls automatically."""
+    for flags in ({"isAutoCaEnrollmentEnabled": True}, {"isAutoCaEnrollmentEnabled": False}):
+        ca = admin.create("cas", {**ca_body(f"ref-ca-{flags['isAutoCaEnrollmentEnabled']}"), **flags})
+        iid = admin.create("identities", {"name": f"via-{ca}", "type": "User", "isAdmin": False,
+                                          "enrollment": {"ottca": ca}})
+        ref = admin.get(f"/identities/{iid}").json()["data"]["enrollment"]["ottca"]["ca"]
+        links = admin.get(f"/cas/{ca}").json()["data"]["_links"]
+        assert ref["_links"] == links and "verify" in links
+        assert ("jwt" in links) == flags["isAutoCaEnrollmentEnabled"]
+        enr = admin.get(f'/enrollments?filter=identity="{iid}"').json()["data"][0]
+        assert enr["ca"]["_links"] == links

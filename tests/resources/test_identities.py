@@ -70,9 +70,10 @@ def test_every_type_is_stored_as_default(admin, sent):
     assert get(admin, iid)["typeId"] == "Default"
 
 
-def test_router_type_is_refused(admin):
-    assert_error(admin.post("/identities", json={"name": "r", "type": "Router", "isAdmin": False}),
-                 400, "COULD_NOT_VALIDATE")
+def test_router_type_is_created_as_upstream_creates_it(admin):
+    iid = admin.create("identities", {"name": "r", "type": "Router", "isAdmin": False})
+    assert get(admin, iid)["typeId"] == "Router" and get(admin, iid)["type"]["name"] == "Router"
+    assert admin.delete(f"/identities/{iid}").status_code == 200   # no router of that id holds it
 
 
 def test_required_fields(admin):

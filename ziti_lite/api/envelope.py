@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -78,6 +79,9 @@ def www_authenticate(err: ApiError) -> bytes:
 # the referenced entity's full ``_links`` as upstream's do
 SUB_LINKS: dict[str, tuple[str, ...]] = {}
 ROW_LINKS: dict[str, tuple[tuple[str, str, str], ...]] = {}
+# collection -> (columns, fn(id, row) -> links): the links a detail has in some states only (an
+# unverified CA's verify, an auto-enrolling CA's jwt), which references to it carry too
+STATE_LINKS: dict[str, tuple[tuple[str, ...], Callable[[str, dict], dict]]] = {}
 
 
 def link(href: str) -> dict:
@@ -111,4 +115,7 @@ def entity_ref(entity: str, collection: str, id: str | None, name: str | None,
     for name_, column, target in ROW_LINKS.get(collection, ()):
         if row is not None and row.get(column):
             out[name_] = {"href": f"./{target}/{row[column]}"}
+    state = STATE_LINKS.get(collection)
+    if state is not None and row is not None:
+        out.update(state[1](id, row))
     return {"entity": entity, "id": id, "name": name, "_links": out}

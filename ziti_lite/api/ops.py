@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from ..permissions import Need
 from .context import Ctx
 from .router import AuthLevel, Route
 
@@ -20,12 +21,19 @@ Handler = TypeVar("Handler", bound=Callable[[Ctx], Awaitable[Any]])
 
 def op(method: str, path: str, *, apis: tuple[str, ...] = ("management",), auth: AuthLevel = "admin",
        op_id: str = "", body: Any = None, status: int = 200, tag: str = "", response: Any = None,
-       query: tuple[str, ...] = ()) -> Callable[[Handler], Handler]:
+       query: tuple[str, ...] = (), perm: Need = None) -> Callable[[Handler], Handler]:
     """Declare ``fn(ctx) -> Response`` as the handler of ``method path`` on each of ``apis``
-    (the route is made, and its auth level checked, right here; ``wiring.load`` mounts it)."""
+    (the route is made, and its auth level checked, right here; ``wiring.load`` mounts it).
+
+    ``perm`` is the (entity, action) the operation needs (``permissions.py``); without it an
+    admin-level route is for admins only. On the management and fabric APIs a route that names a
+    permission is at the admin level whatever ``auth`` says (an operation shared with the client
+    API, such as ``/sessions``, is the caller's own there and an operator's here)."""
     def deco(fn: Handler) -> Handler:
         for api in apis:
-            OPS.append(Route(api, method, path, fn, auth, op_id or fn.__name__, tag, body, response, status, query))
+            level: AuthLevel = "admin" if perm is not None and api != "client" else auth
+            OPS.append(Route(api, method, path, fn, level, op_id or fn.__name__, tag, body, response, status, query,
+                             perm=perm if level == "admin" else None))
         return fn
     return deco
 

@@ -22,6 +22,7 @@ from msgspec import UNSET, UnsetType
 from ..db.filters import Symbol
 from ..db.search import SEARCH_INDEXES
 from ..db.store import Store
+from ..permissions import Need
 from . import envelope as env
 from .context import Ctx
 from .router import AuthLevel
@@ -78,7 +79,8 @@ class Ref:
         if id is None:
             return None
         table = self.table or self.collection.replace("-", "_")
-        columns = ", ".join(["name", *(c for _, c, _ in env.ROW_LINKS.get(self.collection, ()))])
+        columns = ", ".join(["name", *(c for _, c, _ in env.ROW_LINKS.get(self.collection, ())),
+                             *env.STATE_LINKS.get(self.collection, ((), None))[0]])
         ref = store.one(f"SELECT {columns} FROM {table} WHERE id = ?", (id,))
         return env.entity_ref(self.collection, self.collection, id, ref["name"] if ref else None, ref)
 
@@ -119,6 +121,10 @@ class Resource:
     patch: type | None = None                # derived from update when not given
     ops: tuple[str, ...] = ("list", "detail", "create", "update", "patch", "delete")
     auth: dict[str, AuthLevel] = field(default_factory=dict)  # op -> level (default admin)
+    # the entity of OpenZiti 2.0's permissions its admin-level routes need (``permissions.py``),
+    # with the action of each op (list and detail read, create, update and patch update, delete);
+    # "" leaves them to admins
+    permission: str = ""
     apis: tuple[str, ...] = ("management",)
     links: tuple[str, ...] = ()                 # sub-collections linked from the detail
     row_links: tuple[tuple[str, str, str], ...] = ()  # (link, column, collection): links to entities the row names
@@ -171,6 +177,17 @@ class Resource:
 
     def level(self, op: str) -> AuthLevel:
         return self.auth.get(op, "admin")
+
+    def need(self, op: str) -> Need:
+        """What its ``op`` route needs at the admin level: (entity, action), or None (admins only)."""
+        if not self.permission or self.level(op) != "admin":
+            return None
+        return self.permission, OP_ACTIONS[op]
+
+
+# the action of each generic operation (permissions.ACTIONS)
+OP_ACTIONS = {"list": "read", "detail": "read", "create": "create", "update": "update", "patch": "update",
+              "delete": "delete"}
 
 
 def derive_patch(update: type, default: Any = UNSET, keep: tuple[str, ...] = (), nested: bool = False) -> type:

@@ -10,11 +10,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from ..permissions import Need
+
 if TYPE_CHECKING:
     from .context import Ctx
 
 # who may call a route (app.Controller.authorize): anyone; any valid API session, even one that
-# still owes a secondary factor (MFA, ext-jwt); a complete session; a complete admin session
+# still owes a secondary factor (MFA, ext-jwt); a complete session; a complete session whose
+# identity is an admin or holds a permission that covers the route's ``perm`` (permissions.py)
 AuthLevel = Literal["public", "partial", "session", "admin"]
 AUTH_LEVELS: tuple[AuthLevel, ...] = get_args(AuthLevel)
 APIS = ("management", "client", "fabric")
@@ -35,6 +38,10 @@ class Route:
     status: int = 200
     query: tuple[str, ...] = ()       # documented query parameters
     resource: Any = None
+    # what the route needs at level "admin" (OpenZiti 2.0's permission model): (entity, action),
+    # allowed by isAdmin, admin_readonly for reads, the entity or the entity.action permission;
+    # None: admins only (the default, so an undeclared route stays closed)
+    perm: Need = None
 
     def __post_init__(self) -> None:
         # checked when the route is declared (at import), never first at request time: an unknown
@@ -45,6 +52,8 @@ class Route:
             raise ValueError(f"{self.method} {self.path}: api {self.api!r} is not one of {APIS}")
         if self.method not in METHODS:
             raise ValueError(f"{self.path}: method {self.method!r} is not one of {METHODS}")
+        if self.perm is not None and self.auth != "admin":
+            raise ValueError(f"{self.method} {self.path}: a permission ({self.perm}) needs the admin level")
 
 
 @dataclass(eq=False)

@@ -31,5 +31,6 @@ def resource_routes(res) -> list[Route]:
         for api in res.apis:
             out.append(Route(api, method, path, functools.partial(crud.HANDLERS[opname], res),
                              res.level(opname), op_id, res.name, body,
-                             None, status, ("limit", "offset", "filter") if opname == "list" else (), res))
+                             None, status, ("limit", "offset", "filter") if opname == "list" else (), res,
+                             res.need(opname)))
     return out

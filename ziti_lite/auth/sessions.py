@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import clock
+from .. import clock, permissions
 from ..ids import new_sortable_id, new_token
 from . import extjwt
 from .policy import parse_secondary
@@ -47,12 +47,15 @@ class Session:
     last_activity_at: str
     bearer: str | None = None   # the OIDC access token the session was named by (auth/oidc_tokens.py), else None
     identity_name: str = ""     # the identity's name (the author of its changes: events/changes.py, audit.py)
+    # the identity's permissions (ziti_lite/permissions.py), read with the row: a change to them
+    # moves the store's generation, so the next request of any of its sessions sees the new set
+    permissions: frozenset[str] = frozenset()
 
 
 _LOOKUP = (
     "SELECT s.id, s.token, s.identity_id, s.authenticator_id, s.last_activity_at, s.is_mfa_required,"
     " s.is_mfa_complete, i.is_admin, i.is_default_admin, i.disabled_at, i.disabled_until, p.secondary,"
-    " i.name AS identity_name"
+    " i.name AS identity_name, i.permissions"
     " FROM api_sessions s CROSS JOIN identities i ON i.id = s.identity_id"
     " LEFT JOIN auth_policies p ON p.id = i.auth_policy_id WHERE s.token = ?"
 )
@@ -105,6 +108,8 @@ def _session_row(ctl: AuthController, token: str) -> dict | None:
         except ValueError:
             return None  # upstream ignores a zt-session that is not a UUID
         row = ctl.store.one(_LOOKUP, (token,))
+        if row is not None:
+            row["permissions"] = permissions.parse(row["permissions"])
         if len(rows) < _CACHE_MAX:
             rows[token] = row
     return row
@@ -149,7 +154,8 @@ def lookup(ctl: AuthController, token: str | None, headers=None) -> Session | No
         with ctl.store.write():
             ctl.store.execute("UPDATE api_sessions SET last_activity_at = ? WHERE id = ?", (stamp, row["id"]))
     return Session(row["id"], token, row["identity_id"], bool(row["is_admin"] or row["is_default_admin"]),
-                   row["authenticator_id"], is_partial(ctl, row, headers), stamp, identity_name=row["identity_name"])
+                   row["authenticator_id"], is_partial(ctl, row, headers), stamp, identity_name=row["identity_name"],
+                   permissions=row["permissions"])
 
 
 def create(ctl: AuthController, identity_id: str, authenticator_id: str, ip: str, config_types: list[str],

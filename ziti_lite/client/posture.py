@@ -197,7 +197,7 @@ def _slot(data: dict | None, **values) -> dict:
 
 
 # admin operations, as every management operation upstream: a non-admin gets 401
-@op("GET", "/identities/{id}/posture-data", op_id="getIdentityPostureData", tag="identities")
+@op("GET", "/identities/{id}/posture-data", op_id="getIdentityPostureData", tag="identities", perm=("identity", "read"))
 async def posture_data(ctx: Ctx):
     id = _identity(ctx)
     st = posture_checks.states(ctx.ctl).get(id) or posture_checks.EMPTY
@@ -251,6 +251,7 @@ async def posture_data(ctx: Ctx):
     "/identities/{id}/failed-service-requests",
     op_id="getIdentityFailedServiceRequests",
     tag="identities",
+    perm=("identity", "read"),
 )
 async def failed_service_requests(ctx: Ctx):
     id = _identity(ctx)

@@ -211,8 +211,13 @@ def _without_name(ref: dict | None) -> dict | None:
     return ref
 
 
+# the management API's session operations are an operator's (OpenZiti 2.0: ``ops``); the client
+# API's are the caller's own sessions
+OPS_READ = ("ops", "read")
+
+
 def _own(ctx: Ctx) -> tuple[str, list]:
-    if ctx.api_session.is_admin:
+    if ctx.api == "management" or ctx.api_session.is_admin:
         return "1", []
     return "t.identity_id = ?", [ctx.identity_id]
 
@@ -298,18 +303,20 @@ async def create_session(ctx: Ctx):
     op_id="listSessions",
     tag="sessions",
     query=("limit", "offset", "filter"),
+    perm=OPS_READ,
 )
 async def list_sessions(ctx: Ctx):
     where, params = _own(ctx)
     return crud.list_response(ctx, SESSIONS, where, params, render_row=render)
 
 
-@op("GET", "/sessions/{id}", apis=BOTH, auth="session", op_id="detailSession", tag="sessions")
+@op("GET", "/sessions/{id}", apis=BOTH, auth="session", op_id="detailSession", tag="sessions", perm=OPS_READ)
 async def detail_session(ctx: Ctx):
     return env.ok(render(ctx, _get(ctx, ctx.params["id"])))
 
 
-@op("DELETE", "/sessions/{id}", apis=BOTH, auth="session", op_id="deleteSession", tag="sessions")
+@op("DELETE", "/sessions/{id}", apis=BOTH, auth="session", op_id="deleteSession", tag="sessions",
+    perm=("ops", "delete"))
 async def delete_session(ctx: Ctx):
     with ctx.store.write():
         row = _get(ctx, ctx.params["id"])
@@ -317,7 +324,7 @@ async def delete_session(ctx: Ctx):
     return env.empty()
 
 
-@op("GET", "/sessions/{id}/route-path", op_id="detailSessionRoutePath", tag="sessions")
+@op("GET", "/sessions/{id}/route-path", op_id="detailSessionRoutePath", tag="sessions", perm=OPS_READ)
 async def session_route_path(ctx: Ctx):
     # router ids of the session's live circuits: the embedded router, when one runs under it,
     # and the real routers whose circuits run under it (ctrl/circuits.py)

@@ -29,7 +29,7 @@ import apsw.bestpractice
 from .. import clock
 from . import search
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 KEEP_SNAPSHOTS = 3      # snapshots taken before migrations, kept beside the file
 log = logging.getLogger("ziti_lite")
 
@@ -70,8 +70,17 @@ def _v4_to_v5_audit_index(conn) -> None:
     conn.execute("DROP INDEX IF EXISTS audit_log_created")
 
 
+def _v5_to_v6_permissions(conn) -> None:
+    """Version 6 adds identities' ``permissions`` (OpenZiti 2.0's permission model,
+    ``ziti_lite/permissions.py``): every existing identity holds none, as before. Like the
+    sections' ``IF NOT EXISTS``, a file that has the column already is left as it is."""
+    if not any(c[1] == "permissions" for c in conn.execute("PRAGMA table_info(identities)")):
+        conn.execute("ALTER TABLE identities ADD COLUMN permissions TEXT NOT NULL DEFAULT '[]'")
+
+
 # version n -> the step that brings a version-n database to version n + 1 (in one transaction)
-MIGRATIONS = {1: _v1_to_v2_search_indexes, 2: _v2_to_v3_audit, 3: _v3_to_v4_oidc, 4: _v4_to_v5_audit_index}
+MIGRATIONS = {1: _v1_to_v2_search_indexes, 2: _v2_to_v3_audit, 3: _v3_to_v4_oidc, 4: _v4_to_v5_audit_index,
+              5: _v5_to_v6_permissions}
 
 
 def schema_sql() -> str:

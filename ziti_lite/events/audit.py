@@ -286,7 +286,7 @@ def render(ctx: Ctx, row: dict) -> dict:
 
 
 @op("GET", "/ziti-lite/v1/audit", apis=("client",), auth="admin", op_id="listAudit", tag="ziti-lite",
-    query=("limit", "offset", "filter", "sort"))
+    query=("limit", "offset", "filter", "sort"), perm=("ops", "read"))
 async def list_audit(ctx: Ctx) -> env.JSON:
     """The audit trail, as any list: ``filter``, ``sort``, ``limit``/``offset``, totalCount."""
     return crud.list_response(ctx, AUDIT, render_row=render, symbols=SYMBOLS)

@@ -18,11 +18,12 @@ from collections.abc import AsyncIterator
 
 from starlette.responses import StreamingResponse
 
-from .. import clock
+from .. import clock, permissions
 from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import op
 from ..errors import CouldNotValidate, Unauthorized
+from ..permissions import STREAM
 from .bus import Bus, Subscriber, parse_types
 
 TICKET_SECONDS = 60
@@ -74,7 +75,7 @@ def _tickets(bus: Bus) -> dict[str, tuple[str, float]]:
 
 
 @op("POST", "/ziti-lite/v1/events/tickets", apis=("client",), auth="admin", op_id="createEventsTicket",
-    tag="ziti-lite", status=201)
+    tag="ziti-lite", status=201, perm=STREAM)
 async def create_ticket(ctx: Ctx) -> env.JSON:
     """A one-time ticket for ``GET /ziti-lite/v1/events?ticket=`` (60 s), bound to this API session."""
     assert ctx.session is not None
@@ -84,20 +85,25 @@ async def create_ticket(ctx: Ctx) -> env.JSON:
     return env.ok({"ticket": ticket, "expiresAt": expires}, status=201)
 
 
+def may_stream(store, api_session_id: str) -> bool:
+    """Whether the API session still exists and its identity may read the event streams (an
+    admin, or the ``ops`` permission: ``permissions.STREAM``), enabled."""
+    row = store.one(
+        "SELECT i.is_admin, i.is_default_admin, i.disabled_at, i.permissions FROM api_sessions s JOIN identities i"
+        " ON i.id = s.identity_id WHERE s.id = ?", (api_session_id,))
+    return bool(row is not None and not row["disabled_at"] and permissions.allows(
+        bool(row["is_admin"] or row["is_default_admin"]), permissions.parse(row["permissions"]), STREAM))
+
+
 async def _session_id(ctx: Ctx) -> str:
-    """The admin API session the stream belongs to: the header's, or the ticket's (used up)."""
+    """The API session the stream belongs to: the header's, or the ticket's (used up)."""
     if ctx.request.headers.get("zt-session"):
-        await ctx.ctl.authorize(ctx, "admin")
+        await ctx.ctl.authorize(ctx, "admin", STREAM)
         assert ctx.session is not None
         return ctx.session.id
     ticket = ctx.q("ticket")
     held = _tickets(ctx.ctl.events).pop(ticket, None) if ticket else None
-    if held is None:
-        raise Unauthorized()
-    row = ctx.store.one(
-        "SELECT i.is_admin, i.is_default_admin, i.disabled_at FROM api_sessions s JOIN identities i"
-        " ON i.id = s.identity_id WHERE s.id = ?", (held[0],))
-    if row is None or not (row["is_admin"] or row["is_default_admin"]) or row["disabled_at"]:
+    if held is None or not may_stream(ctx.store, held[0]):
         raise Unauthorized()
     return held[0]
 
@@ -123,8 +129,8 @@ async def stream_events(ctx: Ctx) -> StreamingResponse:
                 try:
                     line = await asyncio.wait_for(stream.queue.get(), KEEPALIVE_SECONDS)
                 except TimeoutError:
-                    if store.value("SELECT 1 FROM api_sessions WHERE id = ?", (session_id,)) is None:
-                        break   # ended where no event told us (another process)
+                    if not may_stream(store, session_id):
+                        break   # ended where no event told us (another process), or no longer allowed
                     yield b": keepalive\n\n"
                     continue
                 if not line:   # _END

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.datastructures import Headers
 
+from .. import permissions
 from ..api.ops import websocket
 from ..auth import sessions
 from .bus import NAMESPACES
@@ -90,7 +91,9 @@ async def ws_api(ctl: EventsController, scope: Any, receive: Any, send: Any) -> 
         return
     headers = Headers(scope=scope)
     session = sessions.lookup(ctl, headers.get("zt-session"), headers)
-    if session is None or session.partial or not session.is_admin:
+    # admins and the ``ops`` entity permission, as upstream's ws-api (``permissions.STREAM``)
+    if session is None or session.partial or not permissions.allows(
+            session.is_admin, session.permissions, permissions.STREAM):
         await send({"type": "websocket.close", "code": 1008})   # the upgrade is refused (403)
         return
     await send({"type": "websocket.accept"})

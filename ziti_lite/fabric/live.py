@@ -126,12 +126,13 @@ def render_links(ctx: Ctx, links: list) -> list[dict]:
              "destRouter": ref("routers", link.dst, routers.get(link.dst, ""))} for link in links]
 
 
-@op("GET", "/links", apis=FABRIC, op_id="listLinks", tag="links", query=("limit", "offset", "filter"))
+@op("GET", "/links", apis=FABRIC, op_id="listLinks", tag="links", query=("limit", "offset", "filter"),
+    perm=("ops", "read"))
 async def list_links(ctx: Ctx):
     return _listing(ctx, LINK_SYMBOLS, _links(ctx), render_links)
 
 
-@op("GET", "/links/{id}", apis=FABRIC, op_id="detailLink", tag="links")
+@op("GET", "/links/{id}", apis=FABRIC, op_id="detailLink", tag="links", perm=("ops", "read"))
 async def detail_link(ctx: Ctx):
     return _detail(ctx, "link", _links(ctx), render_links)
 
@@ -173,11 +174,12 @@ def render_circuits(ctx: Ctx, circuits: list) -> list[dict]:
     return out
 
 
-@op("GET", "/circuits", apis=FABRIC, op_id="listCircuits", tag="circuits", query=("limit", "offset", "filter"))
+@op("GET", "/circuits", apis=FABRIC, op_id="listCircuits", tag="circuits", query=("limit", "offset", "filter"),
+    perm=("ops", "read"))
 async def list_circuits(ctx: Ctx):
     return _listing(ctx, CIRCUIT_SYMBOLS, _circuits(ctx), render_circuits)
 
 
-@op("GET", "/circuits/{id}", apis=FABRIC, op_id="detailCircuit", tag="circuits")
+@op("GET", "/circuits/{id}", apis=FABRIC, op_id="detailCircuit", tag="circuits", perm=("ops", "read"))
 async def detail_circuit(ctx: Ctx):
     return _detail(ctx, "circuit", _circuits(ctx), render_circuits)

@@ -46,7 +46,8 @@ def _online(ctx: Ctx, router_id: str) -> bool:
     return bool((ctx.ctl.router_states.get(router_id) or {}).get("isOnline"))
 
 
-@op("GET", "/identities/{id}/policy-advice/{serviceId}", op_id="getIdentityPolicyAdvice", tag="identities")
+@op("GET", "/identities/{id}/policy-advice/{serviceId}", op_id="getIdentityPolicyAdvice", tag="identities",
+    perm=("service", "read"))
 async def policy_advice(ctx: Ctx):
     store = ctx.store
     identity_id, service_id = ctx.params["id"], ctx.params["serviceId"]

@@ -21,7 +21,7 @@ from ..api.ops import BOTH, op
 from ..auth import oidc_tokens, passwords, sessions
 from ..auth.methods import METHODS, Login, auth_queries, login_outcome, method
 from ..auth.policy import identity_policy, is_disabled, primary_rules
-from ..errors import ApiError, CouldNotValidate, InvalidAuth, Unauthorized
+from ..errors import ApiError, CouldNotValidate, InvalidAuth, Unauthorized, generic_cause
 from ..resources.common import Body
 from ..resources.identities import IDENTITIES
 
@@ -63,7 +63,8 @@ async def password_login(ctx: Ctx, body: Authenticate) -> Login:
     past ``maxAttempts`` (0 = unlimited) disables the identity for ``lockoutDurationMinutes``
     (0 = until enabled) and ends its API sessions."""
     if not body.username or not body.password:
-        raise CouldNotValidate("username", "username and password fields are required", None)
+        # upstream's updb module: a COULD_NOT_VALIDATE whose cause is a plain error, not a field
+        raise ApiError("COULD_NOT_VALIDATE", cause=generic_cause("username and password fields are required"))
     store = ctx.store
     auth = store.one(
         "SELECT id, identity_id, password_hash, salt FROM authenticators WHERE method = 'updb' AND username = ?",
@@ -160,12 +161,15 @@ def session_detail(ctx: Ctx, row: dict, current: bool = True) -> dict:
     query=("method",),
 )
 async def authenticate(ctx: Ctx):
+    # upstream binds the body before the method, and reports the body's error first
+    body = await ctx.json(Authenticate)
     name = ctx.q("method")
     fn = METHODS.get(name or "")
     if fn is None:
+        if not name:   # go-openapi's required parameter: its raw values, [] when the key is absent
+            raise CouldNotValidate("method", "method in query is required", "" if name == "" else [])
         # the registered methods in rank order: upstream's [password cert ext-jwt]
         raise CouldNotValidate("method", f"method in query should be one of [{' '.join(METHODS)}]", name)
-    body = await ctx.json(Authenticate)
     try:
         login = await fn(ctx, body)
     except ApiError as e:

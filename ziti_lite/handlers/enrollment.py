@@ -9,6 +9,7 @@ from ``ziti_lite.tls``.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Annotated
 
 import msgspec
@@ -89,8 +90,22 @@ def _requested_name(doc: dict | None) -> str:
     return name if isinstance(name, str) else ""
 
 
+# go-openapi's uuid format, which upstream's enroll operations declare their token query parameter in
+_UUID = re.compile(r"(?i)^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def check_token_parameter(ctx: Ctx) -> None:
+    """A ``token`` query parameter that is no UUID fails upstream's parameter binding, before the
+    body is read or the token looked up: 400 COULD_NOT_VALIDATE naming ``token``."""
+    raw = ctx.q("token")
+    if raw and not _UUID.match(raw):
+        quoted = '"' + raw.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        raise CouldNotValidate("token", f"token in query must be of type strfmt.UUID: {quoted}", raw)
+
+
 def _enroll_handler(default_method: str | None):
     async def handler(ctx: Ctx):
+        check_token_parameter(ctx)
         body, doc = await _read_body(ctx)
         method_name = ctx.q("method") or default_method
         if method_name == "ca":
@@ -138,7 +153,7 @@ def _ca(ctx: Ctx) -> dict:
     return rows[0]
 
 
-@op("POST", "/cas/{id}/verify", op_id="verifyCa", body="text/plain", tag="certificate-authority")
+@op("POST", "/cas/{id}/verify", op_id="verifyCa", body="text/plain", tag="certificate-authority", perm=("ca", "update"))
 async def verify_ca(ctx: Ctx):
     row = _ca(ctx)
     certauth.verify_ca(ctx, row, await ctx.body())
@@ -150,7 +165,7 @@ async def verify_ca(ctx: Ctx):
     return env.empty()
 
 
-@op("GET", "/cas/{id}/jwt", op_id="getCaJwt", tag="certificate-authority")
+@op("GET", "/cas/{id}/jwt", op_id="getCaJwt", tag="certificate-authority", perm=("ca", "read"))
 async def ca_jwt(ctx: Ctx):
     row = _ca(ctx)
     return Response(create.ca_jwt(ctx.ctl, row["id"]), media_type="application/jwt")
@@ -169,7 +184,7 @@ def _future(t: dt.datetime) -> dt.datetime:
 
 
 @op("POST", "/authenticators/{id}/re-enroll", op_id="reEnrollAuthenticator", body=ReEnroll, status=201,
-    tag="authenticator")
+    tag="authenticator", perm=("authenticator", "update"))
 async def reenroll_authenticator(ctx: Ctx):
     id = ctx.params["id"]
     if ctx.store.one("SELECT id FROM authenticators WHERE id = ?", (id,)) is None:

@@ -78,6 +78,11 @@ def version_doc(ctl: HandlersController, oidc: bool = False) -> dict:
             "edge": client,
             "edge-client": client,
             "edge-management": {"v1": {"apiBaseUrls": [base + "/edge/management/v1"], "path": "/edge/management/v1"}},
+            # OpenZiti 2.0 lists these too: clients of 2.0 (ZAC 4.5) find the OIDC provider by
+            # edge-oidc, and log in the old way when it is missing; fabric's base URL carries no
+            # path there (upstream's binding has none), kept so for clients that add the path
+            **({"edge-oidc": {"v1": {"apiBaseUrls": [base + "/oidc"], "path": "/oidc"}}} if oidc else {}),
+            "fabric": {"v1": {"apiBaseUrls": [base], "path": "/fabric/v1"}},
             "health-checks": {"v1": {"apiBaseUrls": [], "path": "/health-checks/v1"}},
         },
     }

@@ -24,7 +24,7 @@ from ..api.resource import Field, Resource
 from ..auth import mfa, sessions
 from ..auth.methods import Login, auth_query, login_outcome
 from ..errors import ApiError, NotFound
-from ..resources.common import Body
+from ..resources.common import Body, refuse_for_admin
 from ..resources.identities import IDENTITIES
 
 TAG = "current-identity"
@@ -228,11 +228,13 @@ async def delete_mfa(ctx: Ctx):
     return env.empty()
 
 
-@op("DELETE", "/identities/{id}/mfa", auth="admin", op_id="removeIdentityMfa", tag="identities")
+@op("DELETE", "/identities/{id}/mfa", auth="admin", op_id="removeIdentityMfa", tag="identities",
+    perm=("identity", "update"))
 async def remove_identity_mfa(ctx: Ctx):
     id = ctx.params["id"]
     if ctx.store.value("SELECT 1 FROM identities WHERE id = ?", (id,)) is None:
         raise NotFound("identity", id)
+    refuse_for_admin(ctx, id, "non-admins may not remove the MFA of admin identities")
     with ctx.store.write():
         before = ctx.store.one("SELECT * FROM mfa WHERE identity_id = ?", (id,))
         if before is None:

@@ -73,14 +73,14 @@ def _typed(template: str, alias: str, ctx: Ctx, id: str) -> tuple[str, list]:
 
 
 @op("GET", "/identities/{id}/services", op_id="listIdentityServices", tag="identities",
-    query=("filter", "policyType", "limit", "offset"))
+    query=("filter", "policyType", "limit", "offset"), perm=("service", "read"))
 async def identity_services(ctx: Ctx):
     where, params = _typed(IDENTITY_SERVICES, "i", ctx, ctx.params["id"])
     return related_list(ctx, "services", where, params)
 
 
 @op("GET", "/services/{id}/identities", op_id="listServiceIdentities", tag="services",
-    query=("limit", "offset", "filter", "policyType"))
+    query=("limit", "offset", "filter", "policyType"), perm=("identity", "read"))
 async def service_identities(ctx: Ctx):
     where, params = _typed(SERVICE_IDENTITIES, "i", ctx, ctx.params["id"])
     return related_list(ctx, "identities", where, params)
@@ -132,7 +132,9 @@ def _register(parent: str, sub: str, op_id: str, target: str, where: str) -> Non
     async def handler(ctx: Ctx):
         return related_list(ctx, target, where, [ctx.params["id"]])
     handler.__name__ = op_id
-    op("GET", f"/{parent}/{{id}}/{sub}", op_id=op_id, tag=parent, query=LIST_QUERY)(handler)
+    # a list through another entity needs read on the entity it lists (as upstream)
+    op("GET", f"/{parent}/{{id}}/{sub}", op_id=op_id, tag=parent, query=LIST_QUERY,
+       perm=resource(target).need("list"))(handler)
 
 
 for _row in SIMPLE:

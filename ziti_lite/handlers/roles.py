@@ -62,24 +62,24 @@ def attribute_list(ctx: Ctx, side: Side):
 
 
 @op("GET", "/identity-role-attributes", op_id="listIdentityRoleAttributes", tag="role-attributes",
-    query=("filter",))
+    query=("filter",), perm=("identity", "read"))
 async def identity_role_attributes(ctx: Ctx):
     return attribute_list(ctx, SIDES["identity"])
 
 
 @op("GET", "/service-role-attributes", op_id="listServiceRoleAttributes", tag="role-attributes",
-    query=("filter",))
+    query=("filter",), perm=("service", "read"))
 async def service_role_attributes(ctx: Ctx):
     return attribute_list(ctx, SIDES["service"])
 
 
 @op("GET", "/edge-router-role-attributes", op_id="listEdgeRouterRoleAttributes", tag="role-attributes",
-    query=("filter",))
+    query=("filter",), perm=("router", "read"))
 async def edge_router_role_attributes(ctx: Ctx):
     return attribute_list(ctx, SIDES["router"])
 
 
 @op("GET", "/posture-check-role-attributes", op_id="listPostureCheckRoleAttributes", tag="role-attributes",
-    query=("filter",))
+    query=("filter",), perm=("posture-check", "read"))
 async def posture_check_role_attributes(ctx: Ctx):
     return attribute_list(ctx, SIDES["posture-check"])

@@ -36,7 +36,8 @@ def _config_type(store, config_id: str) -> str:
     return type_id
 
 
-@op("GET", "/identities/{id}/service-configs", op_id="listIdentitysServiceConfigs", tag="identities")
+@op("GET", "/identities/{id}/service-configs", op_id="listIdentitysServiceConfigs", tag="identities",
+    perm=("identity", "read"))
 async def list_service_configs(ctx: Ctx):
     id = ctx.params["id"]
     _identity(ctx.store, id)
@@ -64,6 +65,7 @@ async def list_service_configs(ctx: Ctx):
     op_id="associateIdentitysServiceConfigs",
     tag="identities",
     body=list[ServiceConfigAssign],
+    perm=("identity", "update"),
 )
 async def assign_service_configs(ctx: Ctx):
     id = ctx.params["id"]
@@ -89,6 +91,7 @@ async def assign_service_configs(ctx: Ctx):
     op_id="disassociateIdentitysServiceConfigs",
     tag="identities",
     body=list[ServiceConfigAssign],
+    perm=("identity", "update"),
 )
 async def remove_service_configs(ctx: Ctx):
     id = ctx.params["id"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from .. import __version__
+from .. import __version__, permissions
 from ..auth.methods import METHODS  # the primary methods registered in this process
 
 if TYPE_CHECKING:
@@ -88,6 +88,8 @@ def build(ctl: HandlersController, api: str) -> dict:
             item["parameters"] = params
         if r.auth != "public":
             item["security"] = [{"ztSession": []}]
+        if r.auth == "admin":   # OpenZiti 2.0's permission the operation needs (permissions.py)
+            item["x-ziti-lite-permission"] = permissions.label(r.perm)
         if isinstance(r.body, type):
             item["requestBody"] = {"required": True, "content": {"application/json": {
                 "schema": {"$ref": f"#/components/schemas/{r.body.__name__}"}}}}

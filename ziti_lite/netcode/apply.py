@@ -42,15 +42,30 @@ class Outcome:
     applied: bool = False
 
 
-def network_names(api: exchange.ApiBase) -> dict[str, dict[str, str]]:
-    """collection -> {name: id} of every entity the file may refer to, built-ins included."""
-    return {collection: {e["name"]: e["id"] for e in api.list(collection)}
-            for collection in exchange.COLLECTION.values()}
+# the kinds a file's tests are evaluated over: who may dial or bind what, through which routers
+TESTED = ("identities", "services", "edgeRouters", "postureChecks", "servicePolicies", "edgeRouterPolicies",
+          "serviceEdgeRouterPolicies")
 
 
-def protected(api: exchange.ApiBase) -> set[tuple[str, str]]:
+def reads(network: Network) -> tuple[str, ...]:
+    """The kinds a run over ``network`` reads: the file's own, those its entities may name, and
+    with tests the whole policy picture. Nothing else is listed, so a least-privilege identity
+    needs read permission on these only (and write permission on the kinds it changes)."""
+    return exchange.needed([*network.entities, *(TESTED if network.tests else ())])
+
+
+def network_names(api: exchange.ApiBase, kinds=None) -> dict[str, dict[str, str]]:
+    """collection -> {name: id} of every entity the file may refer to (of ``kinds``: default
+    all), built-ins included."""
+    return {exchange.COLLECTION[kind]: {e["name"]: e["id"] for e in api.list(exchange.COLLECTION[kind])}
+            for kind in (exchange.IMPORT_ORDER if kinds is None else kinds)}
+
+
+def protected(api: exchange.ApiBase, kinds=exchange.IMPORT_ORDER) -> set[tuple[str, str]]:
     """Entities ``--prune`` never deletes beyond what ``export`` leaves out: ziti-lite's embedded
     edge router (on a served controller: the router whose certificate is the server's)."""
+    if "edgeRouters" not in kinds:
+        return set()
     if isinstance(api, exchange.LocalApi):
         store = api.ctl.store
         name = store.value("SELECT r.name FROM controller c JOIN routers r ON r.id = c.value"
@@ -73,7 +88,7 @@ def error_text(reply: Any) -> str:
 
 
 def execute(api: exchange.ApiBase, changes: list[plan.Change], network: Network, say: Say = lambda s: None) -> None:
-    names = network_names(api)
+    names = network_names(api, reads(network))
     done: list[str] = []
 
     def ref(collection: str, value: Any) -> str:
@@ -106,6 +121,9 @@ def execute(api: exchange.ApiBase, changes: list[plan.Change], network: Network,
                     names[collection].pop(c.name, None)
         except NetcodeError as e:
             raise Refused(f"{where}: {e}", done) from None
+        if not ok and status == 401:
+            action = "update" if c.action == "update" else c.action
+            raise Refused(f"{where}: {exchange.refused(collection, action)}: {error_text(reply)}", done)
         if not ok:
             raise Refused(f"{where}: the controller refused the {c.action} ({status}): {error_text(reply)}", done)
         done.append(f"{c.action}d {what}")
@@ -113,9 +131,10 @@ def execute(api: exchange.ApiBase, changes: list[plan.Change], network: Network,
 
 
 def prepare(api: exchange.ApiBase, network: Network, prune: bool) -> tuple[list[plan.Change], set]:
-    current = exchange.export(api)
-    plan.check_references(network, network_names(api))
-    keep = protected(api)
+    kinds = reads(network)
+    current = exchange.export(api, kinds)
+    plan.check_references(network, network_names(api, kinds))
+    keep = protected(api, tuple(network.entities) if prune else ())
     return plan.compute(current, network, prune, keep), keep
 
 
@@ -147,8 +166,8 @@ def apply_remote(api: exchange.ApiBase, network: Network, prune: bool, dry_run: 
         say(line)
     outcome = Outcome(changes)
     # the rehearsal: the live network's export in a scratch ziti-lite, the plan on top of it
-    with scratch.Scratch(exchange.export(api)) as rehearsal:
-        rehearsal_changes = plan.compute(exchange.export(rehearsal.api), network, prune, keep)
+    with scratch.Scratch(exchange.export(api, reads(network))) as rehearsal:
+        rehearsal_changes = plan.compute(exchange.export(rehearsal.api, reads(network)), network, prune, keep)
         try:
             execute(rehearsal.api, rehearsal_changes, network)
         except Refused as e:

@@ -706,6 +706,9 @@ _ROUTES = {
     ("POST", "/login/totp/enroll/verify"): Provider.totp_enroll_verify,
     ("POST", "/oauth/token"): Provider.token,
     ("POST", "/revoke"): Provider.revoke,
+    # where ZAC 4.5.1 sends its logout's revocation (upstream v2.0.3 answers it 404; the
+    # console then keeps tokens that still work): the same revocation
+    ("POST", "/oauth/revoke"): Provider.revoke,
     ("POST", "/oauth/introspect"): Provider.introspect,
     ("GET", "/end_session"): Provider.end_session,
     ("POST", "/end_session"): Provider.end_session,

@@ -151,7 +151,7 @@ def _json_sym(kind: str, column: str, path: str) -> Symbol:
 
 
 AUTH_POLICIES = Resource(
-    name="auth-policies", entity="authPolicy", table="auth_policies",
+    name="auth-policies", entity="authPolicy", table="auth_policies", permission="auth-policy",
     fields=(NAME, Field("primary", "json", column="primary_"),
             Field("secondary", "json")),
     create=AuthPolicyCreate,
@@ -250,6 +250,7 @@ def before_delete_signer(ctx: Ctx, row: dict) -> None:
 
 EXT_JWT_SIGNERS = Resource(
     name="external-jwt-signers", entity="externalJwtSigner", table="external_jwt_signers",
+    permission="external-jwt-signer",
     fields=(
         NAME,
         Field("certPem", nullable=True),
@@ -298,7 +299,7 @@ def _client_signer(ctx: Ctx, r: dict) -> dict:
 
 # ================================================================ identity sub-lists
 @op("GET", "/identities/{id}/authenticators", op_id="getIdentityAuthenticators", tag="identities",
-    query=("limit", "offset", "filter"))
+    query=("limit", "offset", "filter"), perm=("authenticator", "read"))
 async def identity_authenticators(ctx: Ctx):
     return crud.child_list(ctx, IDENTITIES, AUTHENTICATORS, "identity_id")
 

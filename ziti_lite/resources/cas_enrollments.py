@@ -22,7 +22,7 @@ from ..ids import new_id, new_token
 from ..pki import ca as pki
 from ..pki import tokens
 from .auth import bad_request, blank, load_json, merge_leaves
-from .common import NAME, Body, Tags, check_name, exists
+from .common import NAME, Body, Tags, check_name, exists, refuse_for_admin
 from .identities import IDENTITIES
 
 if TYPE_CHECKING:
@@ -124,11 +124,23 @@ def _ca_cert(store, pem: str) -> dict:
     return {"fingerprint": fp, "cert_pem": pem}
 
 
-def render_ca(ctx: Ctx, row: dict, out: dict) -> None:
+def ca_state_links(id: str, row: dict) -> dict:
+    """A CA's links that depend on its state, in its detail and in every reference to it (an
+    ottca enrollment's ``ca``), as upstream's link factory gives them."""
+    out = {}
     if not row["is_verified"]:
-        crud.add_link(out, "verify", f"./cas/{row['id']}/verify")
+        out["verify"] = {"href": f"./cas/{id}/verify"}
     if row["is_auto_ca_enrollment_enabled"]:
-        crud.add_link(out, "jwt", f"./cas/{row['id']}/jwt")
+        out["jwt"] = {"href": f"./cas/{id}/jwt"}
+    return out
+
+
+env.STATE_LINKS["cas"] = (("is_verified", "is_auto_ca_enrollment_enabled"), ca_state_links)
+
+
+def render_ca(ctx: Ctx, row: dict, out: dict) -> None:
+    for name, link in ca_state_links(row["id"], row).items():
+        crud.add_link(out, name, link["href"])
     claim = load_json(row["external_id_claim"]) if row["external_id_claim"] else None
     if claim:
         out["externalIdClaim"] = merge_leaves(CLAIM_DEFAULTS, claim)
@@ -145,7 +157,7 @@ def before_delete_ca(ctx: Ctx, row: dict) -> None:
 
 
 CAS = Resource(
-    name="cas", entity="ca",
+    name="cas", entity="ca", permission="ca",
     fields=(
         NAME,
         Field("certPem"),
@@ -173,7 +185,7 @@ def render_enrollment(ctx: Ctx, row: dict, out: dict) -> None:
 
 
 ENROLLMENTS = Resource(
-    name="enrollments", entity="enrollment",
+    name="enrollments", entity="enrollment", permission="enrollment",
     fields=(
         Field("method"),
         Field("token"),
@@ -212,7 +224,8 @@ def _utc(t: dt.datetime) -> dt.datetime:
     return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
 
 
-@op("POST", "/enrollments", op_id="createEnrollment", body=EnrollmentCreate, status=201, tag="enrollments")
+@op("POST", "/enrollments", op_id="createEnrollment", body=EnrollmentCreate, status=201, tag="enrollments",
+    perm=("enrollment", "create"))
 async def create_enrollment(ctx: Ctx):
     body = await ctx.json(EnrollmentCreate)
     expires = _utc(body.expires_at)
@@ -220,8 +233,11 @@ async def create_enrollment(ctx: Ctx):
     with store.write():
         if not exists(store, "identities", body.identity_id):
             raise bad_request("identityId", "identity not found", body.identity_id)
+        # an enrollment is a new credential of its identity: an admin's is for admins to make
+        refuse_for_admin(ctx, body.identity_id, "non-admins may not create enrollments of admin identities")
         if expires <= clock.now():
-            raise bad_request("expiresAt", "expiresAt must be in the future", clock.fmt(expires))
+            # the value as upstream's %v of the time writes it
+            raise bad_request("expiresAt", "expiresAt must be in the future", clock.go_string(expires))
         if body.method == "ottca" and (body.ca_id is None or not exists(store, "cas", body.ca_id)):
             raise bad_request("caId", "ca not found", body.ca_id)
         if body.method == "updb" and not body.username:
@@ -237,7 +253,8 @@ async def create_enrollment(ctx: Ctx):
     return env.created(id, f"./enrollments/{id}")
 
 
-@op("POST", "/enrollments/{id}/refresh", op_id="refreshEnrollment", body=EnrollmentRefresh, tag="enrollments")
+@op("POST", "/enrollments/{id}/refresh", op_id="refreshEnrollment", body=EnrollmentRefresh, tag="enrollments",
+    perm=("enrollment", "update"))
 async def refresh_enrollment(ctx: Ctx):
     id = ctx.params["id"]
     body = await ctx.json(EnrollmentRefresh)  # the body is validated before the id is looked up, as upstream
@@ -248,6 +265,7 @@ async def refresh_enrollment(ctx: Ctx):
         row = ctx.store.one("SELECT * FROM enrollments WHERE id = ?", (id,))
         if row is None:
             raise NotFound()  # upstream's refresh answers 404 without a cause
+        refuse_for_admin(ctx, row["identity_id"], "non-admins may not refresh enrollments of admin identities")
         token = new_token()  # a new token first, then the JWT that carries it
         subject = row["identity_id"] or row["edge_router_id"] or row["transit_router_id"]
         jwt = tokens.enrollment_jwt(server=server_keypair(ctx.ctl), issuer=ctx.ctl.settings.base_url,
@@ -259,7 +277,7 @@ async def refresh_enrollment(ctx: Ctx):
 
 
 @op("GET", "/identities/{id}/enrollments", op_id="getIdentityEnrollments", tag="identities",
-    query=("limit", "offset", "filter"))
+    query=("limit", "offset", "filter"), perm=("enrollment", "read"))
 async def identity_enrollments(ctx: Ctx):
     return crud.child_list(ctx, IDENTITIES, ENROLLMENTS, "identity_id")
 

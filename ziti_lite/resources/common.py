@@ -7,8 +7,9 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
+from ..api.context import Ctx
 from ..api.resource import Field
-from ..errors import CouldNotValidate
+from ..errors import CouldNotValidate, Unauthorized
 
 
 class Body(msgspec.Struct, rename="camel", kw_only=True):
@@ -50,3 +51,14 @@ def name_of(store, table: str, id: str | None) -> str | None:
     if id is None:
         return None
     return store.value(f"SELECT name FROM {table} WHERE id = ?", (id,))
+
+
+def refuse_for_admin(ctx: Ctx, identity_id: str | None, reason: str) -> None:
+    """Admin protection beyond upstream's identity rules: a caller that is no admin may not act
+    on an admin identity through the operations that would let it take the identity over or
+    lock it out (enrollments, disabling, MFA removal, tracing): 401 UNAUTHORIZED with ``reason``."""
+    session = ctx.session
+    if session is None or session.is_admin or ctx.api != "management" or identity_id is None:
+        return
+    if ctx.store.value("SELECT is_admin OR is_default_admin FROM identities WHERE id = ?", (identity_id,)):
+        raise Unauthorized(reason)

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from .. import clock
+from .. import clock, permissions
 from ..api import crud
 from ..api import envelope as env
 from ..api.context import Ctx
@@ -20,12 +20,26 @@ from ..auth import passwords
 from ..auth.certs import prepare_cert_authenticator  # certificate checks live with the PKI
 from ..auth.enrollments import create_for_identity  # the enrollment module owns JWTs and tokens
 from ..db.filters import Symbol
-from ..errors import ApiError, CouldNotValidate, NotFound, generic_cause
-from .common import NAME, ROLE_ATTRIBUTES, Attributes, Body, Cost, Tags, check_attributes, check_name, exists, name_of
+from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, generic_cause
+from .common import (
+    NAME,
+    ROLE_ATTRIBUTES,
+    Attributes,
+    Body,
+    Cost,
+    Tags,
+    check_attributes,
+    check_name,
+    exists,
+    name_of,
+    refuse_for_admin,
+)
 
 IdentityTypeName = Literal["User", "Device", "Service", "Router", "Default"]
 Username = Annotated[str, Meta(min_length=4, max_length=100)]
 Password = Annotated[str, Meta(min_length=5, max_length=100)]
+# OpenZiti 2.0's permission names; checked in prepare_identity (upstream's error), listed in the spec
+Permission = Annotated[str, Meta(extra_json_schema={"enum": list(permissions.ALLOWED)})]
 
 
 class IdentityEnrollment(Body):
@@ -47,6 +61,7 @@ class IdentityUpdate(Body):
     service_hosting_costs: dict[str, Cost] | None = None
     service_hosting_precedences: dict[str, str] | None = None
     tags: Tags | None = None
+    permissions: list[Permission] | None = None
 
 
 class IdentityCreate(IdentityUpdate):
@@ -70,8 +85,9 @@ def prepare_identity(ctx: Ctx, values: dict, existing: dict | None) -> None:
         t = values.pop("type")
         if existing is not None and existing["type_id"] == "Router" and t != "Router":
             raise CouldNotValidate("type", "a router identity's type cannot be changed", t)
-        if t == "Router" and (existing is None or existing["type_id"] != "Router"):
-            raise CouldNotValidate("type", "identities of type Router are created with their edge router", t)
+        if t == "Router" and existing is not None and existing["type_id"] != "Router":
+            raise CouldNotValidate("type", "an identity's type cannot become Router", t)
+        # created as Router: upstream makes an identity of that type (201), as ziti-lite does
         values["type_id"] = "Router" if t == "Router" else "Default"
     if "auth_policy_id" in values or existing is None:
         ap = values.get("auth_policy_id") or "default"
@@ -99,7 +115,46 @@ def prepare_identity(ctx: Ctx, values: dict, existing: dict | None) -> None:
     for key in ("app_data", "role_attributes", "tags"):
         if key in values and values[key] is None:
             values[key] = [] if key == "role_attributes" else {}
+    check_permissions(ctx, values, existing)
     # ``enrollment`` (no column) stays in the values, for after_identity of the same write
+
+
+def check_permissions(ctx: Ctx, values: dict, existing: dict | None) -> None:
+    """``permissions``: known names only (upstream's body validation: the first unknown one named
+    with its index, every allowed name listed), and the admin protection rules: a caller that is
+    not an admin may not create an admin or an identity with permissions, change ``isAdmin`` or
+    ``permissions``, or change an admin identity (401, as upstream)."""
+    perms = values.get("permissions")
+    if perms is None:
+        if "permissions" in values or existing is None:
+            values["permissions"] = perms = []
+    else:
+        bad = permissions.unknown(perms)
+        if bad is not None:
+            field = f"permissions.{bad[0]}"
+            raise CouldNotValidate(field, f"{field} in body should be one of [{' '.join(permissions.ALLOWED)}]",
+                                   bad[1])
+    session = ctx.session
+    if session is None or session.is_admin or ctx.api != "management":
+        return   # in-process writes (bootstrap, enrollment, import as the default admin) and admins
+    if existing is None:
+        if perms:
+            raise not_for_non_admins("non-admins may not create users with permissions")
+        if values.get("is_admin"):
+            raise not_for_non_admins("non-admins may not create admin users")
+        return
+    if existing["is_admin"] or existing["is_default_admin"]:
+        raise not_for_non_admins("non-admins may not modify admin identities")
+    if ctx.request.method == "PUT":
+        raise not_for_non_admins("non-admins may not use the PUT method, use PATCH instead")
+    for column, name in (("permissions", "permissions"), ("is_admin", "isAdmin")):
+        if column in values:   # sent at all, whatever its value (upstream: the field is in the PATCH)
+            raise not_for_non_admins(f"non-admins may not modify the identity field '{name}'")
+
+
+def not_for_non_admins(reason: str) -> ApiError:
+    """Upstream's refusal of what only an admin may do to identities: 401 UNAUTHORIZED with the reason."""
+    return Unauthorized(reason)
 
 
 def after_identity(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
@@ -186,12 +241,17 @@ def _enrollments(store, rows) -> dict:
         item = {"id": e_id, "jwt": jwt, "token": token, "expiresAt": expires_at}
         if method == "ottca":
             item["caId"] = ca_id
-            item["ca"] = env.entity_ref("cas", "cas", ca_id, name_of(store, "cas", ca_id))
+            ca = store.one("SELECT name, is_verified, is_auto_ca_enrollment_enabled FROM cas WHERE id = ?", (ca_id,))
+            item["ca"] = env.entity_ref("cas", "cas", ca_id, ca["name"] if ca else None, ca)
         out[method] = item
     return out
 
 
 def before_delete_identity(ctx: Ctx, row: dict) -> None:
+    session = ctx.session
+    if (session is not None and not session.is_admin and ctx.api == "management"
+            and (row["is_admin"] or row["is_default_admin"])):
+        raise not_for_non_admins("non-admin may not delete admin identities")
     if row["is_default_admin"]:
         raise ApiError("ENTITY_CAN_NOT_BE_DELETED")  # without a cause, as upstream
     if row["type_id"] == "Router" and exists(ctx.store, "routers", row["id"]):
@@ -203,6 +263,7 @@ def before_delete_identity(ctx: Ctx, row: dict) -> None:
 
 IDENTITY_TYPES = Resource(
     name="identity-types",
+    auth={"list": "session", "detail": "session"},   # any complete session, as upstream
     entity="identityType",
     table="identity_types",
     fields=(NAME,),
@@ -212,6 +273,7 @@ IDENTITY_TYPES = Resource(
 
 IDENTITIES = Resource(
     name="identities",
+    permission="identity",
     entity="identity",
     fields=(
         NAME,
@@ -230,6 +292,7 @@ IDENTITIES = Resource(
         Field("disabledUntil", "datetime", nullable=True),
         Field("envInfo", "json"),
         Field("sdkInfo", "json"),
+        Field("permissions", "set", ordered=True),
     ),
     create=IdentityCreate,
     update=IdentityUpdate,
@@ -264,11 +327,13 @@ class DisableBody(Body):
     duration_minutes: Annotated[int, Meta(le=10_000_000)]
 
 
-@op("POST", "/identities/{id}/disable", op_id="disableIdentity", body=DisableBody, tag="identities")
+@op("POST", "/identities/{id}/disable", op_id="disableIdentity", body=DisableBody, tag="identities",
+    perm=("identity", "update"))
 async def disable_identity(ctx: Ctx):
     id = ctx.params["id"]
     crud.get_row(ctx.store, IDENTITIES, id)
     body = await ctx.json(DisableBody)
+    refuse_for_admin(ctx, id, "non-admins may not disable admin identities")
     now = clock.now()
     until = clock.fmt(now + dt.timedelta(minutes=body.duration_minutes)) if body.duration_minutes > 0 else None
     with ctx.store.write():
@@ -282,7 +347,7 @@ async def disable_identity(ctx: Ctx):
     return env.empty()
 
 
-@op("POST", "/identities/{id}/enable", op_id="enableIdentity", tag="identities")
+@op("POST", "/identities/{id}/enable", op_id="enableIdentity", tag="identities", perm=("identity", "update"))
 async def enable_identity(ctx: Ctx):
     id = ctx.params["id"]
     with ctx.store.write():
@@ -358,6 +423,7 @@ def before_delete_authenticator(ctx: Ctx, row: dict) -> None:
 
 AUTHENTICATORS = Resource(
     name="authenticators",
+    permission="authenticator",   # no identity can hold it: admins, and admin_readonly for reads
     entity="authenticator",
     fields=(
         Field("identityId", column="identity_id"),
@@ -392,6 +458,7 @@ def render_api_session(ctx: Ctx, row: dict, out: dict) -> None:
 
 API_SESSIONS = Resource(
     name="api-sessions",
+    permission="ops",
     entity="apiSession",
     table="api_sessions",
     fields=(
@@ -439,11 +506,13 @@ def parse_go_duration(text: str) -> float:
     return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
 
 
-@op("PUT", "/identities/{id}/trace", op_id="updateIdentityTracing", body=TraceSpec, tag="identities")
+@op("PUT", "/identities/{id}/trace", op_id="updateIdentityTracing", body=TraceSpec, tag="identities",
+    perm=("identity", "update"))
 async def update_identity_tracing(ctx: Ctx):
     id = ctx.params["id"]
     crud.get_row(ctx.store, IDENTITIES, id)
     spec = await ctx.json(TraceSpec)
+    refuse_for_admin(ctx, id, "non-admins may not trace admin identities")
     traces = ctx.ctl.traces
     if not spec.enabled:
         traces.pop(id, None)

@@ -147,6 +147,7 @@ POLICY_TYPE_SQL = "CASE t.type WHEN 'Dial' THEN 1 WHEN 'Bind' THEN 2 ELSE 0 END"
 
 SERVICE_POLICIES = Resource(
     name="service-policies",
+    permission="service-policy",
     entity="servicePolicy",
     table="service_policies",
     fields=(NAME, Field("type"), Field("semantic"), *_role_fields(SP)),
@@ -163,6 +164,7 @@ SERVICE_POLICIES = Resource(
 
 EDGE_ROUTER_POLICIES = Resource(
     name="edge-router-policies",
+    permission="edge-router-policy",
     entity="edgeRouterPolicy",
     table="edge_router_policies",
     fields=(NAME, Field("semantic"), *_role_fields(ERP)),
@@ -178,6 +180,7 @@ EDGE_ROUTER_POLICIES = Resource(
 
 SERVICE_EDGE_ROUTER_POLICIES = Resource(
     name="service-edge-router-policies",
+    permission="service-edge-router-policy",
     entity="serviceEdgeRouterPolicy",
     table="service_edge_router_policies",
     fields=(NAME, Field("semantic"), *_role_fields(SERP)),

@@ -168,7 +168,7 @@ _TYPE_FIELDS = (
 )
 
 POSTURE_CHECKS = Resource(
-    name="posture-checks", entity="postureCheck", table="posture_checks",
+    name="posture-checks", entity="postureCheck", table="posture_checks", permission="posture-check",
     fields=(
         NAME,
         Field("typeId"),
@@ -192,6 +192,7 @@ def render_posture_check_type(ctx: Ctx, row: dict, out: dict) -> None:
 
 POSTURE_CHECK_TYPES = Resource(
     name="posture-check-types", entity="postureCheckType", table="posture_check_types",
+    auth={"list": "session", "detail": "session"},   # any complete session, as upstream
     fields=(NAME, Field("operatingSystems", "json")),
     ops=("list", "detail"),
     filters=("name",),

@@ -150,7 +150,7 @@ _CERT_FIELDS = (
 )
 
 EDGE_ROUTERS = Resource(
-    name="edge-routers", entity="edgeRouter", table="routers",
+    name="edge-routers", entity="edgeRouter", table="routers", permission="router",
     fields=(
         *_ROUTER_FIELDS,
         ROLE_ATTRIBUTES,
@@ -175,7 +175,7 @@ EDGE_ROUTERS = Resource(
 )
 
 
-@op("POST", "/edge-routers/{id}/re-enroll", op_id="reEnrollEdgeRouter", tag="edge-routers")
+@op("POST", "/edge-routers/{id}/re-enroll", op_id="reEnrollEdgeRouter", tag="edge-routers", perm=("router", "update"))
 async def re_enroll_edge_router(ctx: Ctx):
     """Forget the router's certificate and issue a fresh erott enrollment."""
     id = ctx.params["id"]
@@ -221,7 +221,7 @@ def render_router(ctx: Ctx, row: dict, out: dict) -> None:
 
 def _router_resource(name: str, entity: str, patch: type | None = None) -> Resource:
     return Resource(
-        name=name, entity=entity, table="routers",
+        name=name, entity=entity, table="routers", permission="router",
         fields=(*_ROUTER_FIELDS, Field("isVerified", "bool"), *_CERT_FIELDS),
         computed=(Field("isOnline", "bool"), *_ENROLLMENT_FIELDS),
         create=RouterCreate, patch=patch,
@@ -283,7 +283,7 @@ def prepare_terminator(ctx: Ctx, values: dict, existing: dict | None) -> None:
 
 
 TERMINATORS = Resource(
-    name="terminators", entity="terminator",
+    name="terminators", entity="terminator", permission="terminator",
     fields=(
         Field("serviceId"),
         Field("routerId"),

@@ -196,11 +196,21 @@ def decorate(ctx: Ctx, row: Row, out: dict, view: View | None = None) -> None:
 
 
 def _as_identity_condition(ctx: Ctx):
-    """Management ``GET /services?asIdentity=``: a non-admin identity sees only its services."""
-    value = ctx.q("asIdentity") if ctx.api == "management" else None
-    if not value:
+    """The management API's ``GET /services`` as upstream lists it: for ``asIdentity``, or else
+    for the caller when it reads as an admin, an identity that is not ``isAdmin`` (a default
+    admin demoted to ``isAdmin: false``) sees only the services its policies give it (v1.3.3);
+    a caller that reads by permission (OpenZiti 2.0's ``service.read``, ``admin_readonly``)
+    sees every service, as v2.0.3's management access does; with ``roleFilter`` upstream lists
+    by roles alone."""
+    if ctx.api != "management" or ctx.route.path != "/services":
         return None
-    identity_id = as_identity(ctx.store, value)
+    value = ctx.q("asIdentity")
+    if value:
+        identity_id = as_identity(ctx.store, value)
+    elif ctx.q("roleFilter") or ctx.session is None or ctx.session.permissions:
+        return None
+    else:
+        identity_id = ctx.session.identity_id
     if ctx.store.value("SELECT is_admin FROM identities WHERE id = ?", (identity_id,)):  # as upstream
         return None
     return VISIBLE, [identity_id]

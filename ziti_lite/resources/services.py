@@ -26,7 +26,7 @@ TERMINATOR_STRATEGIES = ("smartrouting", "weighted", "random", "sticky")
 # ---------------------------------------------------------------- config types
 class ConfigTypeCreate(Body):
     name: str
-    schema: dict[str, Any] | None = None
+    schema: Any = None   # an object; any other JSON value is refused by prepare_config_type
     tags: Tags | None = None
 
 
@@ -36,6 +36,10 @@ def prepare_config_type(ctx: Ctx, values: dict, existing: dict | None) -> None:
         raise CouldNotValidate("name", "name 'all' is reserved", "all")
     if "schema" in values or existing is None:
         schema = values.get("schema") or {}
+        if not isinstance(schema, dict):
+            # upstream drops a schema that is no object and stores none (a config type that
+            # validates nothing); ziti-lite refuses it as upstream refuses such config data
+            raise CouldNotValidate("schema", "invalid type, expected object", schema)
         if schema:
             try:
                 jsonschema.Draft7Validator.check_schema(schema)
@@ -60,7 +64,7 @@ def render_config_type(ctx: Ctx, row: dict, out: dict) -> None:
 
 
 CONFIG_TYPES = Resource(
-    name="config-types", entity="configType", table="config_types",
+    name="config-types", entity="configType", table="config_types", permission="config-type",
     fields=(NAME, Field("schema", "json", empty_null=True)),
     create=ConfigTypeCreate,
     filters=("name", "schema"),
@@ -73,13 +77,13 @@ CONFIG_TYPES = Resource(
 class ConfigCreate(Body):
     name: str
     config_type_id: str
-    data: dict[str, Any]
+    data: Any   # an object: checked by prepare_config with upstream's error
     tags: Tags | None = None
 
 
 class ConfigUpdate(Body):
     name: str
-    data: dict[str, Any]
+    data: Any
     tags: Tags | None = None
 
 
@@ -142,6 +146,11 @@ def validate_config_data(store, type_id: str, data: Any) -> None:
 
 
 def prepare_config(ctx: Ctx, values: dict, existing: dict | None) -> None:
+    if "data" in values and not isinstance(values["data"], dict):
+        # as upstream: null fails its body validation, any other value its mapping to the model
+        if values["data"] is None:
+            raise CouldNotValidate("data", "data in body is required", None)
+        raise CouldNotValidate("data", "invalid type, expected object", values["data"])
     check_name(values)
     type_id = existing["config_type_id"] if existing else values.get("config_type_id")
     if existing is None and not exists(ctx.store, "config_types", type_id):
@@ -168,6 +177,7 @@ def before_delete_config(ctx: Ctx, row: dict) -> None:
 
 CONFIGS = Resource(
     name="configs",
+    permission="config",
     entity="config",
     fields=(NAME, Field("configTypeId", column="config_type_id"), Field("data", "json")),
     refs=(Ref("configType", "config_type_id", "config-types"),),
@@ -250,6 +260,7 @@ def render_service(ctx: Ctx, row: dict, out: dict) -> None:
 SERVICES = Resource(
     name="services",
     entity="service",
+    permission="service",
     fields=(
         NAME,
         ROLE_ATTRIBUTES,
