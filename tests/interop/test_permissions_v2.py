@@ -16,11 +16,12 @@ read, refresh, delete), unknown permission values, and identities demoted, promo
 stripped of a permission, checked on their next request.
 
 Compared, step by step: the status, ``error.code``, the cause's field names and ``field`` (as
-``test_differential.py`` compares them), and an identity's ``permissions`` where an answer
-carries them (and, for the steps that ask, a list's ``totalCount``). Ids, times and tokens differ and are never compared (each side keeps its own ids
-under the script's names). A difference kept on purpose is a row of ``differences.tsv`` whose
-step pattern starts with ``perm `` (the v1.3.3 differential leaves those rows to this test); a
-new difference fails the test, and so does a row that no longer differs.
+``test_differential.py`` compares them), an identity's ``permissions`` where an answer carries
+them, and for the steps that ask, a list's ``totalCount``. Ids, times and tokens differ and are
+never compared (each side keeps its own ids under the script's names). A difference kept on
+purpose is a row of ``differences.tsv`` whose step pattern starts with ``perm `` (the v1.3.3
+differential leaves those rows to this test); a new difference fails the test, and so does a
+row that no longer differs.
 
 The binary is found as ``make interop`` finds each router line's (``$ZITI_CLI_V2_0_3`` or the
 cache ``~/.cache/ziti-lite/ziti-cli-v2.0.3/ziti``); skipped, saying why, where none is at hand.
