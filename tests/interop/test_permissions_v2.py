@@ -77,6 +77,7 @@ class Step:
     auth: str = "admin"         # whose session: admin or a name of USERS (or another logged-in one)
     save: str = ""              # keep data.id under this name ("name=dotted.path": that value)
     count: bool = False         # compare the list's totalCount too
+    shows: str = ""             # compare whether the answer has a value at this dotted path too
 
 
 def script(p: str) -> list[Step]:
@@ -227,6 +228,9 @@ def script(p: str) -> list[Step]:
         s(f"{u}: list an edge router's enrollments", "GET", '/enrollments?filter=edgeRouter="{er_t}"', auth=u,
           count=True)
     s("ro: read an admin's enrollment", "GET", "/enrollments/{adm_enr}", auth="ro")
+    for u in ("ro", "idread", "admin"):
+        s(f"{u}: an admin's pending enrollment in its detail", "GET", "/identities/{adm_enr_id}", auth=u,
+          shows="data.enrollment.ott.token")
     s("ro: an admin's enrollments through the identity", "GET", "/identities/{adm_enr_id}/enrollments", auth="ro",
       count=True)
     s("enr: read an admin's enrollment", "GET", "/enrollments/{adm_enr}", auth="enr")
@@ -305,12 +309,7 @@ class Side:
         body = _json(r)
         if step.save and r.status_code in (200, 201) and isinstance(body, dict):
             name, _, dotted = step.save.partition("=")
-            value: Any = body
-            for part in (dotted or "data.id").split("."):
-                if isinstance(value, list):
-                    value = value[int(part)] if part.isdigit() and int(part) < len(value) else None
-                else:
-                    value = value.get(part) if isinstance(value, dict) else None
+            value = _at(body, dotted or "data.id")
             if isinstance(value, str):
                 self.vars[name] = value
         return r.status_code, body
@@ -339,9 +338,10 @@ def _subst(value, fill):
 
 
 # ------------------------------------------------------------------ comparing
-def compare(up: tuple[int, Any], lite: tuple[int, Any], count: bool = False) -> list[tuple[str, str]]:
+def compare(up: tuple[int, Any], lite: tuple[int, Any], count: bool = False,
+            shows: str = "") -> list[tuple[str, str]]:
     """Status, error code, the cause's field names and field; an identity's permissions; with
-    ``count``, a list's totalCount."""
+    ``count``, a list's totalCount; with ``shows``, whether there is a value at that path."""
     out: list[tuple[str, str]] = []
     (su, bu), (sl, bl) = up, lite
     if su != sl:
@@ -363,6 +363,10 @@ def compare(up: tuple[int, Any], lite: tuple[int, Any], count: bool = False) -> 
             elif cu.get("field") != cl.get("field"):
                 out.append(("cause.field", f"{cu.get('field')} != {cl.get('field')}"))
         return out
+    if shows:
+        hu, hl = (_at(b, shows) is not None for b in (bu, bl))
+        if hu != hl:
+            out.append(("shows", f"{shows} {hu} != {hl}"))
     if count:
         tu, tl = (((b.get("meta") or {}).get("pagination") or {}).get("totalCount") for b in (bu, bl))
         if tu != tl:
@@ -377,13 +381,22 @@ def compare(up: tuple[int, Any], lite: tuple[int, Any], count: bool = False) -> 
     return out
 
 
+def _at(value: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if isinstance(value, list):
+            value = value[int(part)] if part.isdigit() and int(part) < len(value) else None
+        else:
+            value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 def differences(upstream: Side, ours: Side, prefix: str) -> tuple[list[tuple[str, str, str]], list[dict]]:
     found: list[tuple[str, str, str]] = []
     bodies: list[dict] = []
     for step in script(prefix):
         a, b = upstream.run(step), ours.run(step)
         bodies.append({"step": step.name, "openziti": a, "ziti-lite": b})
-        for kind, detail in compare(a, b, step.count):
+        for kind, detail in compare(a, b, step.count, step.shows):
             found.append((ROW_PREFIX + step.name, kind, detail))
     return found, bodies
 

@@ -193,6 +193,14 @@ def test_no_way_around_admin_protection_through_enrollments_disabling_or_mfa(adm
         assert caller.get(query).json()["meta"]["pagination"]["totalCount"] == 0
         _refused(caller.get(f"/enrollments/{enr}"), "non-admins may not manage enrollments for admin identities")
     assert admin.get(query).json()["meta"]["pagination"]["totalCount"] == 1
+    # beyond upstream v2.0.3: nor do an admin's detail and its enrollments list show them to a non-admin
+    for caller in (api, viewer):
+        assert caller.get(f"/identities/{target}").json()["data"]["enrollment"] == {}
+        assert caller.get(f'/identities?filter=id="{target}"').json()["data"][0]["enrollment"] == {}
+        listed = caller.get(f"/identities/{target}/enrollments").json()
+        assert listed["data"] == [] and listed["meta"]["pagination"]["totalCount"] == 0
+    assert admin.get(f"/identities/{target}").json()["data"]["enrollment"]["ott"]["id"] == enr
+    assert admin.get(f"/identities/{target}/enrollments").json()["meta"]["pagination"]["totalCount"] == 1
     _refused(api.post(f"/identities/{target}/disable", json={"durationMinutes": 0}),
              "non-admins may not disable admin identities")
     # tracing an admin takes nothing over and locks nobody out: allowed, as upstream v2.0.3
@@ -204,6 +212,8 @@ def test_no_way_around_admin_protection_through_enrollments_disabling_or_mfa(adm
     r = api.post("/enrollments", json={"method": "ott", "identityId": plain, "expiresAt": "2099-01-01T00:00:00Z"})
     assert r.status_code == 201
     assert api.get(f"/enrollments/{r.json()['data']['id']}").status_code == 200
+    assert api.get(f"/identities/{plain}").json()["data"]["enrollment"]["ott"]["token"]
+    assert api.get(f"/identities/{plain}/enrollments").json()["meta"]["pagination"]["totalCount"] == 1
     assert api.get(f'/enrollments?filter=identity="{plain}"').json()["meta"]["pagination"]["totalCount"] == 1
     # a router's enrollment (no identity) stays listed
     er = admin.create("edge-routers", {"name": "listed-er"})

@@ -32,6 +32,7 @@ from .common import (
     check_name,
     exists,
     name_of,
+    non_admin_caller,
     refuse_for_admin,
 )
 
@@ -220,7 +221,12 @@ def render_identity(ctx: Ctx, row: Row, out: dict, page: dict[str, Any] | None =
     out["authPolicy"] = _ref("auth-policies", row["auth_policy_id"], policy_name)
     # {method: {id, username | fingerprint}}, built as JSON by SQLite (one per method, as upstream)
     out["authenticators"] = crud.Raw(authenticators)
-    out["enrollment"] = _enrollments(store, _decode_list(enrollment_rows)) if enrollment_rows != "[]" else {}
+    if enrollment_rows == "[]" or ((row["is_admin"] or row["is_default_admin"]) and non_admin_caller(ctx)):
+        # an admin's pending enrollments (their tokens enroll as the admin) are for admins to see,
+        # as /enrollments keeps them (beyond upstream v2.0.3, which shows them here)
+        out["enrollment"] = {}
+    else:
+        out["enrollment"] = _enrollments(store, _decode_list(enrollment_rows))
     out["disabled"] = _disabled(row)
     if row.get("disabled_at") is None:
         out.pop("disabledAt", None)
