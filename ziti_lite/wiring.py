@@ -183,8 +183,9 @@ def hooks(resource: Resource) -> dict[str, list[tuple[str, str]]]:
         if resource.render:
             steps.append(("render", callable_name(resource.render)))
         out["list"] = steps
-    if "detail" in resource.ops and resource.render:
-        out["detail"] = [("render", callable_name(resource.render))]
+    if "detail" in resource.ops and (resource.render or resource.before_read):
+        out["detail"] = [(step, callable_name(fn)) for step, fn in (("before_read", resource.before_read),
+                                                                    ("render", resource.render)) if fn]
     return out
 
 

@@ -36,6 +36,8 @@ from ziti_lite import testing
 pytestmark = pytest.mark.interop
 
 TABLE = Path(__file__).with_name("differences.tsv")
+# the rows of the table that ``test_permissions_v2.py`` reads (its steps against OpenZiti v2.0.3)
+PERM_ROWS = "perm "
 MGMT, CLIENT = "/edge/management/v1", "/edge/client/v1"
 
 
@@ -609,7 +611,7 @@ def lite(ziti_lite_template, tmp_path_factory):
 def test_same_answers_as_openziti(openziti, lite):
     up = Side(openziti.url, openziti.admin_user, openziti.admin_password)
     ours = Side(lite.url, lite.admin_user, lite.admin_password)
-    table = read_table()
+    table = [d for d in read_table() if not d.step.startswith(PERM_ROWS)]
     found: list[tuple[str, str, str]] = []
     bodies = []
     for step in SCRIPT:

@@ -25,11 +25,12 @@ def _perms(admin, id: str):
     return admin.get(f"/identities/{id}").json()["data"]["permissions"]
 
 
-def test_permissions_are_stored_as_sent_and_read_back(admin):
-    id = _identity(admin, "ops-reader", ["service.read", "admin_readonly", "identity"])
-    assert _perms(admin, id) == ["service.read", "admin_readonly", "identity"]
+def test_permissions_are_stored_sorted_without_duplicates_and_read_back(admin):
+    # upstream v2.0.3 keeps them as a set: sorted (byte order), each once, whatever order was sent
+    id = _identity(admin, "ops-reader", ["service.read", "admin_readonly", "identity", "service.read"])
+    assert _perms(admin, id) == ["admin_readonly", "identity", "service.read"]
     listed = admin.get('/identities?filter=name="ops-reader"').json()["data"][0]
-    assert listed["permissions"] == ["service.read", "admin_readonly", "identity"]
+    assert listed["permissions"] == ["admin_readonly", "identity", "service.read"]
     # none: null, as upstream's detail (no value kept for an empty list)
     assert _perms(admin, _identity(admin, "plain")) is None
     assert _perms(admin, _identity(admin, "plain-empty", [])) is None
@@ -38,9 +39,9 @@ def test_permissions_are_stored_as_sent_and_read_back(admin):
 def test_patch_changes_put_replaces(admin):
     id = _identity(admin, "changing", ["config"])
     assert admin.patch(f"/identities/{id}", json={"permissions": ["ops.read", "ca"]}).status_code == 200
-    assert _perms(admin, id) == ["ops.read", "ca"]
+    assert _perms(admin, id) == ["ca", "ops.read"]
     assert admin.patch(f"/identities/{id}", json={"name": "changing-2"}).status_code == 200
-    assert _perms(admin, id) == ["ops.read", "ca"]   # a PATCH without the field keeps them
+    assert _perms(admin, id) == ["ca", "ops.read"]   # a PATCH without the field keeps them
     assert admin.patch(f"/identities/{id}", json={"permissions": []}).status_code == 200
     assert _perms(admin, id) is None
     admin.patch(f"/identities/{id}", json={"permissions": ["ca"]})
@@ -81,7 +82,7 @@ def test_export_import_and_apply_carry_permissions(admin, db_path, template_db, 
     _identity(admin, "nobody-special")
     doc = export_of(db_path)
     by_name = {e["name"]: e for e in doc["identities"]}
-    assert by_name["ci-bot"]["permissions"] == ["identity.create", "enrollment.create"]
+    assert by_name["ci-bot"]["permissions"] == ["enrollment.create", "identity.create"]
     assert by_name["nobody-special"]["permissions"] is None
     # into a fresh network
     fresh = tmp_path / "fresh.db"
@@ -89,7 +90,7 @@ def test_export_import_and_apply_carry_permissions(admin, db_path, template_db, 
     f = write(tmp_path / "net.json", doc)
     assert invoke("import", "--db", fresh, f).exit_code == 0
     again = {e["name"]: e for e in export_of(fresh)["identities"]}
-    assert again["ci-bot"]["permissions"] == ["identity.create", "enrollment.create"]
+    assert again["ci-bot"]["permissions"] == ["enrollment.create", "identity.create"]
     # apply: a change of permissions is planned field by field and made
     by_name["ci-bot"]["permissions"] = ["identity", "admin_readonly"]
     f = tmp_path / "net.yaml"
@@ -98,7 +99,8 @@ def test_export_import_and_apply_carry_permissions(admin, db_path, template_db, 
     assert "~ update identities 'ci-bot'" in r.output and "permissions:" in r.output, r.output
     assert invoke("apply", "--db", fresh, f).exit_code == 0
     assert {e["name"]: e for e in export_of(fresh)["identities"]}["ci-bot"]["permissions"] == [
-        "identity", "admin_readonly"]
+        "admin_readonly", "identity"]
+    # the document's order is not a change (stored sorted, as upstream keeps the set)
     assert "Plan: nothing to do" in invoke("apply", "--db", fresh, f).output
 
 
@@ -170,24 +172,50 @@ def test_a_permission_change_is_audited_with_its_author(admin, db_path):
 
 
 def test_no_way_around_admin_protection_through_enrollments_disabling_or_mfa(admin):
-    """Beyond upstream's identity rules: an identity manager cannot give itself an admin's
-    credentials (a new enrollment, a refreshed one) or lock an admin out (disable, MFA removal)."""
+    """An identity manager cannot give itself an admin's credentials: an admin identity's
+    enrollment is for admins to create, read, refresh, delete or list (as upstream v2.0.3, with
+    its words); beyond upstream, it cannot lock an admin out either (disable, MFA removal)."""
     api = _delegate(admin, "identity", "enrollment")
     target = admin.create("identities", {"name": "protected-admin", "type": "User", "isAdmin": True})
     _refused(api.post("/enrollments", json={"method": "ott", "identityId": target,
                                             "expiresAt": "2099-01-01T00:00:00Z"}),
-             "non-admins may not create enrollments of admin identities")
+             "non-admins may not manage enrollments for admin identities")
     enr = admin.create("enrollments", {"method": "ott", "identityId": target, "expiresAt": "2099-01-01T00:00:00Z"})
     _refused(api.post(f"/enrollments/{enr}/refresh", json={"expiresAt": "2099-02-01T00:00:00Z"}),
-             "non-admins may not refresh enrollments of admin identities")
+             "non-admins may not manage enrollments for admin identities")
+    _refused(api.get(f"/enrollments/{enr}"), "non-admins may not manage enrollments for admin identities")
+    _refused(api.delete(f"/enrollments/{enr}"), "non-admins may not manage enrollments for admin identities")
+    assert admin.get(f"/enrollments/{enr}").status_code == 200   # still there
+    # the list leaves an admin's enrollments out for a non-admin (admin_readonly too), not for an admin
+    viewer = _delegate(admin, "admin_readonly")
+    query = f'/enrollments?filter=identity="{target}"'
+    for caller in (api, viewer):
+        assert caller.get(query).json()["meta"]["pagination"]["totalCount"] == 0
+        _refused(caller.get(f"/enrollments/{enr}"), "non-admins may not manage enrollments for admin identities")
+    assert admin.get(query).json()["meta"]["pagination"]["totalCount"] == 1
+    # beyond upstream v2.0.3: nor do an admin's detail and its enrollments list show them to a non-admin
+    for caller in (api, viewer):
+        assert caller.get(f"/identities/{target}").json()["data"]["enrollment"] == {}
+        assert caller.get(f'/identities?filter=id="{target}"').json()["data"][0]["enrollment"] == {}
+        listed = caller.get(f"/identities/{target}/enrollments").json()
+        assert listed["data"] == [] and listed["meta"]["pagination"]["totalCount"] == 0
+    assert admin.get(f"/identities/{target}").json()["data"]["enrollment"]["ott"]["id"] == enr
+    assert admin.get(f"/identities/{target}/enrollments").json()["meta"]["pagination"]["totalCount"] == 1
     _refused(api.post(f"/identities/{target}/disable", json={"durationMinutes": 0}),
              "non-admins may not disable admin identities")
-    _refused(api.put(f"/identities/{target}/trace", json={"enabled": True}),
-             "non-admins may not trace admin identities")
+    # tracing an admin takes nothing over and locks nobody out: allowed, as upstream v2.0.3
+    assert api.put(f"/identities/{target}/trace", json={"enabled": True}).status_code == 200
     _refused(api.delete(f"/identities/{target}/mfa"), "non-admins may not remove the MFA of admin identities")
     assert admin.get(f"/identities/{target}").json()["data"]["disabled"] is False
     # the same operations on an identity that is no admin are the delegate's to make
     plain = api.create("identities", {"name": "plain-device", "type": "Device", "isAdmin": False})
-    assert api.post("/enrollments", json={"method": "ott", "identityId": plain,
-                                          "expiresAt": "2099-01-01T00:00:00Z"}).status_code == 201
+    r = api.post("/enrollments", json={"method": "ott", "identityId": plain, "expiresAt": "2099-01-01T00:00:00Z"})
+    assert r.status_code == 201
+    assert api.get(f"/enrollments/{r.json()['data']['id']}").status_code == 200
+    assert api.get(f"/identities/{plain}").json()["data"]["enrollment"]["ott"]["token"]
+    assert api.get(f"/identities/{plain}/enrollments").json()["meta"]["pagination"]["totalCount"] == 1
+    assert api.get(f'/enrollments?filter=identity="{plain}"').json()["meta"]["pagination"]["totalCount"] == 1
+    # a router's enrollment (no identity) stays listed
+    er = admin.create("edge-routers", {"name": "listed-er"})
+    assert api.get(f'/enrollments?filter=edgeRouter="{er}"').json()["meta"]["pagination"]["totalCount"] == 1
     assert api.post(f"/identities/{plain}/disable", json={"durationMinutes": 0}).status_code == 200

@@ -492,6 +492,8 @@ async def list_(res: Resource, ctx: Ctx):
 
 async def detail(res: Resource, ctx: Ctx):
     row = get_row(ctx.store, res, ctx.params["id"])
+    if res.before_read:
+        res.before_read(ctx, row)
     return env.ok(render(ctx, res, row))
 
 

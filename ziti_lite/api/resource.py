@@ -105,6 +105,8 @@ Prepare: TypeAlias = Callable[[Ctx, Row, Row | None], None]
 Render: TypeAlias = Callable[[Ctx, Row, dict[str, Any]], None]
 # before_delete(ctx, row): refuses the delete (raises) or cascades
 BeforeDelete: TypeAlias = Callable[[Ctx, Row], None]
+# before_read(ctx, row): refuses the detail of a row this caller may not see (raises)
+BeforeRead: TypeAlias = Callable[[Ctx, Row], None]
 # after_write(ctx, id, before, values) after every create (before None), update and delete
 # (values None): keeps derived data in step. ``crud.listen`` listeners have the same shape.
 AfterWrite: TypeAlias = Callable[[Ctx, str, Row | None, Row | None], None]
@@ -144,6 +146,7 @@ class Resource:
     prepare: Prepare | None = None
     render: Render | None = None
     before_delete: BeforeDelete | None = None
+    before_read: BeforeRead | None = None
     after_write: AfterWrite | None = None
 
     def __post_init__(self) -> None:

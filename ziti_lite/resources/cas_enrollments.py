@@ -22,7 +22,7 @@ from ..ids import new_id, new_token
 from ..pki import ca as pki
 from ..pki import tokens
 from .auth import bad_request, blank, load_json, merge_leaves
-from .common import NAME, Body, Tags, check_name, exists, refuse_for_admin
+from .common import NAME, Body, Tags, check_name, exists, non_admin_caller, refuse_for_admin
 from .identities import IDENTITIES
 
 if TYPE_CHECKING:
@@ -184,6 +184,16 @@ def render_enrollment(ctx: Ctx, row: dict, out: dict) -> None:
         del out[k]  # omitempty upstream: an enrollment shows only what its method uses
 
 
+# upstream v2.0.3's words for every refusal of an admin identity's enrollment to a non-admin
+NOT_FOR_ADMINS = "non-admins may not manage enrollments for admin identities"
+
+
+def guard_admin_enrollment(ctx: Ctx, row: Row) -> None:
+    """An enrollment carries the token that enrolls as its identity: a caller that is no admin
+    may not read or delete an admin identity's (401, as upstream v2.0.3)."""
+    refuse_for_admin(ctx, row["identity_id"], NOT_FOR_ADMINS)
+
+
 ENROLLMENTS = Resource(
     name="enrollments", entity="enrollment", permission="enrollment",
     fields=(
@@ -204,8 +214,18 @@ ENROLLMENTS = Resource(
     extra_symbols={"identity": Symbol("string", "t.identity_id"),
                    "edgeRouter": Symbol("string", "t.edge_router_id"),
                    "transitRouter": Symbol("string", "t.transit_router_id")},
-    render=render_enrollment,
+    render=render_enrollment, before_read=guard_admin_enrollment, before_delete=guard_admin_enrollment,
 )
+
+
+@crud.list_condition(ENROLLMENTS)
+def _no_admin_enrollments(ctx: Ctx) -> tuple[str, list] | None:
+    """``/enrollments`` lists no admin identity's enrollment to a caller that is no admin (as
+    upstream v2.0.3 adds ``not (identity.isAdmin = true)``); router enrollments stay listed."""
+    if not non_admin_caller(ctx):
+        return None
+    return ("t.identity_id IS NULL OR t.identity_id NOT IN"
+            " (SELECT id FROM identities WHERE is_admin OR is_default_admin)", [])
 
 
 class EnrollmentCreate(Body):
@@ -234,7 +254,7 @@ async def create_enrollment(ctx: Ctx):
         if not exists(store, "identities", body.identity_id):
             raise bad_request("identityId", "identity not found", body.identity_id)
         # an enrollment is a new credential of its identity: an admin's is for admins to make
-        refuse_for_admin(ctx, body.identity_id, "non-admins may not create enrollments of admin identities")
+        refuse_for_admin(ctx, body.identity_id, NOT_FOR_ADMINS)
         if expires <= clock.now():
             # the value as upstream's %v of the time writes it
             raise bad_request("expiresAt", "expiresAt must be in the future", clock.go_string(expires))
@@ -265,7 +285,7 @@ async def refresh_enrollment(ctx: Ctx):
         row = ctx.store.one("SELECT * FROM enrollments WHERE id = ?", (id,))
         if row is None:
             raise NotFound()  # upstream's refresh answers 404 without a cause
-        refuse_for_admin(ctx, row["identity_id"], "non-admins may not refresh enrollments of admin identities")
+        refuse_for_admin(ctx, row["identity_id"], NOT_FOR_ADMINS)
         token = new_token()  # a new token first, then the JWT that carries it
         subject = row["identity_id"] or row["edge_router_id"] or row["transit_router_id"]
         jwt = tokens.enrollment_jwt(server=server_keypair(ctx.ctl), issuer=ctx.ctl.settings.base_url,
@@ -279,7 +299,13 @@ async def refresh_enrollment(ctx: Ctx):
 @op("GET", "/identities/{id}/enrollments", op_id="getIdentityEnrollments", tag="identities",
     query=("limit", "offset", "filter"), perm=("enrollment", "read"))
 async def identity_enrollments(ctx: Ctx):
-    return crud.child_list(ctx, IDENTITIES, ENROLLMENTS, "identity_id")
+    id = ctx.params["id"]
+    parent = crud.get_row(ctx.store, IDENTITIES, id)
+    if (parent["is_admin"] or parent["is_default_admin"]) and non_admin_caller(ctx):
+        # an admin's enrollments stay out of a non-admin's lists here too, as /enrollments keeps
+        # them (beyond upstream v2.0.3, which lists them here with their tokens)
+        return crud.list_response(ctx, ENROLLMENTS, "0", [])
+    return crud.list_response(ctx, ENROLLMENTS, "t.identity_id = ?", [id])
 
 
 RESOURCES = (CAS, ENROLLMENTS)

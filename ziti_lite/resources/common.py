@@ -53,10 +53,16 @@ def name_of(store, table: str, id: str | None) -> str | None:
     return store.value(f"SELECT name FROM {table} WHERE id = ?", (id,))
 
 
+def non_admin_caller(ctx: Ctx) -> bool:
+    """Whether the request is a management API session that is no admin's (admin protection)."""
+    session = ctx.session
+    return session is not None and not session.is_admin and ctx.api == "management"
+
+
 def refuse_for_admin(ctx: Ctx, identity_id: str | None, reason: str) -> None:
     """Admin protection beyond upstream's identity rules: a caller that is no admin may not act
     on an admin identity through the operations that would let it take the identity over or
-    lock it out (enrollments, disabling, MFA removal, tracing): 401 UNAUTHORIZED with ``reason``."""
+    lock it out (enrollments, disabling, MFA removal): 401 UNAUTHORIZED with ``reason``."""
     session = ctx.session
     if session is None or session.is_admin or ctx.api != "management" or identity_id is None:
         return
