@@ -219,7 +219,9 @@ def export(api: ApiBase, kinds=None) -> dict[str, list[dict]]:
         return names[key]
 
     def strip(kind: str, m: dict) -> dict:
-        return {k: v for k, v in m.items() if k not in DROP[kind]}
+        # an identity's permissions (OpenZiti 2.0) only where it has some: the document of one
+        # without reads as a v1.x controller's export
+        return {k: v for k, v in m.items() if k not in DROP[kind] and not (k == "permissions" and not v)}
 
     def role_attributes(m: dict) -> dict:
         if m.get("roleAttributes") is None:

@@ -19,13 +19,7 @@ def test_dial_session_for_a_granted_service(net):
     assert r.status_code == 201, r.text
     s = r.json()["data"]
     assert r.json()["meta"] == {}
-    assert s["id"].startswith("c")
-    # the token is the service-access JWT a v2.0 router verifies (signed with the server key)
-    head, claims = jwt.get_unverified_header(s["token"]), jwt.decode(s["token"], options={"verify_signature": False})
-    assert head["typ"] == "JWT" and len(head["kid"]) == 40
-    assert claims["jti"] == s["id"] and claims["sub"] == net.web and claims["z_asid"] == s["apiSessionId"]
-    assert (claims["z_iid"], claims["z_t"], claims["z_st"], claims["z_leg"]) == (net.alice[0], "s", "Dial", True)
-    assert claims["aud"] == ["openziti"] and claims["exp"] - claims["iat"] == 365 * 24 * 3600
+    assert s["id"].startswith("c") and len(s["token"]) == 36   # no real router: v1.3.3's opaque token
     assert s["serviceId"] == net.web and s["service"]["name"] == "web" and s["type"] == "Dial"
     assert s["identityId"] == net.alice[0] and s["apiSessionId"] == s["apiSession"]["id"]
     assert s["apiSession"]["entity"] == "api-sessions" and "name" not in s["apiSession"]
@@ -42,6 +36,29 @@ def test_dial_session_for_a_granted_service(net):
     # another API session of the same identity gets its own
     other = _dial(net.login(net.alice), net.web).json()["data"]
     assert other["id"] != s["id"]
+
+
+def test_where_a_v2_router_may_carry_it_the_token_is_a_service_access_jwt(net, ctl):
+    """A real router enrolled and not seen since start, or one of v2.0: the session's token is the
+    JWT a v2.0 router verifies (signed with the server key); once every real router said it is of
+    a v1.x line, new sessions get opaque tokens again (v1 routers close only those on removal)."""
+    rid = net.admin.post("/edge-routers", json={"name": "jwt-site"}).json()["data"]["id"]
+    with ctl.store.write():
+        ctl.store.execute("UPDATE routers SET fingerprint = 'ab' || id, is_verified = 1 WHERE id = ?", (rid,))
+    alice = net.login(net.alice)
+    s = _dial(alice, net.web).json()["data"]
+    head, claims = jwt.get_unverified_header(s["token"]), jwt.decode(s["token"], options={"verify_signature": False})
+    assert head["typ"] == "JWT" and len(head["kid"]) == 40
+    assert claims["jti"] == s["id"] and claims["sub"] == net.web and claims["z_asid"] == s["apiSessionId"]
+    assert (claims["z_iid"], claims["z_t"], claims["z_st"], claims["z_leg"]) == (net.alice[0], "s", "Dial", True)
+    assert claims["aud"] == ["openziti"] and claims["exp"] - claims["iat"] == 365 * 24 * 3600
+    ctl.router_lines[rid] = "v1.6.20"
+    try:
+        assert len(_dial(net.login(net.alice), net.web).json()["data"]["token"]) == 36
+        ctl.router_lines[rid] = "v2.0.3"
+        assert _dial(net.login(net.alice), net.web).json()["data"]["token"].startswith("ey")
+    finally:
+        del ctl.router_lines[rid]
 
 
 def test_refusals_use_upstreams_codes(net):

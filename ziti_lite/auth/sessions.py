@@ -34,6 +34,7 @@ class AuthController(Protocol):
     session_rows: tuple[Generation, dict[str, Any]] | None
     extjwt_keys: dict[str, Any]
     oidc_verified: dict[str, dict]
+    router_lines: dict[str, str]        # real router id -> the version its last hello named
 
 
 @dataclass(slots=True)

@@ -267,7 +267,7 @@ async def create_session(ctx: Ctx):
     now = clock.stamp()
     tags = msgspec.json.encode(body.tags or {}).decode()
     sid = new_cuid()
-    token = service_tokens.mint(ctx.ctl, session_id=sid, api_session_id=sess.id, identity_id=sess.identity_id,
+    token = service_tokens.new(ctx.ctl, session_id=sid, api_session_id=sess.id, identity_id=sess.identity_id,
                                 service_id=service_id, kind=kind, legacy=sess.bearer is None)
     with store.write():
         store.execute(

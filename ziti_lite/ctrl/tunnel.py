@@ -196,8 +196,10 @@ class Tunnel:
                             " ORDER BY id = ? DESC", (api_id, service_id, wanted))
         if token is None:
             sid, now = new_id(), clock.stamp()
+            # the tunneler's own session: a JWT for a v2.0 router, the opaque token a v1.x one expects
             token = service_tokens.mint(self.server.ctl, session_id=sid, api_session_id=api_id,
-                                        identity_id=identity["id"], service_id=service_id, kind="Bind", legacy=True)
+                                        identity_id=identity["id"], service_id=service_id, kind="Bind",
+                                        legacy=True) if ch.group is not None else str(uuid.uuid4())
             with store.write():
                 store.execute("INSERT INTO sessions (id, created_at, updated_at, token, api_session_id, identity_id,"
                               " service_id, type) VALUES (?, ?, ?, ?, ?, ?, ?, 'Bind')",

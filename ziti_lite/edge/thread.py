@@ -68,6 +68,7 @@ class RouterSide:
         self.activity: dict[str, str] = ctl.activity
         self.extjwt_keys: dict[str, Any] = ctl.extjwt_keys
         self.router_states: dict[str, dict] = ctl.router_states
+        self.router_lines: dict[str, str] = ctl.router_lines
         self.edge_ssl_context: ssl.SSLContext | None = ctl.edge_ssl_context
         self.edge_sock: socket.socket | None = ctl.edge_sock
         self.session_rows: Any = None

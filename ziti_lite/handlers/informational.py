@@ -14,6 +14,7 @@ from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import BOTH, op
 from ..api.router import Router
+from ..auth import service_tokens
 from ..auth.enrollments import network_jwt
 from ..auth.sessions import AuthController
 from ..errors import NotFound
@@ -44,23 +45,9 @@ def oidc_advertised(ctl: HandlersController) -> bool:
     sessions, which every router takes."""
     if ctl.oidc is None:
         return False
-    gen = (ctl.store.generation(), tuple(sorted(ctl.router_lines.items())))
-    known = _OIDC_VERDICTS.get(id(ctl))
-    if known is None or known[0] != gen:
-        embedded = ctl.state.get("edge_router_id") or ctl.store.value(
-            "SELECT value FROM controller WHERE key = 'edge_router_id'")
-        real = ctl.store.column("SELECT id FROM routers WHERE fingerprint IS NOT NULL AND id IS NOT ?", (embedded,))
-        ok = all(_major(ctl.router_lines.get(rid, "")) >= 2 for rid in real)
-        known = _OIDC_VERDICTS[id(ctl)] = (gen, ok)
-    return known[1]
+    return all(service_tokens.major(line) >= 2 for line in service_tokens.real_router_lines(ctl))
 
 
-def _major(version: str) -> int:
-    head = version.lstrip("v").split(".", 1)[0]
-    return int(head) if head.isdigit() else 0
-
-
-_OIDC_VERDICTS: dict[int, tuple[tuple, bool]] = {}
 
 
 def version_doc(ctl: HandlersController, oidc: bool = False) -> dict:
