@@ -3,7 +3,8 @@ it logs in by OIDC (not ``/authenticate``), lists identities, refreshes its toke
 controller answers 401 and carries on, logs out revoking its refresh token
 (``POST /oidc/oauth/revoke``), and shows an identity holding only ``["identity.read"]`` the
 identities without an add button, and the services it may not read as a notice, without bouncing
-it to the login page.
+it to the login page; and when an admin ends that identity's API session, the console's next
+request is 401, its refresh is refused and it goes back to the login page.
 
 Needs a built ZAC 4.5.1 (the folder ``serve --zac`` takes: ``$ZITI_LITE_ZAC45``, else
 ``~/.cache/ziti-lite/zac-4.5.1``), Chromium at ``/usr/bin/chromium`` and the ``playwright``
@@ -43,7 +44,7 @@ def _zac_dir() -> Path:
 @pytest.fixture(scope="module")
 def console(ziti_lite_template, tmp_path_factory):
     zac = _zac_dir()
-    if not os.access(CHROMIUM, os.X_OK) and shutil.which("chromium") is None:
+    if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"no Chromium at {CHROMIUM} (Debian's package chromium)")
     pytest.importorskip("playwright.sync_api", reason="no playwright Python package (pip install playwright)")
     db = ziti_lite_template.copy(tmp_path_factory.mktemp("zac45") / "net.db")
@@ -151,5 +152,13 @@ def test_zac45_oidc_login_refresh_logout_and_a_limited_identity(console):
             page.click(NAV.format("Services"))
             page.wait_for_selector("text=You do not have permission to view services", timeout=15_000)
             assert page.url.endswith("/zac/services")
+
+            # 6. an admin ends its API session: a 401, the refresh refused, back to the login page
+            ended = [a["id"] for a in ctl.client.get("/api-sessions").data if a["identity"]["name"] == "reader"]
+            assert len(ended) == 1 and ctl.client.delete(f"/api-sessions/{ended[0]}").status == 200
+            mark = len(seen)
+            page.click(NAV.format("Identities"))
+            page.wait_for_url("**/zac/login", timeout=15_000)
+            assert ("POST", "/oidc/oauth/token", 400) in since(mark), since(mark)
         finally:
             browser.close()
