@@ -1,6 +1,6 @@
 """The admin console of today, ZAC 4.5.1, in a real browser against ``ziti-lite serve --zac``:
 it logs in by OIDC (not ``/authenticate``), lists identities, refreshes its token when the
-controller answers 401 and carries on, logs out revoking its refresh token
+controller answers 401 and carries on (also after a refresh whose answer it lost), logs out revoking its refresh token
 (``POST /oidc/oauth/revoke``), and shows an identity holding only ``["identity.read"]`` the
 identities without an add button, and the services it may not read as a notice, without bouncing
 it to the login page; and when an admin ends that identity's API session, the console's next
@@ -126,6 +126,26 @@ def test_zac45_oidc_login_refresh_logout_and_a_limited_identity(console):
             assert refreshed["id"] != session["id"] and refreshed["authMode"] == "oidc"
             last = [s for s in after if s[1] == "/edge/management/v1/identities"][-1]
             assert last[2] == 200, after
+
+            # 3b. a refresh the controller answered but whose answer the page never got (reloaded
+            #     meanwhile): after the reload it refreshes with the token it still holds, and stays
+            assert _form(ctl, "/oidc/revoke", {"token": refreshed["id"]}) == 200
+            lost: list[int] = []
+
+            def drop(route) -> None:
+                lost.append(route.fetch().status)
+                route.abort()
+
+            page.route("**/oidc/oauth/token", drop)
+            page.click(NAV.format("Services"))
+            page.wait_for_url("**/zac/services", timeout=15_000)
+            page.wait_for_timeout(1500)
+            page.unroute("**/oidc/oauth/token")
+            assert lost and lost[0] == 200, lost
+            page.goto(ctl.url + "/zac/identities", wait_until="networkidle")
+            page.wait_for_selector("text=Default Admin", timeout=15_000)
+            assert page.url.endswith("/zac/identities")
+            refreshed = json.loads(page.evaluate("localStorage.getItem('ziti.settings')"))["session"]
 
             # 4. logout revokes the refresh token: it no longer refreshes
             mark = len(seen)
