@@ -34,7 +34,8 @@ test-slow: install  ## the slow tests only (test + test-slow = test-all: what CI
 test-all: install  ## every test but the interop ones, in one session
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not interop"
 
-interop: install  ## interop with real SDKs and the ziti CLI built here (needs go and the Go module proxy)
+interop: install  ## interop with real SDKs and the ziti CLI built here (needs go and the Go module proxy), and the console
+	$(VENV)/bin/pip install -q playwright   # its Python API drives Debian's chromium (tests/interop/test_zac45.py)
 	$(PY) -m pytest -m interop -q
 
 bench: install  ## benchmarks: one table (vs bare stack, logins, router, OpenZiti), then policy, client API, real routers, the router data model, scale, fabric, events, permission check

@@ -147,17 +147,24 @@ def _verify(ctl: AuthController, token: str, want_type: str) -> dict:
 
 
 def is_revoked(store, jti: str) -> bool:
-    return store.value("SELECT 1 FROM revocations WHERE id = ?", (jti,)) is not None
+    """Whether ``jti``'s revocation is in force (one made with ``after`` is not, until then)."""
+    at = store.value("SELECT created_at FROM revocations WHERE id = ?", (jti,))
+    return at is not None and clock.parse(at) <= clock.now()
 
 
-def revoke(store, jti: str, exp: int) -> bool:
-    """Put ``jti`` on the revocation list until ``exp`` (its token's expiry); False when it was there."""
+def revoke(store, jti: str, exp: int, after: float = 0) -> bool:
+    """Put ``jti`` on the revocation list until ``exp`` (its token's expiry), in force ``after``
+    seconds from now (at once by default: one in force later is brought forward); False when a
+    revocation of it was in force already, or is to be when ``after`` is given."""
     expires = clock.fmt(dt.datetime.fromtimestamp(exp, dt.UTC))
+    at = clock.fmt(clock.now() + dt.timedelta(seconds=after))
     with store.write():
-        if is_revoked(store, jti):
-            return False
-        store.execute("INSERT INTO revocations (id, created_at, expires_at) VALUES (?,?,?)",
-                      (jti, clock.stamp(), expires))
+        if store.value("SELECT 1 FROM revocations WHERE id = ?", (jti,)) is not None:
+            if after or is_revoked(store, jti):
+                return False
+            store.execute("UPDATE revocations SET created_at = ? WHERE id = ?", (at, jti))
+            return True
+        store.execute("INSERT INTO revocations (id, created_at, expires_at) VALUES (?,?,?)", (jti, at, expires))
     return True
 
 
@@ -168,8 +175,8 @@ def prune(ctl: AuthController) -> None:
 
 
 def verify_refresh(ctl: AuthController, token: str, grace: int = 0) -> dict:
-    """The claims of a valid refresh token not on the revocation list (or put there less than
-    ``grace`` seconds ago), or Rejected."""
+    """The claims of a valid refresh token whose revocation (if any) is not in force, or came in
+    force less than ``grace`` seconds ago; else Rejected."""
     claims = _verify(ctl, token, TYPE_REFRESH)
     revoked_at = ctl.store.value("SELECT created_at FROM revocations WHERE id = ?", (claims["jti"],))
     if revoked_at is not None:

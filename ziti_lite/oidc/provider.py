@@ -62,6 +62,11 @@ TT_REFRESH = "urn:ietf:params:oauth:token-type:refresh_token"
 TT_ACCESS = "urn:ietf:params:oauth:token-type:access_token"
 TT_ID = "urn:ietf:params:oauth:token-type:id_token"
 ID_TOKEN_GRACE_SECONDS = 60     # see _exchange_grant
+# a refresh token replaced by a refresh still works this long, as upstream's (v2.0.3 queues the
+# revocation of a replaced refresh token and writes the queue once a minute): a client whose answer
+# to a refresh was lost (ZAC 4.5 reloaded while refreshing) refreshes again with the token it
+# holds, where refusing it would log it out. A revocation (logout) is in force at once.
+REUSE_SECONDS = 60
 _CONTACT = " If you have any questions, you may contact the administrator of the application."
 
 
@@ -487,8 +492,8 @@ class Provider:
         store = self.ctl.store
         if tokens.session_row(self.ctl, claims) is None:
             return oauth_error("invalid_grant", "the API session of the refresh token has ended")
-        if rotate and not tokens.revoke(store, claims["jti"], claims["exp"]):   # each refresh token works once
-            return oauth_error("invalid_grant", "invalid refresh token: already used")
+        if rotate:   # the refresh token is replaced: revoked, in force a little later (REUSE_SECONDS)
+            tokens.revoke(store, claims["jti"], claims["exp"], after=REUSE_SECONDS)
         ident = store.one("SELECT is_admin, is_default_admin, external_id, disabled_at FROM identities WHERE id = ?",
                           (claims["sub"],))
         if ident is None or ident["disabled_at"]:
