@@ -25,6 +25,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("ziti_lite", "ziti_lite.errors", "ziti_lite.clock", "ziti_lite.ids", "ziti_lite.config",
                     "ziti_lite.logs", "ziti_lite.zitiql", "ziti_lite.semver", "ziti_lite.tls",
                     "ziti_lite.connections")),
+    # the OpenZiti channel codec every channel peer shares (SDKs, real routers, the ws-api)
+    ("channel", ("ziti_lite.channel.*",)),
     ("db", ("ziti_lite.db.*", "ziti_lite.integrity")),
     ("pki", ("ziti_lite.pki.*",)),
     # the controller's own certificates over time: renewal, live TLS contexts, expiry, start-up checks
@@ -36,6 +38,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # credentials, logins and API sessions; the enrollments (one-time tokens) that turn into
     # credentials; the OIDC tokens, one more way to name an API session
     ("auth", ("ziti_lite.auth.*",)),
+    # the shared floor of both routers: their checks, terminator strategy and penalties, router
+    # presence (which the resources, client and fabric APIs read), the version they name
+    ("routing", ("ziti_lite.routing.*",)),
     ("resources", ("ziti_lite.resources.*",)),
     # hand-written operations and hooks over the resources: the management and shared ones
     # (handlers), enrollment completion, the client API, the fabric API
@@ -46,8 +51,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # every resource and login; the routers and the controller emit through it
     ("events", ("ziti_lite.events.*",)),
     ("wiring", ("ziti_lite.wiring",)),
-    # the routers: the embedded edge router, and the control channel of real routers (which
-    # shares its checks, wire format and terminator strategy)
+    # the routers, siblings on the shared floor (channel/, routing/): the embedded edge router,
+    # and the control channel of real routers; neither imports the other (test below)
     ("routers", ("ziti_lite.edge.*", "ziti_lite.ctrl.*")),
     # the ASGI app: the controller, first-start seeding, metrics and the access log around it
     ("controller", ("ziti_lite.bootstrap", "ziti_lite.observe", "ziti_lite.app")),
@@ -242,6 +247,14 @@ def test_no_import_cycles():
         if module not in index:
             visit(module)
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_two_routers_import_nothing_of_each_other():
+    # both stand on channel/ and routing/; annotations included
+    edges = [(m, t) for m, t, _, _ in IMPORTS.edges] + [(m, t) for m, t, _ in IMPORTS.typing]
+    crossing = [f"{m} imports {t}" for m, t in edges
+                if {folder_of(m), folder_of(t)} == {"ziti_lite.edge", "ziti_lite.ctrl"}]
+    assert not crossing, "\n".join(crossing)
 
 
 def test_the_checks_see_what_they_check():

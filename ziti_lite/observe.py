@@ -37,6 +37,7 @@ from . import __version__, clock
 from .api import envelope as env
 from .auth.methods import METHODS
 from .ctrl.server import CtrlController
+from .edge.controller import EdgeController
 from .errors import ApiError
 from .ids import new_id
 from .lifecycle import expiry
@@ -47,7 +48,7 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 PATHS = ("/health-checks", "/health-checks/controller/raft", "/metrics")
 
 
-class ObservedController(CtrlController, LifecycleController, Protocol):
+class ObservedController(EdgeController, CtrlController, LifecycleController, Protocol):
     """The controller as metrics and health checks see it (a Protocol: ``app`` imports this
     module, so naming ``app.Controller`` here would close a folder cycle)."""
 

@@ -39,6 +39,7 @@ from ..resources.common import Body, Tags
 from ..resources.identities import IDENTITIES
 from ..resources.policies import SERVICE_POLICIES
 from ..resources.services import SERVICES
+from ..routing import presence
 
 
 class SessionCreate(Body):
@@ -85,9 +86,8 @@ class PostureResult:
         return bool(self.passing) or not self.failed
 
 
-class ClientController(AuthController, PolicyController, Protocol):
+class ClientController(AuthController, PolicyController, presence.StatesController, Protocol):
     """The controller as the client API's modules see it (see ``lifecycle.contexts.LifecycleController``)."""
-    router_states: dict[str, dict]
     periodic: list[Callable[[Any], object]]
     service_change_memory: dict[str, str]
     service_override_sigs: dict[str, str]
@@ -167,7 +167,7 @@ def ensure_sweeper(ctl: ClientController) -> None:
 # ------------------------------------------------------------------ rendering
 def edge_router(ctl: ClientController, row: dict) -> dict:
     """A router as sessions and the client's service edge routers show it."""
-    live = ctl.router_states.get(row["id"]) or {}
+    live = presence.state(ctl, row["id"])
     protocols = live.get("supportedProtocols") or {}
     return {"name": row["name"], "hostname": live.get("hostname", ""), "supportedProtocols": protocols,
             "urls": protocols, "syncStatus": live.get("syncStatus", "SYNC_UNKNOWN"),
@@ -319,14 +319,8 @@ async def delete_session(ctx: Ctx):
 
 @op("GET", "/sessions/{id}/route-path", op_id="detailSessionRoutePath", tag="sessions")
 async def session_route_path(ctx: Ctx):
-    # router ids of the session's live circuits: the embedded router, when one runs under it,
-    # and the real routers whose circuits run under it (ctrl/circuits.py)
-    router, ctrl = ctx.ctl.edge_router, ctx.ctl.ctrl_server
     row = _get(ctx, ctx.params["id"])
-    path = [router.router_id] if router is not None and router.carries(row["id"]) else []
-    if ctrl is not None:
-        path += ctrl.circuits.carrying(row["id"])
-    return env.ok({"routePath": path})
+    return env.ok({"routePath": presence.route_path(ctx.ctl, row["id"])})
 
 
 # ------------------------------------------------------------------ access lost

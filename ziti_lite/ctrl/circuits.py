@@ -6,7 +6,7 @@ makes before a dial (the Dial session, a certificate of its API session, the pol
 router, the public key an encrypted service needs) and picks among the service's terminators on
 online routers that a path reaches (``links.py``: that router itself, or others over
 router-to-router links): instance id, precedence, then the service's strategy over path cost +
-terminator cost + recent failures (``edge/strategy.py``). Every router of the path gets its
+terminator cost + recent failures (``routing/strategy.py``). Every router of the path gets its
 ``Route`` (one router: ingress to egress and back; over links: ingress, transit, egress with
 upstream's forwarding entries; the egress dials the terminator's address with the dialer's peer
 data) and all must answer success. A failed ``RouteResult`` penalises the terminator (an invalid
@@ -29,10 +29,10 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..edge import checks, strategy
-from ..edge.wire import H as WH
-from ..edge.wire import Message
+from ..channel.wire import H as WH
+from ..channel.wire import Message
 from ..events import fabric
+from ..routing import checks, strategy
 from . import messages, pb
 from .messages import C, H
 
@@ -208,7 +208,7 @@ class Circuits:
             failed = next(((rid, r) for rid, r in results.items() if r is None
                            or messages.H.ROUTE_SUCCESS not in r.headers), None)
             if failed is None:
-                failures[term["id"]] = max(0, failures.get(term["id"], 0) - 10)
+                failures[term["id"]] = strategy.penalised(failures.get(term["id"], 0), "success")
                 peer_out = dict(srv.terminators.peer_data.get(term["id"], {}))
                 peer_out.update({k: v for k, v in results[path[-1]].headers.items()   # type: ignore[union-attr]
                                  if k >= 1000 and not 1101 <= k <= 1104})
@@ -227,7 +227,7 @@ class Circuits:
             where, result = failed
             self._unroute_path(path, cid, now=True)
             if result is None:
-                failures[term["id"]] = failures.get(term["id"], 0) + 50
+                failures[term["id"]] = strategy.penalised(failures.get(term["id"], 0), "timeout")
                 reason, cause = f"timeout creating routes for [s/{cid}] on [r/{where}]", "ROUTER_ERR_DIAL_TIMED_OUT"
                 continue
             code = result.headers.get(H.ROUTE_ERROR_CODE, b"\x00")[:1]
@@ -237,7 +237,7 @@ class Circuits:
                     and term["binding"] in ("edge", "tunnel")):
                 srv.terminators.remove(path[-1], [term["id"]])
             else:
-                failures[term["id"]] = failures.get(term["id"], 0) + 20
+                failures[term["id"]] = strategy.penalised(failures.get(term["id"], 0), "error")
         fabric.circuit_failed(srv.ctl.events, cid, session_id=sess.id, service_id=sess.service_id, router_id=rid,
                               client_identity_id=sess.identity_id, cause=cause, creation_seconds=loop.time() - started)
         raise Failed(f"exceeded maximum [{ATTEMPTS}] retries creating circuit [c/{cid}]: {reason}")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import clock
 from ..auth import certs as certauth
-from ..edge.wire import Message
+from ..channel.wire import Message
 from ..pki import ca as pki
 from . import messages, pb
 from .messages import C, H

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..edge.wire import Message
+from ..channel.wire import Message
 from . import messages, pb
 from .messages import C
 

@@ -30,13 +30,14 @@ from typing import Protocol
 
 from .. import connections
 from ..auth import certs as certauth
+from ..channel import wire
+from ..channel.wire import Content, Message
 from ..config import url_host
-from ..edge import router as edge_router
-from ..edge import wire
-from ..edge.checks import EdgeController
-from ..edge.wire import Content, Message
 from ..events import fabric
+from ..events.runtime import EventsController
 from ..pki import ca as pki
+from ..routing import presence, version
+from ..routing.checks import RoutingController
 from . import circuits, datamodel, hello, links, messages, pb, sync, terminators, tunnel
 from .channel import RouterChannel
 from .messages import C
@@ -50,12 +51,16 @@ TICK = 0.2                  # seconds between sync passes
 Handler = Callable[[RouterChannel, Message], None]
 
 
-class CtrlController(EdgeController, Protocol):
+class CtrlController(RoutingController, presence.StatesController, EventsController, Protocol):
     """The controller as the control channel sees it (see ``lifecycle.contexts.LifecycleController``)."""
+    instance_id: str
     ctrl_server: CtrlServer | None
     ctrl_ssl_context: ssl.SSLContext | None
     ctrl_sock: socket.socket | None
     router_lines: dict[str, str]
+
+    @property
+    def edge_router(self) -> presence.Embedded | None: ...   # its id is not a real router's
 
 
 class CtrlServer:
@@ -142,8 +147,7 @@ class CtrlServer:
         if rid is None or self.routers.get(rid) is not ch:
             return
         del self.routers[rid]
-        self.ctl.router_states.pop(rid, None)
-        self.ctl.store.online_routers.discard(rid)
+        presence.offline(self.ctl, rid)
         fabric.router_online(self.ctl.events, rid, False)
         self.circuits.router_lost(rid)
         self.links.router_lost(rid, removed=ch.close_reason == "router deleted")
@@ -198,7 +202,7 @@ class CtrlServer:
         ch.name = row["name"] if row is not None else ""
         if row is None:
             return self.refuse(ch, f"unknown router id {rid[:64]!r}", m)
-        if rid == getattr(self.ctl.edge_router, "router_id", None):
+        if self.ctl.edge_router is not None and rid == self.ctl.edge_router.router_id:
             return self.refuse(ch, "the embedded router's id", m)
         if not row["fingerprint"]:
             return self.refuse(ch, "router is not enrolled", m)
@@ -223,10 +227,10 @@ class CtrlServer:
         ch.group = hello.new_group(said) if said.grouped else None
         self.routers[rid] = ch
         self.links.hello(ch, said)
-        version = edge_router.hello_version()
-        ch.send(Content.RESULT, hello.answer(said, m, self.ctl.instance_id, version, ch.group), seq=wire.HELLO_SEQUENCE)
+        answer = hello.answer(said, m, self.ctl.instance_id, version.hello_version(), ch.group)
+        ch.send(Content.RESULT, answer, seq=wire.HELLO_SEQUENCE)
         ch.send(C.SERVER_HELLO, {}, pb.encode(messages.SERVER_HELLO, {
-            "version": edge_router.UPSTREAM_VERSION, "data": {"instant": "true"}}))
+            "version": version.VERSION, "data": {"instant": "true"}}))
         log.info("router %s connected from %s (%s%s)", ch.label, ch.peer_name, ch.version.split("|")[0] or "?",
                  ", grouped channel" if said.grouped else "")
 
@@ -241,7 +245,7 @@ class CtrlServer:
         ch.router_id, ch.version, ch.ready = rid, primary.version, True
         ch.primary = primary
         primary.underlays.add(ch)
-        ch.send(Content.RESULT, hello.answer(said, m, self.ctl.instance_id, edge_router.hello_version(), primary.group),
+        ch.send(Content.RESULT, hello.answer(said, m, self.ctl.instance_id, version.hello_version(), primary.group),
                 seq=wire.HELLO_SEQUENCE)
         log.info("router %s: %s underlay joined from %s", ch.label, said.underlay, ch.peer_name)
 
@@ -263,10 +267,9 @@ class CtrlServer:
         ch.ready = True
         rid = ch.router_id
         assert rid is not None
-        self.ctl.router_states[rid] = {
+        presence.online(self.ctl, rid, {
             "isOnline": True, "hostname": hello["hostname"], "supportedProtocols": protocols,
-            "syncStatus": "SYNC_DONE", "versionInfo": _version_info(ch.version)}
-        self.ctl.store.online_routers.add(rid)
+            "syncStatus": "SYNC_DONE", "versionInfo": version.parse(ch.version)})
         self.sync.router_ready(ch)
         self.links.router_ready(ch)
         fabric.router_online(self.ctl.events, rid, True)
@@ -292,7 +295,3 @@ def _listeners(raw: bytes | None) -> list[dict]:
     except pb.PbError:
         return []
 
-
-def _version_info(text: str) -> dict:
-    parts = (text.split("|") + [""] * 5)[:5]
-    return {"version": parts[0], "revision": parts[1], "buildDate": parts[2], "os": parts[3], "arch": parts[4]}

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from .. import clock
 from ..auth import sessions as auth_sessions
-from ..edge import checks
-from ..edge.wire import Message
+from ..channel.wire import Message
+from ..routing import checks
 from . import messages, pb
 from .messages import C
 

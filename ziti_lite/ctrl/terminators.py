@@ -21,8 +21,8 @@ import uuid
 from typing import TYPE_CHECKING
 
 from .. import clock
-from ..edge import checks
-from ..edge.wire import Message
+from ..channel.wire import Message
+from ..routing import checks, strategy
 from . import messages, pb
 from .messages import C
 
@@ -205,7 +205,7 @@ class Terminators:
     def health(self, tid: str, passed: bool) -> None:
         """A host reports its service healthy or not: an unhealthy terminator is tried last."""
         if tid in self.session_of:
-            self.failures[tid] = 0 if passed else max(self.failures.get(tid, 0), 100)
+            self.failures[tid] = strategy.penalised(self.failures.get(tid, 0), "healthy" if passed else "unhealthy")
 
     def _health(self, ch: RouterChannel, m: Message) -> None:
         req = pb.decode(messages.HEALTH_EVENT, m.body)

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING
 
 from .. import clock
 from ..auth import service_tokens
-from ..edge import checks
-from ..edge.wire import Message
+from ..channel.wire import Message
 from ..ids import new_id, new_sortable_id
 from ..policy.access import VISIBLE
+from ..routing import checks
 from . import messages, pb
 from .messages import C, H
 from .terminators import Refused

@@ -18,11 +18,16 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ..channel import wire
+from ..channel.wire import Content, H, Message
 from ..events import fabric
-from . import checks, strategy, wire
+from ..routing import checks, strategy
 from .channel import Channel, Conn
-from .wire import Content, H, Message
+
+if TYPE_CHECKING:
+    from .controller import EdgeController
 
 DIAL_TIMEOUT = 5.0            # one host's answer to a Dial (the Go router's value)
 DIAL_BUDGET = 8.0             # all hosts tried for one Connect: below the SDK's 10 s
@@ -54,7 +59,7 @@ class Dialer:
     """The dial path's methods of ``EdgeRouter``."""
 
     # the router's, used here
-    ctl: checks.EdgeController
+    ctl: EdgeController
     router_id: str
     terminators: dict[str, Terminator]
     by_service: dict[str, list[Terminator]]
@@ -151,7 +156,7 @@ class Dialer:
                     reply = await host.request(Content.DIAL, headers, term.session.token.encode(),
                                                min(self.dial_timeout, left))
                 except TimeoutError:
-                    term.failures += 50
+                    term.failures = strategy.penalised(term.failures, "timeout")
                     cause = "ROUTER_ERR_DIAL_TIMED_OUT"
                     reason = "timeout waiting for the hosting application to accept the dial"
                     self._forget_accept(hosted)
@@ -160,7 +165,7 @@ class Dialer:
                     self._forget_accept(hosted)
                     continue
                 if reply.content != Content.DIAL_SUCCESS:
-                    term.failures += 20
+                    term.failures = strategy.penalised(term.failures, "error")
                     cause = "ROUTER_ERR_GENERIC"
                     reason = reply.body.decode("utf-8", "replace") or "dial failed"
                     self._forget_accept(hosted)
@@ -181,7 +186,7 @@ class Dialer:
                     self._forget_accept(hosted)
                     self._reject_accept(host, reply, term.conn_id, b"dialer gone")
                     return
-                term.failures = max(0, term.failures - 10)
+                term.failures = strategy.penalised(term.failures, "success")
                 dialer = Conn(ch, cid, sess.id, circuit_id, "dial")
                 dialer.peer, hosted.peer = hosted, dialer
                 dialer.grant = (sess.identity_id, sess.service_id, "Dial")

@@ -21,22 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import platform
 import ssl
 import time
 import uuid
 from typing import TYPE_CHECKING
 
-from .. import __version__, clock, connections
+from .. import clock, connections
+from ..channel import wire
+from ..channel.wire import Content, H, Message
 from ..config import url_host
 from ..events import fabric
-from . import checks, strategy, wire
+from ..routing import checks, strategy
+from ..routing.version import hello_version, version_info
 from .channel import STALL_SECONDS, Channel, Conn
 from .dial import DIAL_BUDGET, DIAL_TIMEOUT, Dialer, PendingDial, Terminator
-from .wire import Content, H, Message
 
 if TYPE_CHECKING:
-    from .checks import EdgeController
+    from .controller import EdgeController
     from .thread import RouterThread
 
 log = logging.getLogger("ziti_lite.edge")
@@ -44,7 +45,6 @@ log = logging.getLogger("ziti_lite.edge")
 RECONCILE_SECONDS = 0.5
 BIND_SUCCESS_AFTER = 0.05     # s after a bind's StateConnected (upstream: after the controller stored the terminator)
 PRECEDENCE_RANK = strategy.PRECEDENCE_RANK
-UPSTREAM_VERSION = "v1.3.3"
 
 
 class EdgeRouter(Dialer):
@@ -259,7 +259,7 @@ class EdgeRouter(Dialer):
         """A host reports its service healthy or not: an unhealthy terminator is tried last."""
         term = ch.binds.get(m.conn_id) if m.conn_id is not None else None
         if term is not None:
-            term.failures = 0 if m.flag(H.HEALTH_STATUS) else max(term.failures, 100)
+            term.failures = strategy.penalised(term.failures, "healthy" if m.flag(H.HEALTH_STATUS) else "unhealthy")
 
     def _update_token(self, ch: Channel, m: Message) -> None:
         """UpdateToken: a new API session token for this channel (same identity and certificate)."""
@@ -469,16 +469,3 @@ class EdgeRouter(Dialer):
                 "connections": sum(len(ch.conns) for ch in channels), "circuits": self.circuits,
                 "bytes_in": self.closed_bytes[0] + sum(ch.bytes_in for ch in channels),
                 "bytes_out": self.closed_bytes[1] + sum(ch.bytes_out for ch in channels)}
-
-
-def version_info() -> dict:
-    return {"version": UPSTREAM_VERSION, "revision": f"ziti-lite-{__version__}", "buildDate": "",
-            "os": platform.system().lower(), "arch": _ARCH.get(platform.machine(), platform.machine())}
-
-
-_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
-
-
-def hello_version() -> str:
-    v = version_info()
-    return "|".join((v["version"], v["revision"], v["buildDate"], v["os"], v["arch"]))

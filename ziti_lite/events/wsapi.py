@@ -17,13 +17,13 @@ import asyncio
 import contextlib
 import json
 import logging
-import struct
 from typing import TYPE_CHECKING, Any
 
 from starlette.datastructures import Headers
 
 from ..api.ops import websocket
 from ..auth import sessions
+from ..channel import wire
 from .bus import NAMESPACES
 from .stream import Stream
 
@@ -32,43 +32,28 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ziti_lite.events")
 
-MAGIC = b"\x03\x06\x09\x0c"
-PREFIX = struct.Struct("<4siiII")
-HEADER = struct.Struct("<iI")
-RESULT = 2                      # channel Result
-REPLY_FOR, RESULT_SUCCESS = 1, 2
+# the channel framing is the one codec's (``channel/wire.py``); these are the management
+# channel's own content types, and the one-message-per-frame limit of this underlay
+RESULT = wire.Content.RESULT
+REPLY_FOR, RESULT_SUCCESS = wire.H.REPLY_FOR, wire.H.RESULT_SUCCESS
 STREAM_EVENTS_REQUEST = 10040   # mgmt_pb ContentType StreamEventsRequestType
 STREAM_EVENTS_EVENT = 10041     # mgmt_pb ContentType StreamEventsEventType
 MAX_MESSAGE = 1 << 20
 
-
-def encode(content: int, seq: int, headers: dict[int, bytes], body: bytes = b"") -> bytes:
-    block = b"".join(HEADER.pack(k, len(v)) + v for k, v in headers.items())
-    return PREFIX.pack(MAGIC, content, seq, len(block), len(body)) + block + body
+encode = wire.encode
 
 
 def decode(data: bytes) -> tuple[int, int, dict[int, bytes], bytes]:
     """(content type, sequence, headers, body) of one whole message; ValueError if malformed."""
-    if len(data) < PREFIX.size or len(data) > MAX_MESSAGE:
-        raise ValueError("bad message size")
-    magic, content, seq, hlen, blen = PREFIX.unpack_from(data)
-    if magic != MAGIC or PREFIX.size + hlen + blen != len(data):
-        raise ValueError("bad channel message")
-    headers, pos, end = {}, PREFIX.size, PREFIX.size + hlen
-    while pos < end:
-        if end - pos < HEADER.size:
-            raise ValueError("truncated header")
-        key, length = HEADER.unpack_from(data, pos)
-        pos += HEADER.size
-        if length > end - pos:
-            raise ValueError("header runs past the block")
-        headers[key] = data[pos:pos + length]
-        pos += length
-    return content, seq, headers, data[end:]
+    try:
+        m = wire.decode_one(data, MAX_MESSAGE)
+    except wire.WireError as e:
+        raise ValueError(str(e)) from None
+    return m.content, m.seq, m.headers, m.body
 
 
 def result(reply_for: int, success: bool, message: str, seq: int) -> bytes:
-    return encode(RESULT, seq, {REPLY_FOR: struct.pack("<I", reply_for & 0xFFFFFFFF),
+    return encode(RESULT, seq, {REPLY_FOR: wire.u32(reply_for),
                                 RESULT_SUCCESS: b"\x01" if success else b"\x00"}, message.encode())
 
 

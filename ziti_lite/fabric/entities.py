@@ -17,6 +17,7 @@ from ..api.context import Ctx
 from ..api.ops import op
 from ..api.resource import Field, Resource
 from ..db.filters import Symbol
+from ..routing import presence
 from .common import FABRIC, names, ref
 
 ROUTERS = Resource(
@@ -63,7 +64,7 @@ TERMINATORS = Resource(
 # ---------------------------------------------------------------- rendering
 def render_router(ctx: Ctx, row: dict) -> dict:
     out = crud.render_fields(ROUTERS, row)
-    live = ctx.ctl.router_states.get(row["id"]) or {}
+    live = presence.state(ctx.ctl, row["id"])
     connected = bool(live.get("isOnline"))
     out["connected"] = connected
     out["listenerAddresses"] = _listeners(ctx, row["id"]) if connected else None
@@ -74,10 +75,8 @@ def render_router(ctx: Ctx, row: dict) -> dict:
 
 def _listeners(ctx: Ctx, router_id: str) -> list[dict] | None:
     """The link listeners a connected real router declared in its hello; None (null) without any."""
-    server = ctx.ctl.ctrl_server
-    ch = server.routers.get(router_id) if server is not None else None
     listeners = [{"address": x.get("address", ""), "protocol": x.get("protocol", "")}
-                 for x in (ch.listeners if ch is not None else ())]
+                 for x in presence.listeners(ctx.ctl, router_id)]
     return listeners or None
 
 
