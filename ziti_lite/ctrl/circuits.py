@@ -35,6 +35,7 @@ from ..events import fabric
 from ..routing import checks, strategy
 from . import messages, pb
 from .messages import C, H
+from .part import Handler, Part
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel import RouterChannel
@@ -100,18 +101,18 @@ class Failed(Exception):
         self.code = code
 
 
-class Circuits:
+class Circuits(Part):
     def __init__(self, server: CtrlServer):
-        self.server = server
+        super().__init__(server)
         self.live: dict[str, Circuit] = {}
         self.created = 0
         self.tasks: set[asyncio.Task] = set()
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {C.CREATE_CIRCUIT_V2: self._create_v2, C.CREATE_CIRCUIT: self._create_v1, C.FAULT: self._fault,
                 C.CIRCUIT_CONFIRMATION: self._confirmation, C.ROUTE_RESULT: self._late_result}
 
-    def router_lost(self, router_id: str) -> None:
+    def router_lost(self, router_id: str, removed: bool) -> None:
         for cid in [c.id for c in self.live.values() if router_id in c.path]:
             self.end(cid, now=True)
 

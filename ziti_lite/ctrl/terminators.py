@@ -25,6 +25,7 @@ from ..channel.wire import Message
 from ..routing import checks, strategy
 from . import messages, pb
 from .messages import C
+from .part import Handler, Part
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel import RouterChannel
@@ -43,14 +44,14 @@ class Refused(Exception):
         self.result, self.code = result, code
 
 
-class Terminators:
+class Terminators(Part):
     def __init__(self, server: CtrlServer):
-        self.server = server
+        super().__init__(server)
         self.peer_data: dict[str, dict[int, bytes]] = {}    # terminator id -> the host's peer data
         self.session_of: dict[str, str] = {}                # terminator id -> its Bind session token
         self.failures: dict[str, int] = {}                  # terminator id -> dial failure penalty
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {C.CREATE_TERMINATOR_V2: self._create_v2, C.CREATE_TERMINATOR: self._create_v1,
                 C.REMOVE_TERMINATORS: self._remove_many, C.REMOVE_TERMINATOR: self._remove_v1,
                 C.UPDATE_TERMINATOR: self._update, C.HEALTH_EVENT: self._health}
