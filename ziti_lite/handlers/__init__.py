@@ -13,6 +13,7 @@ resources, the policy engine and auth; below wiring). The generic CRUD of every 
     advice.py           /identities/{id}/policy-advice/{serviceId}
     service_configs.py  /identities/{id}/service-configs
     tunneler.py         Router identities and system policies of tunneler-enabled edge routers
+    common.py           the part of the controller the handlers read (HandlersController)
 
 The other folders of this layer: ``enroll/`` (redeeming enrollments), ``client/`` (the client
 API), ``fabric/`` (the fabric API).
