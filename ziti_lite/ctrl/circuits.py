@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from ..channel.wire import H as WH
 from ..channel.wire import Message
-from ..events import fabric
+from ..events import reports
 from ..routing import checks, strategy
 from . import messages, pb
 from .messages import C, H
@@ -182,7 +182,7 @@ class Circuits(Part):
         terms = self._candidates(rid, sess, instance)
         if not terms:
             suffix = f" for instanceId {instance}" if instance else ""
-            fabric.circuit_failed(srv.ctl.events, uuid.uuid4().hex, session_id=sess.id, service_id=sess.service_id,
+            reports.circuit_failed(srv.ctl.events, uuid.uuid4().hex, session_id=sess.id, service_id=sess.service_id,
                                   router_id=rid, client_identity_id=sess.identity_id, cause="NO_TERMINATORS",
                                   creation_seconds=0.0)
             raise Failed(f"service {sess.service_id} has no terminators{suffix}")
@@ -221,7 +221,7 @@ class Circuits(Part):
                                   sess.identity_id, tags, time.time(), term["instance_id"], term["host_id"])
                 self.live[cid] = circuit
                 self.created += 1
-                fabric.circuit_created(srv.ctl.events, cid, **self._facts(circuit), cost=term["cost"],
+                reports.circuit_created(srv.ctl.events, cid, **self._facts(circuit), cost=term["cost"],
                                        creation_seconds=loop.time() - started, ingress_id=ingress, egress_id=egress)
                 req["_host"] = term["host_id"]
                 return circuit, peer_out
@@ -239,7 +239,7 @@ class Circuits(Part):
                 srv.terminators.remove(path[-1], [term["id"]])
             else:
                 failures[term["id"]] = strategy.penalised(failures.get(term["id"], 0), "error")
-        fabric.circuit_failed(srv.ctl.events, cid, session_id=sess.id, service_id=sess.service_id, router_id=rid,
+        reports.circuit_failed(srv.ctl.events, cid, session_id=sess.id, service_id=sess.service_id, router_id=rid,
                               client_identity_id=sess.identity_id, cause=cause, creation_seconds=loop.time() - started)
         raise Failed(f"exceeded maximum [{ATTEMPTS}] retries creating circuit [c/{cid}]: {reason}")
 
@@ -302,7 +302,7 @@ class Circuits(Part):
         circuit = self.live.pop(cid, None)
         if circuit is not None:
             self._unroute_path(circuit.path, cid, now=now)
-            fabric.circuit_deleted(self.server.ctl.events, cid, **self._facts(circuit),
+            reports.circuit_deleted(self.server.ctl.events, cid, **self._facts(circuit),
                                    duration_seconds=time.time() - circuit.created)
 
     @staticmethod

@@ -39,7 +39,7 @@ from ..auth import certs as certauth
 from ..channel import wire
 from ..channel.wire import Content, Message
 from ..config import url_host
-from ..events import fabric
+from ..events import reports
 from ..events.runtime import EventsController
 from ..pki import ca as pki
 from ..routing import presence, version
@@ -168,7 +168,7 @@ class CtrlServer:
             return
         del self.routers[rid]
         presence.offline(self.ctl, rid)
-        fabric.router_online(self.ctl.events, rid, False)
+        reports.router_online(self.ctl.events, rid, False)
         removed = ch.close_reason == "router deleted"
         for part in self.parts:
             part.router_lost(rid, removed)
@@ -294,7 +294,7 @@ class CtrlServer:
             "syncStatus": "SYNC_DONE", "versionInfo": version.parse(ch.version)})
         for part in self.parts:
             part.router_ready(ch)
-        fabric.router_online(self.ctl.events, rid, True)
+        reports.router_online(self.ctl.events, rid, True)
         log.info("router %s online: %s", ch.label, ", ".join(protocols.values()) or "no edge listeners")
 
     def has_connection(self, identity_id: str) -> bool:

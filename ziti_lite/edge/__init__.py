@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..events import fabric
+from ..events import reports
 from ..routing import presence
 from .entity import ensure_router
 from .router import EdgeRouter
@@ -40,7 +40,7 @@ async def start(ctl: EdgeController) -> EdgeRouter | None:
                          " (choose another --edge-port, or 0 for no router)") from None
     ctl.edge_router = router
     presence.online(ctl, rid, router.state())
-    fabric.router_online(ctl.events, rid, True)
+    reports.router_online(ctl.events, rid, True)
     return router
 
 
@@ -53,5 +53,5 @@ async def stop(ctl: EdgeController) -> None:
     else:
         await router.stop()
     presence.offline(ctl, router.router_id)
-    fabric.router_online(ctl.events, router.router_id, False)
+    reports.router_online(ctl.events, router.router_id, False)
     ctl.edge_router = None

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..channel import wire
 from ..channel.wire import Content, H, Message
-from ..events import fabric
+from ..events import reports
 from ..routing import checks, strategy
 from .channel import Channel, Conn
 
@@ -66,7 +66,7 @@ class Dialer:
         # data a host sent on a router-assigned id right after its DialSuccess (its crypto header),
         # before the dial's task connected the circuit: (id(host channel), conn id) -> messages
         self.early: dict[tuple[int, int], list[Message]] = {}
-        # circuit id -> what its fabric.circuits deleted event names (events/fabric.py)
+        # circuit id -> what its fabric.circuits deleted event names (events/reports.py)
         self.circuit_facts: dict[str, dict] = {}
         self.timeout = DIAL_TIMEOUT     # one host's answer
         self.budget = DIAL_BUDGET       # all hosts of one Connect
@@ -87,7 +87,7 @@ class Dialer:
             return
         candidates = self.pick(sess.service_id, m.headers.get(H.TERMINATOR_IDENTITY))
         if not candidates:
-            fabric.circuit_failed(self.router.ctl.events, uuid.uuid4().hex, session_id=sess.id,
+            reports.circuit_failed(self.router.ctl.events, uuid.uuid4().hex, session_id=sess.id,
                                   service_id=sess.service_id, router_id=self.router.router_id,
                                   client_identity_id=sess.identity_id, cause="NO_TERMINATORS", creation_seconds=0.0)
             self.router.refuse(ch, m, cid, f"service {sess.service_id} has no terminators")
@@ -171,7 +171,7 @@ class Dialer:
                               assigned=H.ROUTER_PROVIDED_CONN_ID in headers)
                 return
             if not ch.closed and not pending.cancelled:
-                fabric.circuit_failed(self.router.ctl.events, circuit_id, session_id=sess.id,
+                reports.circuit_failed(self.router.ctl.events, circuit_id, session_id=sess.id,
                                       service_id=sess.service_id, router_id=self.router.router_id,
                                       client_identity_id=sess.identity_id, cause=cause,
                                       creation_seconds=loop.time() - started)
@@ -207,7 +207,7 @@ class Dialer:
                        "instance_id": term.instance_id, "router_id": self.router.router_id,
                        "client_identity_id": sess.identity_id, "host_identity_id": term.session.identity_id}
         self.circuit_facts[circuit_id] = {**facts, "started": started}
-        fabric.circuit_created(self.router.ctl.events, circuit_id, **facts, cost=term.cost,
+        reports.circuit_created(self.router.ctl.events, circuit_id, **facts, cost=term.cost,
                                creation_seconds=asyncio.get_running_loop().time() - started, ingress_id=f"{cid}",
                                egress_id=f"{hosted.id}")
         # the host's accepted connection first, then the dialer: both are connected before either

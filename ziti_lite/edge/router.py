@@ -30,7 +30,7 @@ from .. import clock, connections
 from ..channel import wire
 from ..channel.wire import Content, H, Message
 from ..config import url_host
-from ..events import fabric
+from ..events import reports
 from ..routing import checks, strategy
 from ..routing.version import hello_version, version_info
 from .channel import STALL_SECONDS, Channel, Conn
@@ -126,7 +126,7 @@ class EdgeRouter:
                 self.identities[ch.session.identity_id] = n
             else:
                 self.identities.pop(ch.session.identity_id, None)
-                fabric.sdk_online(self.ctl.events, ch.session.identity_id, False)
+                reports.sdk_online(self.ctl.events, ch.session.identity_id, False)
         for key, pending in list(self.dialer.pending.items()):
             if key[0] == id(ch):
                 pending.cancelled = True
@@ -175,7 +175,7 @@ class EdgeRouter:
             ch.hello_timer.cancel()
         self.identities[api.identity_id] = self.identities.get(api.identity_id, 0) + 1
         if self.identities[api.identity_id] == 1:
-            fabric.sdk_online(self.ctl.events, api.identity_id, True)
+            reports.sdk_online(self.ctl.events, api.identity_id, True)
         self.ctl.activity[api.token] = clock.stamp()
 
     # ------------------------------------------------------------------ bind / terminators
@@ -379,7 +379,7 @@ class EdgeRouter:
         facts = self.dialer.circuit_facts.pop(conn.circuit_id, None)
         if facts is not None:
             started = facts.pop("started")
-            fabric.circuit_deleted(self.ctl.events, conn.circuit_id, **facts,
+            reports.circuit_deleted(self.ctl.events, conn.circuit_id, **facts,
                                    duration_seconds=asyncio.get_running_loop().time() - started)
         for end, notify in ((conn, notify_self), (conn.peer, True)):
             if end is None or end.closed:

@@ -5,7 +5,7 @@ control channel (``ctrl/``). Each publishes its state here when it comes online 
 and withdraws it when it goes (``offline``): the API's live state (``Controller.router_states``:
 ``isOnline``, hostname, protocols, version) and the database's ``online_routers`` set (the
 ``isOnline`` filter and terminator events read it). The router event itself is the caller's
-(``events/fabric.py`` sits above this layer).
+(``events/reports.py`` sits above this layer).
 
 Whatever the API shows of routers (an identity's ``hasEdgeRouterConnection``, a session's route
 path, the fabric API's links, circuits and listeners) is read through the functions below, so
