@@ -28,6 +28,7 @@ from .bus import NAMESPACES
 from .stream import Stream
 
 if TYPE_CHECKING:
+    from .bus import Bus
     from .runtime import EventsController
 
 log = logging.getLogger("ziti_lite.events")
@@ -79,15 +80,34 @@ async def ws_api(ctl: EventsController, scope: Any, receive: Any, send: Any) -> 
         await send({"type": "websocket.close", "code": 1008})   # the upgrade is refused (403)
         return
     await send({"type": "websocket.accept"})
-    bus = ctl.events
-    stream: Stream | None = None
-    seq = 0
-    outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+    channel = _Channel(ctl.events, session.id, receive, send)
+    task = asyncio.create_task(channel.reader())
+    try:
+        await channel.pump()
+    except Exception:  # the peer went away mid-send
+        log.debug("ws-api stream ended", exc_info=True)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        if channel.stream is not None:
+            channel.bus.unsubscribe(channel.stream)
 
-    async def reader() -> None:
-        nonlocal stream, seq
+
+class _Channel:
+    """One accepted ws-api connection: the requests it reads (``reader``) and what it sends, the
+    answers and then the events of its subscriptions (``pump``), numbered by one sequence."""
+
+    def __init__(self, bus: Bus, api_session_id: str, receive: Any, send: Any) -> None:
+        self.bus, self.api_session_id = bus, api_session_id
+        self.receive, self.send = receive, send
+        self.stream: Stream | None = None
+        self.seq = 0
+        self.outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    async def reader(self) -> None:
         while True:
-            msg = await receive()
+            msg = await self.receive()
             if msg["type"] == "websocket.disconnect":
                 break
             data = msg.get("bytes")
@@ -99,25 +119,30 @@ async def ws_api(ctl: EventsController, scope: Any, receive: Any, send: Any) -> 
                 break
             if content != STREAM_EVENTS_REQUEST:
                 continue   # latency probes, heartbeats: nothing to answer
-            seq += 1
+            self.seq += 1
             try:
                 types = subscribed(body)
             except ValueError as e:
-                await outgoing.put(result(rseq, False, str(e), seq))
+                await self.outgoing.put(result(rseq, False, str(e), self.seq))
                 continue
-            if stream is None:
-                stream = Stream(types, session.id)
-                bus.subscribe(stream)
-            else:
-                stream.wanted = stream.wanted | types if stream.wanted is not None else None
-                stream.types = None if stream.wanted is None else stream.wanted | {"edge.apiSessions"}
-                bus.rewant()
-            await outgoing.put(result(rseq, True, "success", seq))
-        await outgoing.put(None)
+            self._subscribe(types)
+            await self.outgoing.put(result(rseq, True, "success", self.seq))
+        await self.outgoing.put(None)
 
-    async def pump() -> None:
-        nonlocal seq
+    def _subscribe(self, types: frozenset[str]) -> None:
+        stream = self.stream
+        if stream is None:
+            self.stream = Stream(types, self.api_session_id)
+            self.bus.subscribe(self.stream)
+        else:
+            stream.wanted = stream.wanted | types if stream.wanted is not None else None
+            stream.types = None if stream.wanted is None else stream.wanted | {"edge.apiSessions"}
+            self.bus.rewant()
+
+    async def pump(self) -> None:
+        outgoing, send = self.outgoing, self.send
         while True:
+            stream = self.stream
             if stream is None:
                 item = await outgoing.get()
                 if item is None:
@@ -140,17 +165,5 @@ async def ws_api(ctl: EventsController, scope: Any, receive: Any, send: Any) -> 
                 if not line:   # the API session ended
                     await send({"type": "websocket.close", "code": 1000})
                     return
-                seq += 1
-                await send({"type": "websocket.send", "bytes": encode(STREAM_EVENTS_EVENT, seq, {}, line)})
-
-    task = asyncio.create_task(reader())
-    try:
-        await pump()
-    except Exception:  # the peer went away mid-send
-        log.debug("ws-api stream ended", exc_info=True)
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-        if stream is not None:
-            bus.unsubscribe(stream)
+                self.seq += 1
+                await send({"type": "websocket.send", "bytes": encode(STREAM_EVENTS_EVENT, self.seq, {}, line)})
