@@ -47,7 +47,7 @@ from ..pki.ca import fingerprint
 from ..tls import peer_certs
 
 if TYPE_CHECKING:
-    from ..app import Controller
+    from ..api.controller import ApiController
     from ..auth.sessions import AuthController
 
 log = logging.getLogger("ziti_lite")
@@ -111,7 +111,7 @@ def _redirect_error(req_uri: str, error: str, description: str, state: str) -> R
 class Provider:
     """The OIDC endpoints of one controller (``Controller.oidc``)."""
 
-    def __init__(self, ctl: Controller, headers: list[tuple[bytes, bytes]] | None = None):
+    def __init__(self, ctl: ApiController, headers: list[tuple[bytes, bytes]] | None = None):
         self.ctl = ctl
         self.headers = headers or []     # added to every answer (the controller's server and CORS headers)
         self.requests: dict[str, AuthRequest] = {}
