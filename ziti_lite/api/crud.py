@@ -77,12 +77,17 @@ def prefetch(resource: Resource) -> Callable[[P], P]:
 # parent resource -> (child resource, its column naming the parent): rows that the parent's
 # delete takes with it (the schema's ON DELETE CASCADE). The generic delete removes them first,
 # each reported to the listeners of every resource (an entityChange ``deleted`` of its own, as
-# upstream's stores report their children); registered where the child is declared.
+# upstream's stores report their children); registered where the child is declared, in the
+# order of their ``rank`` (not of module loading, which other imports may change).
 CASCADES: dict[Resource, list[tuple[Resource, str]]] = {}
+_CASCADE_RANKS: dict[tuple[Resource, Resource], int] = {}
 
 
-def cascades(parent: Resource, child: Resource, column: str) -> None:
-    CASCADES.setdefault(parent, []).append((child, column))
+def cascades(parent: Resource, child: Resource, column: str, rank: int = 0) -> None:
+    _CASCADE_RANKS[(parent, child)] = rank
+    children = CASCADES.setdefault(parent, [])
+    children.append((child, column))
+    children.sort(key=lambda c: _CASCADE_RANKS[(parent, c[0])])   # stable: equal ranks keep their order
 
 
 def _delete_children(ctx: Ctx, res: Resource, id: str) -> None:

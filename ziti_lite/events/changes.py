@@ -68,7 +68,8 @@ def author(ctx: Ctx, name: str | None) -> dict[str, Any]:
         meta["authorType"] = "identity"
         meta["authorId"] = session.identity_id
         meta["authorName"] = name or ""
-        meta["apiSessionId"] = session.id
+        if session.id:   # an OIDC login step writes before its API session exists
+            meta["apiSessionId"] = session.id
     else:
         meta["authorType"] = "unattributed"
     return meta

@@ -33,6 +33,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.types import Receive, Scope, Send
 
 from .. import clock
+from ..api.caller import Session
 from ..api.context import Ctx
 from ..api.router import Route
 from ..auth import mfa, sessions
@@ -41,6 +42,7 @@ from ..auth.extjwt import ext_jwt_login
 from ..auth.methods import Login, login_outcome
 from ..auth.policy import policy_secondary
 from ..errors import ApiError, InvalidAuth
+from ..handlers import totp
 from ..handlers.authentication import Authenticate, password_login
 from ..handlers.enrollment import cert_login
 from ..pki.ca import fingerprint
@@ -345,12 +347,13 @@ class Provider:
         if r is None:
             return _api_error(401, "UNAUTHORIZED", "the auth request is unknown, expired or not logged in")
         store = self.ctl.store
+        ctx = self._step_ctx(request, r, _ENROLL_ROUTE)
         with store.write():
             rec = mfa.get(store, r.identity_id)
             if rec is not None and rec["is_verified"]:
                 return _api_error(409, "ALREADY_EXISTS", "the identity has a verified TOTP enrollment")
             if rec is None:
-                rec = mfa.create(store, r.identity_id)
+                rec = totp.enroll(ctx, r.identity_id)
         name = store.value("SELECT name FROM identities WHERE id = ?", (r.identity_id,)) or r.identity_id
         return JSONResponse({"id": rec["id"], "isVerified": False, "recoveryCodes": rec["recovery_codes"],
                              "provisioningUrl": mfa.provisioning_url(mfa.issuer(self.ctl), name, rec["secret"])},
@@ -363,17 +366,27 @@ class Provider:
         if r is None:
             return _api_error(401, "UNAUTHORIZED", "the auth request is unknown, expired or not logged in")
         store = self.ctl.store
+        ctx = self._step_ctx(request, r, _VERIFY_ROUTE)
         with store.write():
             rec = mfa.get(store, r.identity_id)
             if rec is None or rec["is_verified"]:
                 return _api_error(404, "NOT_FOUND", "no TOTP enrollment is waiting for verification")
-            if not mfa.check_code(store, rec, _str(payload.get("code")), recovery=False):
+            if not totp.verify(ctx, rec, _str(payload.get("code"))):
                 return _api_error(400, "INVALID_TOTP_CODE", "an invalid TOTP code was supplied")
-            mfa.mark_verified(store, rec)
         r.totp_enrolled = True
         if tokens.AMR_TOTP not in r.amr:
             r.amr.append(tokens.AMR_TOTP)
         return RedirectResponse(f"/oidc/authorize/callback?id={r.id}", status_code=302)
+
+    def _step_ctx(self, request: Request, r: AuthRequest, route: Route) -> Ctx:
+        """The ``Ctx`` of a login step that changes the identity's credentials (its TOTP
+        enrollment): the caller is the auth request's identity, logged in partway, whose API
+        session does not exist yet (a stand-in with no id), so the change is reported, audited
+        and attributed as ``/current-identity/mfa``'s is."""
+        ctx = Ctx(self.ctl, request, "client", {}, route)
+        name = self.ctl.store.value("SELECT name FROM identities WHERE id = ?", (r.identity_id,)) or ""
+        ctx.session = Session("", "", r.identity_id, False, r.authenticator_id, True, "", identity_name=name)
+        return ctx
 
     # ------------------------------------------------------------------ token
     async def token(self, request: Request) -> Response:
@@ -685,6 +698,11 @@ async def _no_handler(ctx: Ctx) -> Response:
 
 # what the login outcome hooks (events, audit) see of a login step: no edge API route serves it
 _LOGIN_ROUTE = Route("client", "POST", "/oidc/login", _no_handler, auth="public", op_id="oidcLogin", tag="oidc")
+# and of its TOTP enrollment steps: the caller's own credentials, audited as /current-identity/mfa's
+_ENROLL_ROUTE = Route("client", "POST", "/current-identity/mfa", _no_handler, auth="partial",
+                      op_id="oidcEnrollMfa", tag="oidc")
+_VERIFY_ROUTE = Route("client", "POST", "/current-identity/mfa/verify", _no_handler, auth="partial",
+                      op_id="oidcVerifyMfa", tag="oidc")
 
 _ROUTES = {
     ("GET", "/.well-known/openid-configuration"): Provider.discovery,

@@ -279,4 +279,4 @@ def _identity_enrollment(ctx: Ctx, id: str, before: Row | None, values: Row | No
         crud.changed(ctx, ENROLLMENTS, row["id"], None, {"method": row["method"]})
 
 # an identity's enrollments go with it (and report their own deletion)
-crud.cascades(IDENTITIES, ENROLLMENTS, "identity_id")
+crud.cascades(IDENTITIES, ENROLLMENTS, "identity_id", rank=2)

@@ -454,4 +454,4 @@ async def update_identity_tracing(ctx: Ctx):
     return env.ok({"enabled": True, "traceId": trace_id, "until": until})
 
 # an identity's authenticators go with it (and report their own deletion)
-crud.cascades(IDENTITIES, AUTHENTICATORS, "identity_id")
+crud.cascades(IDENTITIES, AUTHENTICATORS, "identity_id", rank=1)
