@@ -24,6 +24,7 @@ import logging
 import secrets
 import time
 import urllib.parse
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,13 +39,15 @@ from ..api.context import Ctx
 from ..api.router import Route
 from ..auth import mfa, sessions
 from ..auth import oidc_tokens as tokens
-from ..auth.extjwt import ext_jwt_login
-from ..auth.methods import Login, login_outcome
+from ..auth.methods import METHODS, Login, login_outcome
 from ..auth.policy import policy_secondary
 from ..errors import ApiError, InvalidAuth
 from ..handlers import totp
-from ..handlers.authentication import Authenticate, password_login
-from ..handlers.enrollment import cert_login
+from ..handlers.authentication import Authenticate
+
+# the cert method's module loads here, as before this provider dispatched through METHODS: the
+# route table (and so the served spec) lists operations in the order their modules load
+from ..handlers.enrollment import cert_login as _cert_login  # noqa: F401
 from ..pki.ca import fingerprint
 from ..tls import peer_certs
 
@@ -131,6 +134,8 @@ class Provider:
         if path.startswith("/oidc/"):
             path = path[len("/oidc"):]
         handler = _ROUTES.get((scope["method"] if scope["method"] != "HEAD" else "GET", path))
+        if handler is None and scope["method"] == "POST" and path.startswith("/login/") and path[7:] in METHODS:
+            handler = _LOGIN_STEPS.get(path[7:]) or _LOGIN_STEPS.setdefault(path[7:], _login_step(path[7:]))
         try:
             if scope["method"] == "OPTIONS" and any(p == path for _, p in _ROUTES):   # a CORS preflight
                 response: Response = Response(b"", status_code=200)
@@ -258,13 +263,8 @@ class Provider:
         return PlainTextResponse("please POST to this URL", headers={"auth-request-id": id})
 
     async def login_password(self, request: Request) -> Response:
+        """``/login/username``: upstream's other name of the password step."""
         return await self._login(request, "password")
-
-    async def login_cert(self, request: Request) -> Response:
-        return await self._login(request, "cert")
-
-    async def login_ext_jwt(self, request: Request) -> Response:
-        return await self._login(request, "ext-jwt")
 
     async def _login(self, request: Request, method: str) -> Response:
         payload = await _payload(request)
@@ -278,14 +278,11 @@ class Provider:
         ctx = Ctx(self.ctl, request, "client", {}, _LOGIN_ROUTE)
         username = _str(payload.get("username"))
         try:
-            if method == "password":
-                body = msgspec.convert({k: v for k, v in payload.items() if k in ("username", "password")},
-                                       Authenticate, strict=False)
-                login: Login = await password_login(ctx, body)
-            elif method == "cert":
-                login = await cert_login(ctx, None)
-            else:   # ext-jwt: the external JWT as Authorization: Bearer, as /authenticate takes it
-                login = await ext_jwt_login(ctx, None)
+            # the body /authenticate decodes, and its method from the same registry (the client
+            # certificate of the TLS connection, the external JWT as Authorization: Bearer)
+            body = msgspec.convert({k: v for k, v in payload.items() if k in ("username", "password")},
+                                   Authenticate, strict=False)
+            login: Login = await METHODS[method](ctx, body)
         except (ApiError, msgspec.ValidationError) as e:
             login_outcome(ctx, method, None, None, e if isinstance(e, ApiError) else InvalidAuth(), username)
             if method == "password" and not wants_json:
@@ -704,7 +701,7 @@ _ENROLL_ROUTE = Route("client", "POST", "/current-identity/mfa", _no_handler, au
 _VERIFY_ROUTE = Route("client", "POST", "/current-identity/mfa/verify", _no_handler, auth="partial",
                       op_id="oidcVerifyMfa", tag="oidc")
 
-_ROUTES = {
+_ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/.well-known/openid-configuration"): Provider.discovery,
     ("GET", "/keys"): Provider.keys,
     ("GET", "/authorize"): Provider.authorize,
@@ -713,12 +710,10 @@ _ROUTES = {
     ("GET", "/login/auth-queries"): Provider.auth_queries,
     ("GET", "/login/password"): Provider.login_page,
     ("GET", "/login/username"): Provider.login_page,
-    ("POST", "/login/password"): Provider.login_password,
     ("POST", "/login/username"): Provider.login_password,
     ("GET", "/login/cert"): Provider.login_get,
-    ("POST", "/login/cert"): Provider.login_cert,
     ("GET", "/login/ext-jwt"): Provider.login_get,
-    ("POST", "/login/ext-jwt"): Provider.login_ext_jwt,
+    # POST /login/NAME for every registered primary method: __call__ (_login_step)
     ("POST", "/login/totp"): Provider.totp,
     ("POST", "/login/totp/enroll"): Provider.totp_enroll,
     ("POST", "/login/totp/enroll/verify"): Provider.totp_enroll_verify,
@@ -731,3 +726,14 @@ _ROUTES = {
     ("GET", "/userinfo"): Provider.userinfo,
     ("POST", "/userinfo"): Provider.userinfo,
 }
+
+
+Handler = Callable[[Provider, Request], Coroutine[Any, Any, Response]]
+_LOGIN_STEPS: dict[str, Handler] = {}   # POST /login/NAME for each primary method of auth.methods.METHODS
+
+
+def _login_step(name: str) -> Handler:
+    """The handler of ``POST /oidc/login/NAME``: the login step of that primary method."""
+    async def step(provider: Provider, request: Request) -> Response:
+        return await provider._login(request, name)
+    return step
