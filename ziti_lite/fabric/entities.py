@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..api import crud
 from ..api import envelope as env
+from ..api import render as rendering
 from ..api.context import Ctx
 from ..api.ops import op
 from ..api.resource import Field, Resource
@@ -63,7 +64,7 @@ TERMINATORS = Resource(
 
 # ---------------------------------------------------------------- rendering
 def render_router(ctx: Ctx, row: dict) -> dict:
-    out = crud.render_fields(ROUTERS, row)
+    out = rendering.render_fields(ROUTERS, row)
     live = presence.state(ctx.ctl, row["id"])
     connected = bool(live.get("isOnline"))
     out["connected"] = connected
@@ -81,7 +82,7 @@ def _listeners(ctx: Ctx, router_id: str) -> list[dict] | None:
 
 
 def render_service(ctx: Ctx, row: dict) -> dict:
-    return crud.render_fields(SERVICES, row)
+    return rendering.render_fields(SERVICES, row)
 
 
 def _terminator_renderer(ctx: Ctx, rows: list[dict]):
@@ -90,7 +91,7 @@ def _terminator_renderer(ctx: Ctx, rows: list[dict]):
     services = names(ctx.store, "services", (r["service_id"] for r in rows))
 
     def render(row: dict) -> dict:
-        out = crud.render_fields(TERMINATORS, row)
+        out = rendering.render_fields(TERMINATORS, row)
         out["service"] = ref("services", row["service_id"], services.get(row["service_id"], ""))
         out["router"] = ref("routers", row["router_id"], routers.get(row["router_id"], ""))
         out["dynamicCost"] = 0      # no dynamic (strategy) costs are kept

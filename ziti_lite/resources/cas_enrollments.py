@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from .. import clock
 from ..api import crud
 from ..api import envelope as env
+from ..api import render as rendering
 from ..api.ops import op
 from ..api.resource import Field, Ref, Resource, Row, derive_patch
 from ..auth.certs import server_keypair
@@ -126,9 +127,9 @@ def _ca_cert(store, pem: str) -> dict:
 
 def render_ca(ctx: Ctx, row: dict, out: dict) -> None:
     if not row["is_verified"]:
-        crud.add_link(out, "verify", f"./cas/{row['id']}/verify")
+        rendering.add_link(out, "verify", f"./cas/{row['id']}/verify")
     if row["is_auto_ca_enrollment_enabled"]:
-        crud.add_link(out, "jwt", f"./cas/{row['id']}/jwt")
+        rendering.add_link(out, "jwt", f"./cas/{row['id']}/jwt")
     claim = load_json(row["external_id_claim"]) if row["external_id_claim"] else None
     if claim:
         out["externalIdClaim"] = merge_leaves(CLAIM_DEFAULTS, claim)
