@@ -109,7 +109,7 @@ def _ssl_context(state: dict):
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from ziti_lite.server import ssl_context  # the very same TLS set-up as ziti-lite serve
+    from ziti_lite.lifecycle.contexts import ssl_context  # the very same TLS set-up as ziti-lite serve
     return ssl_context(state)
 
 

@@ -6,7 +6,7 @@ unencrypted service and answers every Dial with DialSuccess at once; a dialer pr
 Both speak the edge protocol with the pure-Python client (``tests/edge/client.py``).
 
 B = a bare relay (``--relay``, a subprocess too): a Python asyncio TLS server with the *same* TLS
-context as ziti-lite (``ziti_lite.server.ssl_context`` over the same database: RSA server
+context as ziti-lite (``ziti_lite.lifecycle.contexts.ssl_context`` over the same database: RSA server
 certificate + signer, TLS 1.2+, client certificate requested), written with asyncio protocols
 (the cheapest way asyncio can copy bytes). A host process keeps idle TLS connections open to it
 (first line ``H``); a dialer opens a TLS connection (``D``), the relay hands it to an idle host
@@ -494,7 +494,7 @@ class _Relay(asyncio.Protocol):
 def relay_main(db: str, port: int, loop_name: str = "asyncio") -> None:
     import apsw
 
-    from ziti_lite.server import ssl_context
+    from ziti_lite.lifecycle.contexts import ssl_context
     conn = apsw.Connection(db, flags=apsw.SQLITE_OPEN_READONLY)
     state = dict(conn.execute("SELECT key, value FROM controller"))
     conn.close()

@@ -136,3 +136,17 @@ def test_serve_oidc_switch(runner, tmp_path, monkeypatch, args, env, on):
             signal.signal(sig, handler)
     assert r.exit_code == 0, r.output
     assert seen[0].oidc is on
+
+
+def test_serve_options_are_declared_once_and_name_settings_fields():
+    import dataclasses
+
+    from ziti_lite import cli as cli_module
+    from ziti_lite.config import Settings
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    names = [name for name, *_ in cli_module.SERVE_OPTIONS]
+    assert len(names) == len(set(names))
+    assert set(names) - fields == {"log_level"}       # serve's own; every other one is a Settings field
+    params = {p.name: p for p in cli_module.serve.params}
+    assert list(params) == names
+    assert all(p.envvar == f"ZITI_LITE_{p.name.upper()}" for p in params.values())

@@ -23,6 +23,7 @@ import pytest
 from tests.test_server import REPO, Server
 from ziti_lite import connections, tls
 from ziti_lite import server as ziti_server
+from ziti_lite.lifecycle import contexts
 
 pytestmark = pytest.mark.slow   # real servers in subprocesses
 
@@ -260,7 +261,7 @@ def test_tls_servers_keep_chains_deadlines_and_one_read_buffer_on_both_loops(ctl
     unknown CA passes the handshake and reaches the protocol, bytes cross both ways (64 KiB:
     more than one TLS record and one read), a client that never handshakes is dropped at the
     deadline, and all connections read through the one buffer of their thread."""
-    context = ziti_server.ssl_context(ctl.state)
+    context = contexts.ssl_context(ctl.state)
     cert_file, key_file, der = _client_cert(tmp_path)
     client = _tls_client()
     client.load_cert_chain(cert_file, key_file)
@@ -342,7 +343,7 @@ def test_protocols_get_every_byte_and_the_peers_goodbye_on_both_loops(ctl, new_l
     """A buffered protocol (the router's channels) and a copying one (uvicorn's) behind the TLS
     layer: bytes of many records cross in order (the buffered one's buffer is smaller than one
     record), and the client's close_notify arrives as eof_received."""
-    context = ziti_server.ssl_context(ctl.state)
+    context = contexts.ssl_context(ctl.state)
     _BufferedEcho.eofs = []
     loop = new_loop()
     try:

@@ -14,7 +14,7 @@ import apsw
 import msgspec
 
 from ziti_lite import clock
-from ziti_lite.api import crud
+from ziti_lite.api import render as rendering
 from ziti_lite.resources.identities import IDENTITIES
 from ziti_lite.wiring import resources as registry
 
@@ -96,15 +96,15 @@ def test_unrolled_renderer_equals_the_declarations(ctl):
             row["id"] = id
             for _, column, _ in res.row_links:
                 row[column] = id
-            fast = msgspec.json.encode(crud._renderer(res)(row))
-            assert fast == msgspec.json.encode(crud._reference_render(res, row)), (res.name, id)
+            fast = msgspec.json.encode(rendering._renderer(res)(row))
+            assert fast == msgspec.json.encode(rendering._reference_render(res, row)), (res.name, id)
             assert msgspec.json.decode(fast)["_links"]["self"] == {"href": f"./{res.name}/{id}"}
 
 
 def test_a_hook_adds_a_link_to_rendered_links():
-    out = crud._renderer(IDENTITIES)({"id": "x1", "created_at": "c", "updated_at": "u", "tags": "{}"})
-    crud.add_link(out, "extra", "./extra/x1")
-    crud.add_link(out, "self", "./elsewhere/x1")
+    out = rendering._renderer(IDENTITIES)({"id": "x1", "created_at": "c", "updated_at": "u", "tags": "{}"})
+    rendering.add_link(out, "extra", "./extra/x1")
+    rendering.add_link(out, "self", "./elsewhere/x1")
     links = msgspec.json.decode(msgspec.json.encode(out))["_links"]
     assert links["self"] == {"href": "./elsewhere/x1"} and links["extra"] == {"href": "./extra/x1"}
     assert list(links)[0] == "self" and links["enrollments"] == {"href": "./identities/x1/enrollments"}

@@ -6,7 +6,7 @@ the import graph has no cycle; a package's ``__init__`` (run whenever any of its
 imported) imports nothing above the lowest of its modules; and modules are imported by name,
 not through ``importlib``, except by ``wiring.py``, whose ``MODULES`` list is read here as
 imports of its own. Imports under ``if TYPE_CHECKING:`` never run and are exempt: annotations may
-name a higher layer's types (``Ctx.ctl: Controller``). ARCHITECTURE.md describes the layers.
+name a higher layer's types (in one package; across folders see ``UPHILL``). ARCHITECTURE.md describes the layers.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("ziti_lite", "ziti_lite.errors", "ziti_lite.clock", "ziti_lite.ids", "ziti_lite.config",
                     "ziti_lite.logs", "ziti_lite.zitiql", "ziti_lite.semver", "ziti_lite.permissions", "ziti_lite.tls",
                     "ziti_lite.connections")),
+    # the OpenZiti channel codec every channel peer shares (SDKs, real routers, the ws-api)
+    ("channel", ("ziti_lite.channel.*",)),
     ("db", ("ziti_lite.db.*", "ziti_lite.integrity")),
     ("pki", ("ziti_lite.pki.*",)),
     # the controller's own certificates over time: renewal, live TLS contexts, expiry, start-up checks
@@ -36,6 +38,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # credentials, logins and API sessions; the enrollments (one-time tokens) that turn into
     # credentials; the OIDC tokens, one more way to name an API session
     ("auth", ("ziti_lite.auth.*",)),
+    # the shared floor of both routers: their checks, terminator strategy and penalties, router
+    # presence (which the resources, client and fabric APIs read), the version they name
+    ("routing", ("ziti_lite.routing.*",)),
     ("resources", ("ziti_lite.resources.*",)),
     # hand-written operations and hooks over the resources: the management and shared ones
     # (handlers), enrollment completion, the client API, the fabric API
@@ -46,8 +51,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # every resource and login; the routers and the controller emit through it
     ("events", ("ziti_lite.events.*",)),
     ("wiring", ("ziti_lite.wiring",)),
-    # the routers: the embedded edge router, and the control channel of real routers (which
-    # shares its checks, wire format and terminator strategy)
+    # the routers, siblings on the shared floor (channel/, routing/): the embedded edge router,
+    # and the control channel of real routers; neither imports the other (test below)
     ("routers", ("ziti_lite.edge.*", "ziti_lite.ctrl.*")),
     # the ASGI app: the controller, first-start seeding, metrics and the access log around it
     ("controller", ("ziti_lite.bootstrap", "ziti_lite.observe", "ziti_lite.app")),
@@ -207,9 +212,10 @@ def test_no_dynamic_imports_outside_wiring():
     assert not dynamic, "importlib/__import__ hides an import from this test: " + ", ".join(dynamic)
 
 
-def test_no_import_cycles():
+def _cycles(edges: list[tuple[str, str]]) -> list[list[str]]:
+    """The strongly connected components (Tarjan) of more than one module."""
     graph: dict[str, set[str]] = defaultdict(set)
-    for m, t, _, _ in IMPORTS.edges:
+    for m, t in edges:
         graph[m].add(t)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -217,7 +223,7 @@ def test_no_import_cycles():
     on_stack: set[str] = set()
     cycles: list[list[str]] = []
 
-    def visit(v: str) -> None:  # Tarjan's strongly connected components
+    def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
@@ -241,7 +247,28 @@ def test_no_import_cycles():
     for module in sorted(MODULES):
         if module not in index:
             visit(module)
+    return cycles
+
+
+def test_no_import_cycles():
+    cycles = _cycles([(m, t) for m, t, _, _ in IMPORTS.edges])
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_type_only_cycles_stay_inside_one_folder():
+    # annotations included, a loop may only join the modules of one package that name each
+    # other's classes (a server and its parts); one through the layers ties them all together
+    edges = [(m, t) for m, t, _, _ in IMPORTS.edges] + [(m, t) for m, t, _ in IMPORTS.typing]
+    wide = [c for c in _cycles(edges) if len({folder_of(m) for m in c}) > 1]
+    assert not wide, "type-only import cycles across folders: " + "; ".join(" <-> ".join(c) for c in wide)
+
+
+def test_the_two_routers_import_nothing_of_each_other():
+    # both stand on channel/ and routing/; annotations included
+    edges = [(m, t) for m, t, _, _ in IMPORTS.edges] + [(m, t) for m, t, _ in IMPORTS.typing]
+    crossing = [f"{m} imports {t}" for m, t in edges
+                if {folder_of(m), folder_of(t)} == {"ziti_lite.edge", "ziti_lite.ctrl"}]
+    assert not crossing, "\n".join(crossing)
 
 
 def test_the_checks_see_what_they_check():
@@ -252,8 +279,8 @@ def test_the_checks_see_what_they_check():
     assert ("ziti_lite.cli", "ziti_lite.server", True) in edges
     assert ("ziti_lite.netcode.apply", "ziti_lite.exchange", False) in edges
     assert layer_of("ziti_lite.netcode.plan") == layer_of("ziti_lite.exchange") > layer_of("ziti_lite.app")
-    assert ("ziti_lite.api.context", "ziti_lite.app", False) not in edges    # under TYPE_CHECKING
-    assert ("ziti_lite.api.context", "ziti_lite.app") in {(m, t) for m, t, _ in IMPORTS.typing}
+    assert ("ziti_lite.api.context", "ziti_lite.api.controller", False) not in edges    # under TYPE_CHECKING
+    assert ("ziti_lite.api.context", "ziti_lite.api.controller") in {(m, t) for m, t, _ in IMPORTS.typing}
     assert layer_of("ziti_lite.api.crud") < layer_of("ziti_lite.resources.identities") < layer_of(
         "ziti_lite.handlers.authentication")
     assert folder_of("ziti_lite.api.crud") == folder_of("ziti_lite.api") == "ziti_lite.api"
@@ -268,10 +295,7 @@ def test_the_checks_see_what_they_check():
 # can, and each one is listed here with its reason (at most 3: name a Protocol of your own
 # layer instead).
 UPHILL: dict[tuple[str, str], str] = {
-    ("ziti_lite.api", "ziti_lite.app"): "api/context.py: Ctx.ctl is annotated as the Controller",
-    ("ziti_lite.api", "ziti_lite.auth"): "api/context.py: Ctx.session is annotated as an auth Session",
-    ("ziti_lite.oidc", "ziti_lite.app"): "oidc/provider.py: the provider builds the Ctx of its login steps, whose"
-                                         " ctl is the Controller",
+    # none today: Ctx.ctl is an api.controller.ApiController, Ctx.session an api.caller.Session
 }
 
 

@@ -24,7 +24,7 @@ CROSS_CUTTING = {
     "schema_matches_models": "schema.sql (not a module) against the resource table",
     "layers": "the import layers of the whole package",
     "advisories": "upstream's security advisories after v1.3.3, checked against the whole API",
-    "layout": "this file",
+    "layout": "this file (and the length of functions, a shape rule of the whole package)",
 }
 
 
@@ -71,3 +71,20 @@ def test_no_absolute_path_outside_the_repository_in_tests_or_scripts():
                     node.value.startswith(p) and len(node.value) > len(p) for p in FOREIGN):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
     assert not found, "absolute paths outside the repository (derive them from __file__, or ask):\n" + "\n".join(found)
+
+
+LONGEST = 80
+INDIVISIBLE = "One indivisible step"
+
+
+def test_no_function_is_over_80_lines_unless_it_says_why():
+    import ast
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None:
+                length = node.end_lineno - node.lineno + 1
+                if length > LONGEST and INDIVISIBLE not in (ast.get_docstring(node) or ""):
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({length} lines)")
+    assert not long, (f"functions over {LONGEST} lines: split them where their steps are, or say in the"
+                      f" docstring why one is '{INDIVISIBLE}':\n" + "\n".join(long))

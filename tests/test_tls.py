@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import ssl
 
-from ziti_lite import server, tls
+from ziti_lite import tls
 from ziti_lite.lifecycle import contexts
 
 
 def test_the_context_lets_every_chain_through_and_asks_for_one(ctl):
-    context = server.ssl_context(ctl.state)
+    context = contexts.ssl_context(ctl.state)
     assert context.verify_mode == ssl.CERT_OPTIONAL
     assert tls._accepts_any(context)
     # nothing is trusted at the TLS layer: the application checks every chain itself
@@ -23,7 +23,7 @@ def test_without_the_callback_the_handshake_checks_controller_and_registered_cas
     def unavailable():
         raise OSError("no libssl here")
     monkeypatch.setattr(tls, "_libssl", unavailable)
-    context = server.ssl_context(ctl.state, [ctl.state["root_cert"]])
+    context = contexts.ssl_context(ctl.state, [ctl.state["root_cert"]])
     assert context.verify_mode == ssl.CERT_OPTIONAL
     assert not tls._accepts_any(context)
     assert context.cert_store_stats()["x509_ca"] == 2  # root and signing CA (the extra is the root again)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -23,159 +25,66 @@ def cli() -> None:
     """A lightweight OpenZiti controller in one SQLite file."""
 
 
+REQUIRED = object()
+
+# serve's options, each declared here once: (name, default, click type, help). The option is
+# --NAME with dashes, its environment variable ZITI_LITE_NAME, and it goes to the Settings field
+# of its name (config.py, whose defaults are the in-process ones: no router ports there); a bool
+# default makes an --X/--no-X flag. log_level is serve's own (uvicorn's and the loggers').
+SERVE_OPTIONS: tuple[tuple[str, Any, Any, str | None], ...] = (
+    ("db", REQUIRED, click.Path(dir_okay=False), "SQLite file (created when new)"),
+    ("host", "127.0.0.1", None, "address to listen on"),
+    ("port", 1280, int, None),
+    ("advertise", None, None, "host name clients use (JWT issuer, certificate SAN)"),
+    ("admin_user", "admin", None, "default admin username (new file only)"),
+    ("admin_password", None, None, "default admin password (new file only); generated and printed once when absent"),
+    ("edge_port", 3022, click.IntRange(0, 65535), "TLS port of the embedded edge router (0: no router)"),
+    ("router_name", "ziti-lite", None, "name of the embedded edge router"),
+    ("ctrl_port", 6262, click.IntRange(0, 65535),
+     "TLS port of the control channel real OpenZiti routers connect to (0: none)"),
+    ("ctrl_heartbeat_timeout", 30.0, click.FloatRange(1.0, 3600.0),
+     "seconds a router may leave the controller's heartbeats unanswered before it is offline"),
+    ("oidc", True, None,
+     "serve the OIDC provider under /oidc (the oauth2 scheme: newer SDKs log in through it and"
+     " /version advertises OIDC_AUTH); --no-oidc leaves clients on legacy API sessions"),
+    ("zac", None, click.Path(exists=True, file_okay=False), "serve this built admin console (ZAC) at /zac/"),
+    ("log_level", "info", click.Choice(["critical", "error", "warning", "info", "debug", "trace"],
+                                       case_sensitive=False), None),
+    ("log_format", "text", click.Choice(["text", "json"]),
+     "json: one JSON object a line, access records with request ids"),
+    ("idle_timeout", 5.0, float,
+     "seconds a connection may take to send a request (after connecting or its last response)"),
+    ("handshake_timeout", 5.0, float, "seconds for a TLS handshake"),
+    ("max_connections", None, int, "open connections at most [default: 3/4 of the file descriptor limit]"),
+    ("server_cert_days", 365, click.IntRange(1, 3650),
+     "validity of the TLS server certificate, renewed while serving when a third of it is left (at least 30 days)"),
+    ("events", None, click.Path(dir_okay=False, allow_dash=True),
+     "write events (upstream's JSON shapes) to this file, one a line ('-': standard output)"),
+    ("events_types", None, None,
+     "comma-separated event types for --events (entityChange,edge.apiSessions,...) [default: all]"),
+    ("events_max_mb", 10.0, click.FloatRange(min=0.001), "rotate the events file past this size"),
+    ("events_keep", 5, click.IntRange(min=0), "rotated events files kept"),
+    ("events_counts_interval", 300.0, click.FloatRange(min=1), "seconds between edge.entityCounts events"),
+    ("audit_days", 90.0, click.FloatRange(min=0), "keep audit rows this long (0: no audit trail)"),
+    ("audit_max_rows", 1_000_000, click.IntRange(min=1), "keep at most this many audit rows"),
+    ("loop", "auto", click.Choice(["auto", "uvloop", "asyncio"]), "event loop (auto: uvloop when installed)"),
+)
+
+
+def _serve_options(command: Callable) -> Callable:
+    for name, default, kind, help in reversed(SERVE_OPTIONS):
+        flag = "--" + name.replace("_", "-")
+        declared = f"{flag}/--no-{flag[2:]}" if isinstance(default, bool) else flag
+        required = default is REQUIRED
+        command = click.option(declared, name, required=required, default=None if required else default,
+                               show_default=not required, type=kind, envvar=f"ZITI_LITE_{name.upper()}",
+                               help=help)(command)
+    return command
+
+
 @cli.command()
-@click.option("--db", "db", required=True, type=click.Path(dir_okay=False), envvar="ZITI_LITE_DB",
-              help="SQLite file (created when new)")
-@click.option("--host", default="127.0.0.1", show_default=True, envvar="ZITI_LITE_HOST", help="address to listen on")
-@click.option("--port", default=1280, show_default=True, type=int, envvar="ZITI_LITE_PORT")
-@click.option("--advertise", default=None, envvar="ZITI_LITE_ADVERTISE",
-              help="host name clients use (JWT issuer, certificate SAN)")
-@click.option("--admin-user", default="admin", show_default=True, envvar="ZITI_LITE_ADMIN_USER",
-              help="default admin username (new file only)")
-@click.option("--admin-password", default=None, envvar="ZITI_LITE_ADMIN_PASSWORD",
-              help="default admin password (new file only); generated and printed once when absent")
-@click.option(
-    "--edge-port",
-    default=3022,
-    show_default=True,
-    type=click.IntRange(0, 65535),
-    envvar="ZITI_LITE_EDGE_PORT",
-    help="TLS port of the embedded edge router (0: no router)",
-)
-@click.option(
-    "--router-name",
-    default="ziti-lite",
-    show_default=True,
-    envvar="ZITI_LITE_ROUTER_NAME",
-    help="name of the embedded edge router",
-)
-@click.option(
-    "--ctrl-port",
-    default=6262,
-    show_default=True,
-    type=click.IntRange(0, 65535),
-    envvar="ZITI_LITE_CTRL_PORT",
-    help="TLS port of the control channel real OpenZiti routers connect to (0: none)",
-)
-@click.option(
-    "--ctrl-heartbeat-timeout",
-    default=30.0,
-    show_default=True,
-    type=click.FloatRange(1.0, 3600.0),
-    envvar="ZITI_LITE_CTRL_HEARTBEAT_TIMEOUT",
-    help="seconds a router may leave the controller's heartbeats unanswered before it is offline",
-)
-@click.option(
-    "--oidc/--no-oidc",
-    default=True,
-    show_default=True,
-    envvar="ZITI_LITE_OIDC",
-    help="serve the OIDC provider under /oidc (the oauth2 scheme: newer SDKs log in through it and"
-    " /version advertises OIDC_AUTH); --no-oidc leaves clients on legacy API sessions",
-)
-@click.option(
-    "--zac",
-    default=None,
-    envvar="ZITI_LITE_ZAC",
-    type=click.Path(exists=True, file_okay=False),
-    help="serve this built admin console (ZAC) at /zac/",
-)
-@click.option(
-    "--log-level",
-    default="info",
-    show_default=True,
-    envvar="ZITI_LITE_LOG_LEVEL",
-    type=click.Choice(["critical", "error", "warning", "info", "debug", "trace"], case_sensitive=False),
-)
-@click.option(
-    "--log-format",
-    default="text",
-    show_default=True,
-    envvar="ZITI_LITE_LOG_FORMAT",
-    type=click.Choice(["text", "json"]),
-    help="json: one JSON object a line, access records with request ids",
-)
-@click.option(
-    "--idle-timeout",
-    default=5.0,
-    show_default=True,
-    type=float,
-    envvar="ZITI_LITE_IDLE_TIMEOUT",
-    help="seconds a connection may take to send a request (after connecting or its last response)",
-)
-@click.option(
-    "--handshake-timeout",
-    default=5.0,
-    show_default=True,
-    type=float,
-    envvar="ZITI_LITE_HANDSHAKE_TIMEOUT",
-    help="seconds for a TLS handshake",
-)
-@click.option(
-    "--max-connections",
-    default=None,
-    type=int,
-    envvar="ZITI_LITE_MAX_CONNECTIONS",
-    help="open connections at most [default: 3/4 of the file descriptor limit]",
-)
-@click.option(
-    "--server-cert-days",
-    default=365,
-    show_default=True,
-    type=click.IntRange(1, 3650),
-    envvar="ZITI_LITE_SERVER_CERT_DAYS",
-    help="validity of the TLS server certificate, renewed while serving when a third of it is left (at least 30 days)",
-)
-@click.option("--events", default=None, envvar="ZITI_LITE_EVENTS", type=click.Path(dir_okay=False, allow_dash=True),
-              help="write events (upstream's JSON shapes) to this file, one a line ('-': standard output)")
-@click.option("--events-types", default=None, envvar="ZITI_LITE_EVENTS_TYPES",
-              help="comma-separated event types for --events (entityChange,edge.apiSessions,...) [default: all]")
-@click.option("--events-max-mb", default=10.0, show_default=True, type=click.FloatRange(min=0.001),
-              envvar="ZITI_LITE_EVENTS_MAX_MB", help="rotate the events file past this size")
-@click.option("--events-keep", default=5, show_default=True, type=click.IntRange(min=0),
-              envvar="ZITI_LITE_EVENTS_KEEP", help="rotated events files kept")
-@click.option("--events-counts-interval", default=300.0, show_default=True, type=click.FloatRange(min=1),
-              envvar="ZITI_LITE_EVENTS_COUNTS_INTERVAL", help="seconds between edge.entityCounts events")
-@click.option("--audit-days", default=90.0, show_default=True, type=click.FloatRange(min=0),
-              envvar="ZITI_LITE_AUDIT_DAYS", help="keep audit rows this long (0: no audit trail)")
-@click.option("--audit-max-rows", default=1_000_000, show_default=True, type=click.IntRange(min=1),
-              envvar="ZITI_LITE_AUDIT_MAX_ROWS", help="keep at most this many audit rows")
-@click.option(
-    "--loop",
-    default="auto",
-    show_default=True,
-    type=click.Choice(["auto", "uvloop", "asyncio"]),
-    envvar="ZITI_LITE_LOOP",
-    help="event loop (auto: uvloop when installed)",
-)
-def serve(
-    db,
-    host,
-    port,
-    advertise,
-    admin_user,
-    admin_password,
-    edge_port,
-    router_name,
-    ctrl_port,
-    ctrl_heartbeat_timeout,
-    oidc,
-    zac,
-    log_level,
-    log_format,
-    idle_timeout,
-    handshake_timeout,
-    max_connections,
-    server_cert_days,
-    events,
-    events_types,
-    events_max_mb,
-    events_keep,
-    events_counts_interval,
-    audit_days,
-    audit_max_rows,
-    loop,
-) -> None:
+@_serve_options
+def serve(log_level: str, events_types: str | None, zac: str | None, **options: Any) -> None:
     """Create (if new) and serve a controller over HTTPS.
 
     Every option can also come from its environment variable: ZITI_LITE_ and the option's
@@ -193,36 +102,8 @@ def serve(
     # that was installed before it: make that an orderly exit with status 0, not a kill
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _stopped)
-    run(
-        Settings(
-            db=db,
-            host=host,
-            port=port,
-            advertise=advertise,
-            admin_user=admin_user,
-            admin_password=admin_password,
-            edge_port=edge_port,
-            router_name=router_name,
-            ctrl_port=ctrl_port,
-            ctrl_heartbeat_timeout=ctrl_heartbeat_timeout,
-            oidc=oidc,
-            zac=zac,
-            log_format=log_format,
-            idle_timeout=idle_timeout,
-            handshake_timeout=handshake_timeout,
-            max_connections=max_connections,
-            server_cert_days=server_cert_days,
-            events=events,
-            events_types=sorted(types) if types is not None else None,
-            events_max_mb=events_max_mb,
-            events_keep=events_keep,
-            events_counts_interval=events_counts_interval,
-            audit_days=audit_days,
-            audit_max_rows=audit_max_rows,
-            loop=loop,
-        ),
-        log_level=log_level.lower(),
-    )
+    settings = Settings(**options, zac=zac, events_types=sorted(types) if types is not None else None)
+    run(settings, log_level=log_level.lower())
 
 
 def _stopped(signum, frame) -> None:

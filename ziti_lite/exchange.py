@@ -201,6 +201,31 @@ class LocalApi(ApiBase):
 
 
 # ---------------------------------------------------------------- export
+def role_attributes(m: dict) -> dict:
+    """``roleAttributes`` as a list, also where the API shows none (null)."""
+    if m.get("roleAttributes") is None:
+        m["roleAttributes"] = []
+    return m
+
+
+def _roles_by_name(kind: str, m: dict) -> dict:
+    """A policy's role lists as the names its ``…Display`` fields give."""
+    e = dict(m)
+    for field in ROLES[kind]:
+        e[field] = [r["name"] for r in m.get(field + "Display") or []]
+    return e
+
+
+def _signers_by_name(e: dict, name_of) -> dict:
+    """An auth policy's external JWT signers as ``@name`` references."""
+    ext = e.get("primary", {}).get("extJwt", {})
+    ext["allowedSigners"] = ["@" + name_of("external-jwt-signers", s) for s in ext.get("allowedSigners") or []]
+    secondary = e.get("secondary") or {}
+    if secondary.get("requireExtJwtSigner"):
+        secondary["requireExtJwtSigner"] = "@" + name_of("external-jwt-signers", secondary["requireExtJwtSigner"])
+    return e
+
+
 def export(api: ApiBase, kinds=None) -> dict[str, list[dict]]:
     """The network as a document; of ``kinds`` only (default: every kind), so that a caller that
     may read only some collections exports those."""
@@ -222,11 +247,6 @@ def export(api: ApiBase, kinds=None) -> dict[str, list[dict]]:
         # an identity's permissions (OpenZiti 2.0) only where it has some: the document of one
         # without reads as a v1.x controller's export
         return {k: v for k, v in m.items() if k not in DROP[kind] and not (k == "permissions" and not v)}
-
-    def role_attributes(m: dict) -> dict:
-        if m.get("roleAttributes") is None:
-            m["roleAttributes"] = []
-        return m
 
     out: dict[str, list[dict]] = {}
     if "certificateAuthorities" in wanted:
@@ -269,34 +289,15 @@ def export(api: ApiBase, kinds=None) -> dict[str, list[dict]]:
 
     for kind, collection in (("servicePolicies", "service-policies"), ("edgeRouterPolicies", "edge-router-policies"),
                              ("serviceEdgeRouterPolicies", "service-edge-router-policies")):
-        if kind not in wanted:
-            continue
-        rows = []
-        for m in api.list(collection):
-            e = dict(m)
-            for field in ROLES[kind]:
-                e[field] = [r["name"] for r in m.get(field + "Display") or []]
-            rows.append(strip(kind, e))
-        out[kind] = rows
+        if kind in wanted:
+            out[kind] = [strip(kind, _roles_by_name(kind, m)) for m in api.list(collection)]
 
     if "externalJwtSigners" in wanted:
         out["externalJwtSigners"] = [strip("externalJwtSigners", m) for m in api.list("external-jwt-signers")]
 
     if "authPolicies" in wanted:
-        policies = []
-        for m in api.list("auth-policies"):
-            if m["name"] == "Default":
-                continue
-            e = strip("authPolicies", json.loads(json.dumps(m)))
-            ext = e.get("primary", {}).get("extJwt", {})
-            ext["allowedSigners"] = ["@" + name_of("external-jwt-signers", s)
-                                     for s in ext.get("allowedSigners") or []]
-            secondary = e.get("secondary") or {}
-            if secondary.get("requireExtJwtSigner"):
-                secondary["requireExtJwtSigner"] = "@" + name_of("external-jwt-signers",
-                                                                 secondary["requireExtJwtSigner"])
-            policies.append(e)
-        out["authPolicies"] = policies
+        out["authPolicies"] = [_signers_by_name(strip("authPolicies", json.loads(json.dumps(m))), name_of)
+                               for m in api.list("auth-policies") if m["name"] != "Default"]
 
     if "postureChecks" in wanted:
         out["postureChecks"] = [strip("postureChecks", m) for m in api.list("posture-checks")]

@@ -37,6 +37,7 @@ from . import __version__, clock
 from .api import envelope as env
 from .auth.methods import METHODS
 from .ctrl.server import CtrlController
+from .edge.controller import EdgeController
 from .errors import ApiError
 from .ids import new_id
 from .lifecycle import expiry
@@ -47,7 +48,7 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 PATHS = ("/health-checks", "/health-checks/controller/raft", "/metrics")
 
 
-class ObservedController(CtrlController, LifecycleController, Protocol):
+class ObservedController(EdgeController, CtrlController, LifecycleController, Protocol):
     """The controller as metrics and health checks see it (a Protocol: ``app`` imports this
     module, so naming ``app.Controller`` here would close a folder cycle)."""
 
@@ -71,27 +72,29 @@ class Metrics:
         h[-1] += 1
 
     def render(self, ctl: ObservedController) -> str:
-        out: list[str] = []
+        """The Prometheus text of every family, section by section."""
+        out = _Lines()
+        for section in (self._process, self._http, _database, _certificates, _events, _edge_router, _ctrl):
+            section(ctl, out)
+        return "\n".join(out) + "\n"
 
-        def family(name: str, kind: str, help: str) -> None:
-            out.append(f"# HELP {name} {help}")
-            out.append(f"# TYPE {name} {kind}")
-
-        family("ziti_lite_info", "gauge", "ziti-lite version and controller instance")
+    def _process(self, ctl: ObservedController, out: _Lines) -> None:
+        out.family("ziti_lite_info", "gauge", "ziti-lite version and controller instance")
         out.append(f'ziti_lite_info{{version="{_esc(__version__)}",instance="{_esc(ctl.instance_id)}"}} 1')
-        family("ziti_lite_start_time_seconds", "gauge", "when this process started serving (unix time)")
+        out.family("ziti_lite_start_time_seconds", "gauge", "when this process started serving (unix time)")
         out.append(f"ziti_lite_start_time_seconds {self.started:.3f}")
 
-        family(
-            "ziti_lite_http_requests_total", "counter", "HTTP requests answered, by API, operation, method and status"
-        )
+    def _http(self, ctl: ObservedController, out: _Lines) -> None:
+        out.family("ziti_lite_http_requests_total", "counter",
+                   "HTTP requests answered, by API, operation, method and status")
         for (api, op, method, status), n in sorted(self.requests.items()):
             out.append(
                 f'ziti_lite_http_requests_total{{api="{_esc(api)}",operation="{_esc(op)}",'
                 f'method="{_esc(method)}",status="{status}"}} {n}'
             )
 
-        family("ziti_lite_http_request_duration_seconds", "histogram", "time to answer a request, by API and operation")
+        out.family("ziti_lite_http_request_duration_seconds", "histogram",
+                   "time to answer a request, by API and operation")
         for (api, op), h in sorted(self.latency.items()):
             labels = f'api="{_esc(api)}",operation="{_esc(op)}"'
             running = 0
@@ -102,103 +105,122 @@ class Metrics:
             out.append(f"ziti_lite_http_request_duration_seconds_sum{{{labels}}} {h[-2]:.6f}")
             out.append(f"ziti_lite_http_request_duration_seconds_count{{{labels}}} {h[-1]}")
 
-        family("ziti_lite_logins_total", "counter", "authentication requests, by method and result")
+        out.family("ziti_lite_logins_total", "counter", "authentication requests, by method and result")
         for (method, result), n in sorted(self.logins.items()):
             out.append(f'ziti_lite_logins_total{{method="{_esc(method)}",result="{result}"}} {n}')
 
-        family("ziti_lite_permission_refusals_total", "counter",
-               "operations refused to a valid session for want of a permission, by API and the permission"
-               " the operation needs (entity.action, or admin for admins only)")
+        out.family("ziti_lite_permission_refusals_total", "counter",
+                   "operations refused to a valid session for want of a permission, by API and the permission"
+                   " the operation needs (entity.action, or admin for admins only)")
         for (api, need), n in sorted(self.refusals.items()):
             out.append(f'ziti_lite_permission_refusals_total{{api="{_esc(api)}",permission="{_esc(need)}"}} {n}')
 
-        store = ctl.store
-        family("ziti_lite_api_sessions", "gauge", "API sessions in the database")
-        out.append(f"ziti_lite_api_sessions {store.value('SELECT count(*) FROM api_sessions')}")
-        family("ziti_lite_sessions", "gauge", "service (Dial/Bind) sessions in the database, by type")
-        for kind, n in store.conn.execute("SELECT type, count(*) FROM sessions GROUP BY type ORDER BY type"):
-            out.append(f'ziti_lite_sessions{{type="{_esc(kind)}"}} {n}')
 
-        family("ziti_lite_certificate_expiry_seconds", "gauge",
+def _database(ctl: ObservedController, out: _Lines) -> None:
+    store = ctl.store
+    out.family("ziti_lite_api_sessions", "gauge", "API sessions in the database")
+    out.append(f"ziti_lite_api_sessions {store.value('SELECT count(*) FROM api_sessions')}")
+    out.family("ziti_lite_sessions", "gauge", "service (Dial/Bind) sessions in the database, by type")
+    for kind, n in store.conn.execute("SELECT type, count(*) FROM sessions GROUP BY type ORDER BY type"):
+        out.append(f'ziti_lite_sessions{{type="{_esc(kind)}"}} {n}')
+
+
+def _certificates(ctl: ObservedController, out: _Lines) -> None:
+    store = ctl.store
+    out.family("ziti_lite_certificate_expiry_seconds", "gauge",
                "seconds until the end of the controller's certificates (server, signer, root) and of the"
                " soonest-ending identity and router certificates (negative: ended)")
-        now = clock.now()
-        for e in expiry.controller(ctl.state):
-            out.append(f'ziti_lite_certificate_expiry_seconds{{certificate="{e.kind}"}} {e.seconds_left(now):.0f}')
-        for kind in expiry.KINDS:
-            first = expiry.soonest(store, kind)
-            if first is not None:
-                out.append(f'ziti_lite_certificate_expiry_seconds{{certificate="{kind}",id="{_esc(first.id or "")}"}}'
-                           f" {first.seconds_left(now):.0f}")
-        family("ziti_lite_certificate_renewals_total", "counter",
+    now = clock.now()
+    for e in expiry.controller(ctl.state):
+        out.append(f'ziti_lite_certificate_expiry_seconds{{certificate="{e.kind}"}} {e.seconds_left(now):.0f}')
+    for kind in expiry.KINDS:
+        first = expiry.soonest(store, kind)
+        if first is not None:
+            out.append(f'ziti_lite_certificate_expiry_seconds{{certificate="{kind}",id="{_esc(first.id or "")}"}}'
+                       f" {first.seconds_left(now):.0f}")
+    out.family("ziti_lite_certificate_renewals_total", "counter",
                "renewals of the controller's certificates by this process (at start and while serving)")
-        for kind in expiry.CONTROLLER:
-            out.append(f'ziti_lite_certificate_renewals_total{{certificate="{kind}"}} {ctl.cert_renewals.get(kind, 0)}')
-        bus = ctl.events
-        family("ziti_lite_events_total", "counter", "events published, by type")
-        for namespace, n in sorted(bus.emitted.items()):
-            out.append(f'ziti_lite_events_total{{type="{_esc(namespace)}"}} {n}')
-        family("ziti_lite_events_dropped_total", "counter",
-               "events dropped because a sink's queue was full, by sink (file, sse)")
-        lost = bus.sink.lost if bus.sink is not None else 0   # lines a failed write lost
-        for kind in sorted({"file", "sse", *bus.dropped}):
-            n = bus.dropped.get(kind, 0) + (lost if kind == "file" else 0)
-            out.append(f'ziti_lite_events_dropped_total{{sink="{_esc(kind)}"}} {n}')
-        family("ziti_lite_events_queued", "gauge", "events waiting for the events file's writer")
-        out.append(f"ziti_lite_events_queued {len(bus.sink.queue) if bus.sink is not None else 0}")
+    for kind in expiry.CONTROLLER:
+        out.append(f'ziti_lite_certificate_renewals_total{{certificate="{kind}"}} {ctl.cert_renewals.get(kind, 0)}')
 
-        router = ctl.edge_router
-        family("ziti_lite_edge_router_up", "gauge", "1 while the embedded edge router listens")
-        out.append(f"ziti_lite_edge_router_up {int(router is not None)}")
-        if router is not None:
-            stats = router.stats()
-            for key, help in (
-                ("channels", "open SDK channels"),
-                ("connections", "open edge connections"),
-                ("terminators", "terminators hosted through this router"),
-            ):
-                family(f"ziti_lite_edge_router_{key}", "gauge", help)
-                out.append(f"ziti_lite_edge_router_{key} {stats[key]}")
-            family("ziti_lite_edge_router_identities", "gauge", "identities with an open channel")
-            out.append(f"ziti_lite_edge_router_identities {len(router.identities)}")
-            family("ziti_lite_edge_router_circuits_total", "counter", "circuits created since the router started")
-            out.append(f"ziti_lite_edge_router_circuits_total {stats['circuits']}")
-            family(
-                "ziti_lite_edge_router_open_channel_bytes",
-                "gauge",
-                "bytes received and sent by the channels open now, since each opened",
-            )
-            channels = list(router.channels)
-            out.append(
-                f'ziti_lite_edge_router_open_channel_bytes{{direction="in"}} {sum(c.bytes_in for c in channels)}'
-            )
-            out.append(
-                f'ziti_lite_edge_router_open_channel_bytes{{direction="out"}} {sum(c.bytes_out for c in channels)}'
-            )
-            family(
-                "ziti_lite_edge_router_bytes_total", "counter", "bytes received and sent by SDK channels since start"
-            )
-            out.append(f'ziti_lite_edge_router_bytes_total{{direction="in"}} {stats["bytes_in"]}')
-            out.append(f'ziti_lite_edge_router_bytes_total{{direction="out"}} {stats["bytes_out"]}')
-        ctrl = ctl.ctrl_server
-        family("ziti_lite_ctrl_up", "gauge", "1 while the control channel for real routers listens")
-        out.append(f"ziti_lite_ctrl_up {int(ctrl is not None)}")
-        if ctrl is not None:
-            stats = ctrl.stats()
-            for key, kind, help in (
-                ("routers", "gauge", "real routers online (connected and past their hello)"),
-                ("channels", "gauge", "open control-channel connections, accepted or not yet"),
-                ("circuits", "gauge", "live circuits through real routers"),
-                ("links", "gauge", "router-to-router links the routers reported"),
-                ("circuits_total", "counter", "circuits through real routers since start"),
-                ("refused", "counter", "control-channel connections refused since start"),
-            ):
-                name = "ziti_lite_ctrl_refused_total" if key == "refused" else f"ziti_lite_ctrl_{key}"
-                family(name, kind, help)
-                out.append(f"{name} {stats[key]}")
-        family("ziti_lite_edge_routers_online", "gauge", "edge routers online: the embedded one and real ones")
-        out.append(f"ziti_lite_edge_routers_online {len(ctl.store.online_routers)}")
-        return "\n".join(out) + "\n"
+
+def _events(ctl: ObservedController, out: _Lines) -> None:
+    bus = ctl.events
+    out.family("ziti_lite_events_total", "counter", "events published, by type")
+    for namespace, n in sorted(bus.emitted.items()):
+        out.append(f'ziti_lite_events_total{{type="{_esc(namespace)}"}} {n}')
+    out.family("ziti_lite_events_dropped_total", "counter",
+               "events dropped because a sink's queue was full, by sink (file, sse)")
+    lost = bus.sink.lost if bus.sink is not None else 0   # lines a failed write lost
+    for kind in sorted({"file", "sse", *bus.dropped}):
+        n = bus.dropped.get(kind, 0) + (lost if kind == "file" else 0)
+        out.append(f'ziti_lite_events_dropped_total{{sink="{_esc(kind)}"}} {n}')
+    out.family("ziti_lite_events_queued", "gauge", "events waiting for the events file's writer")
+    out.append(f"ziti_lite_events_queued {len(bus.sink.queue) if bus.sink is not None else 0}")
+
+
+def _edge_router(ctl: ObservedController, out: _Lines) -> None:
+    router = ctl.edge_router
+    out.family("ziti_lite_edge_router_up", "gauge", "1 while the embedded edge router listens")
+    out.append(f"ziti_lite_edge_router_up {int(router is not None)}")
+    if router is not None:
+        stats = router.stats()
+        for key, help in (
+            ("channels", "open SDK channels"),
+            ("connections", "open edge connections"),
+            ("terminators", "terminators hosted through this router"),
+        ):
+            out.family(f"ziti_lite_edge_router_{key}", "gauge", help)
+            out.append(f"ziti_lite_edge_router_{key} {stats[key]}")
+        out.family("ziti_lite_edge_router_identities", "gauge", "identities with an open channel")
+        out.append(f"ziti_lite_edge_router_identities {len(router.identities)}")
+        out.family("ziti_lite_edge_router_circuits_total", "counter", "circuits created since the router started")
+        out.append(f"ziti_lite_edge_router_circuits_total {stats['circuits']}")
+        out.family(
+                   "ziti_lite_edge_router_open_channel_bytes",
+                   "gauge",
+                   "bytes received and sent by the channels open now, since each opened",
+        )
+        channels = list(router.channels)
+        out.append(
+            f'ziti_lite_edge_router_open_channel_bytes{{direction="in"}} {sum(c.bytes_in for c in channels)}'
+        )
+        out.append(
+            f'ziti_lite_edge_router_open_channel_bytes{{direction="out"}} {sum(c.bytes_out for c in channels)}'
+        )
+        out.family("ziti_lite_edge_router_bytes_total", "counter",
+                   "bytes received and sent by SDK channels since start")
+        out.append(f'ziti_lite_edge_router_bytes_total{{direction="in"}} {stats["bytes_in"]}')
+        out.append(f'ziti_lite_edge_router_bytes_total{{direction="out"}} {stats["bytes_out"]}')
+
+
+def _ctrl(ctl: ObservedController, out: _Lines) -> None:
+    ctrl = ctl.ctrl_server
+    out.family("ziti_lite_ctrl_up", "gauge", "1 while the control channel for real routers listens")
+    out.append(f"ziti_lite_ctrl_up {int(ctrl is not None)}")
+    if ctrl is not None:
+        stats = ctrl.stats()
+        for key, kind, help in (
+            ("routers", "gauge", "real routers online (connected and past their hello)"),
+            ("channels", "gauge", "open control-channel connections, accepted or not yet"),
+            ("circuits", "gauge", "live circuits through real routers"),
+            ("links", "gauge", "router-to-router links the routers reported"),
+            ("circuits_total", "counter", "circuits through real routers since start"),
+            ("refused", "counter", "control-channel connections refused since start"),
+        ):
+            name = "ziti_lite_ctrl_refused_total" if key == "refused" else f"ziti_lite_ctrl_{key}"
+            out.family(name, kind, help)
+            out.append(f"{name} {stats[key]}")
+    out.family("ziti_lite_edge_routers_online", "gauge", "edge routers online: the embedded one and real ones")
+    out.append(f"ziti_lite_edge_routers_online {len(ctl.store.online_routers)}")
+
+
+class _Lines(list):
+    """The lines of the metrics text; ``family`` opens a metric family (its HELP and TYPE)."""
+
+    def family(self, name: str, kind: str, help: str) -> None:
+        self.append(f"# HELP {name} {help}")
+        self.append(f"# TYPE {name} {kind}")
 
 
 def _esc(value: str) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import ssl
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -30,50 +29,9 @@ from .db.store import DatabaseRefused
 from .lifecycle import contexts, startup
 
 if TYPE_CHECKING:
-    from .app import Controller
+    pass
 
 GRACEFUL_SHUTDOWN = 10   # seconds in-flight requests get to finish at shutdown
-X509_V_FLAG_PARTIAL_CHAIN = 0x80000
-X509_V_FLAG_NO_CHECK_TIME = 0x200000
-
-
-def _server_side(state: dict) -> ssl.SSLContext:
-    """A TLS 1.2+ server context presenting the controller's server certificate and its chain."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    contexts.load_server_chain(ctx, state)
-    return ctx
-
-
-def ctrl_ssl_context(state: dict) -> ssl.SSLContext:
-    """The routers' control channel. Routers' certificates are the controller's to check: any
-    chain passes the handshake and ``ctrl/channel.py`` verifies it against the controller's own
-    CAs, with validity dates, so a refusal is logged with its reason; where the callback cannot
-    be installed, OpenSSL requires a certificate verifying against those CAs itself."""
-    ctx = _server_side(state)
-    ctx.set_alpn_protocols(["ziti-ctrl"])
-    if not tls.accept_any_client_chain(ctx):
-        ctx.verify_mode = ssl.CERT_REQUIRED
-        ctx.load_verify_locations(cadata=state["signer_cert"] + state["root_cert"])
-    return ctx
-
-
-def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLContext:
-    ctx = _server_side(state)
-    if tls.accept_any_client_chain(ctx):
-        return ctx
-    ctx.load_verify_locations(cadata=state["signer_cert"] + state["root_cert"])
-    for pem in extra_cas or ():
-        try:
-            ctx.load_verify_locations(cadata=pem)
-        except (ssl.SSLError, ValueError):
-            pass  # a CA entity whose PEM OpenSSL refuses is simply not trusted by the handshake
-    # validity dates are the auth policy's business (allowExpiredCerts), not the handshake's;
-    # registered CAs may be intermediates, which must count as anchors (as in Go's x509 roots)
-    ctx.verify_flags |= X509_V_FLAG_NO_CHECK_TIME | X509_V_FLAG_PARTIAL_CHAIN
-    return ctx
-
-
 def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Server:
     """A uvicorn server for ``settings`` (not started); its controller is ``server.controller``."""
     logging_config: dict[str, Any] = {}   # empty: uvicorn's own logging setup
@@ -83,13 +41,10 @@ def build(settings: Settings, log_level: str = "info", app=None) -> uvicorn.Serv
     app = app or create_app(settings)
     ctl = app.state.controller
     startup.check(ctl)   # before anything listens: one line and exit 1 (serve) for what cannot work
-    # every server context is registered: a certificate renewal reloads them all (lifecycle/contexts.py)
-    ctl.ssl_context = contexts.register(ctl, ssl_context(ctl.state, _registered_cas(ctl)))
-    # the embedded edge router: the same certificate and client-chain rules, plus the ALPN name
-    # upstream's edge listener offers (SDKs that send none are served as well)
-    ctl.edge_ssl_context = contexts.register(ctl, ssl_context(ctl.state, _registered_cas(ctl)))
-    ctl.edge_ssl_context.set_alpn_protocols(["ziti-edge"])
-    ctl.ctrl_ssl_context = contexts.register(ctl, ctrl_ssl_context(ctl.state))
+    # one TLS context per listener, built and registered where renewals reload them
+    ctl.ssl_context = contexts.api(ctl)
+    ctl.edge_ssl_context = contexts.edge(ctl)
+    ctl.ctrl_ssl_context = contexts.ctrl(ctl)
     limits = connections.Limits(settings.idle_timeout, settings.handshake_timeout, settings.max_connections)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, **logging_config,
                             loop=loop_name(settings.loop),
@@ -150,7 +105,3 @@ def serve(settings: Settings, workers: int = 1, log_level: str = "info") -> None
         server.run()
     finally:
         dblock.release(held)
-
-
-def _registered_cas(ctl: Controller) -> list[str]:
-    return ctl.store.column("SELECT cert_pem FROM cas")

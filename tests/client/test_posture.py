@@ -8,7 +8,7 @@ from tests.client.conftest import mgmt
 from tests.conftest import MGMT, assert_error
 from ziti_lite import clock
 from ziti_lite.auth import mfa
-from ziti_lite.client import sessions
+from ziti_lite.policy import session_posture
 
 
 def _guard_web(net, check: dict) -> tuple[str, str]:
@@ -166,7 +166,7 @@ def test_mfa_check_reads_the_sessions_mfa_state(net, ctl):
     q = alice.get(f"/services/{net.web}").json()["data"]["postureQueries"][0]["postureQueries"][0]
     assert q["isPassing"] is True and 295 <= q["timeoutRemaining"] <= 300
     clock.advance(301)
-    assert sessions.revoke_failing(ctl) == 1  # what the periodic sweep does
+    assert session_posture.revoke_failing(ctl) == 1  # what the periodic sweep does
     assert_error(net.admin.get(f"/sessions/{s.json()['data']['id']}"), 404, "NOT_FOUND")
     assert_error(_dial(alice, net.web), 409, "INVALID_POSTURE")
     with ctl.store.write():

@@ -3,8 +3,8 @@ line, the group a v2 hello offers or is given, and the capabilities each line re
 
 from __future__ import annotations
 
+from ziti_lite.channel.wire import Message
 from ziti_lite.ctrl import hello
-from ziti_lite.edge.wire import Message
 
 V1 = {4: b"v1.6.20|x|d|linux|amd64", 10: b"v1-listeners", 11: b"v1-metadata"}
 V2_FIRST = {4: b"v2.0.3|x|d|linux|amd64", 9: b"\x01", 7: b"ctrl.default", 11: b"\x01", 1002: b"\x02",

@@ -315,7 +315,7 @@ def test_bind_success_and_router_assigned_connection_ids(edge, net):
 def test_a_host_that_never_answers_is_skipped_in_time(edge, net, monkeypatch):
     admin, ids = net
     router = edge.ctl.edge_router
-    monkeypatch.setattr(router, "dial_timeout", 1.0)
+    monkeypatch.setattr(router.dialer, "timeout", 1.0)
 
     async def scenario():
         host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])

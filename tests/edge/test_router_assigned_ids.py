@@ -54,7 +54,7 @@ def test_data_right_behind_the_dial_success_reaches_the_dialer(edge, net):
 def test_a_late_dial_success_closes_the_accepted_id_not_the_listener(edge, net, monkeypatch):
     _, ids = net
     router = edge.ctl.edge_router
-    monkeypatch.setattr(router, "dial_timeout", 0.5)
+    monkeypatch.setattr(router.dialer, "timeout", 0.5)
 
     async def scenario():
         host, client = Who(edge, ids["p-host.id"]), Who(edge, ids["p-client.id"])
@@ -69,7 +69,7 @@ def test_a_late_dial_success_closes_the_accepted_id_not_the_listener(edge, net, 
         m = await h.next(assigned)
         assert m.content == ec.STATE_CLOSED and m.body == b"dial timed out"
         assert h.queue(7).empty()      # nothing for the bind id: the listener lives on
-        router.dial_timeout = 5.0
+        router.dialer.timeout = 5.0
         pending = asyncio.ensure_future(c.dial(2, client.session(ids["svc"], "Dial")["token"]))
         d = await asyncio.wait_for(h.dials.get(), 5)
         h.reply(d, ec.DIAL_SUCCESS, {ec.CONN_ID: ec.u32(7), ec.SEQ: ec.u32(0)}, d.headers[ec.ROUTER_CONN_ID])

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, CLIENT, MGMT, assert_error
 from ziti_lite import clock
-from ziti_lite.oidc import provider
+from ziti_lite.oidc import common, provider
 
 REDIRECT = "http://127.0.0.1:20202/auth/callback"
 
@@ -222,7 +222,7 @@ def test_refresh_rotates_and_the_old_refresh_token_is_refused_a_minute_on(client
     lost = client.post("/oidc/oauth/token", data={"grant_type": "refresh_token", "client_id": "openziti",
                                                   "refresh_token": first["refresh_token"]})
     assert lost.status_code == 200, lost.text
-    clock.advance(provider.REUSE_SECONDS)
+    clock.advance(common.REUSE_SECONDS)
     again = client.post("/oidc/oauth/token",
                         data={"grant_type": "refresh_token", "refresh_token": first["refresh_token"]})
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
@@ -285,7 +285,7 @@ def test_token_exchange_refreshes_as_newer_sdks_do(client):
     # the ID token grants nothing on the APIs
     assert_error(client.get(CLIENT + "/current-identity", headers=bearer(r.json()["access_token"])), 401,
                  "UNAUTHORIZED")
-    clock.advance(provider.REUSE_SECONDS + provider.ID_TOKEN_GRACE_SECONDS)
+    clock.advance(common.REUSE_SECONDS + common.ID_TOKEN_GRACE_SECONDS)
     r = client.post("/oidc/oauth/token", data={"grant_type": TE, "subject_token": first["refresh_token"],
                                                "subject_token_type": TT_REFRESH})
     assert r.status_code == 400 and r.json()["error"] == "invalid_request"

@@ -68,6 +68,16 @@ def test_totp_enrollment_during_login_when_the_policy_requires_it(client, admin)
     assert client.get(CLIENT + "/services", headers=bearer(t["access_token"])).status_code == 200
     # enrolling is for logged-in auth requests only
     assert client.post("/oidc/login/totp/enroll", json={"id": start(client, verifier)}).status_code == 401
+    # the enrollment is audited as /current-identity/mfa's is (the same handlers.mfa.enroll and
+    # verify), attributed to the identity; its API session did not exist yet
+    audit = admin.as_prefix("").get(f'/ziti-lite/v1/audit?filter=entityType="mfas" and identityId="{ident}"'
+                                    "&sort=createdAt asc").json()["data"]
+    assert [r["operation"] for r in audit] == ["oidcEnrollMfa", "oidcVerifyMfa"]
+    assert all(r["path"] in ("/oidc/login/totp/enroll", "/oidc/login/totp/enroll/verify") for r in audit)
+    assert audit[0]["changes"]["secret"] == {"old": None, "new": "[redacted]"}
+    assert audit[1]["changes"] == {"isVerified": {"old": False, "new": True}}
+    name = admin.get(f"/identities/{ident}").json()["data"]["name"]
+    assert all(r["identityName"] == name and r["apiSessionId"] is None for r in audit)
 
 
 def test_the_password_step_shares_the_lockout_of_authenticate(client, admin):

@@ -17,11 +17,11 @@ def test_the_router_joins_are_written_only_in_the_model():
     elsewhere = [str(p.relative_to(PACKAGE)) for p in sorted(PACKAGE.rglob("*.py"))
                  if p != pathlib.Path(model.__file__) and JOINS.search(p.read_text())]
     assert not elsewhere, f"an identity/service -> router join written again (use policy.model): {elsewhere}"
-    # and the readers use it: relations, client access and caller, advice, the edge router's check
+    # and the readers use it: relations, client access and caller, advice, the routers' check
     from ziti_lite.client import caller
-    from ziti_lite.edge import checks
     from ziti_lite.handlers import advice, relations
     from ziti_lite.policy import access
+    from ziti_lite.routing import checks
     assert model.IDENTITY_ROUTERS in access.ROUTERS_SQL
     assert model.identity_router_ids("?1") in checks._ALLOWED
     assert "identity_router_ids" in vars(advice) and "IDENTITY_ROUTERS" in vars(caller)

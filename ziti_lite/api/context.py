@@ -16,9 +16,9 @@ from ..errors import ApiError, CouldNotValidate, Unauthorized, generic_cause
 from .router import Route
 
 if TYPE_CHECKING:  # typing only: these sit in higher layers (see tests/test_layers.py)
-    from ..app import Controller
-    from ..auth.sessions import Session
     from ..db.store import Store
+    from .caller import Session
+    from .controller import ApiController
 
 T = TypeVar("T")
 MAX_BODY = 4 * 1024 * 1024
@@ -34,7 +34,7 @@ class Ctx:
 
     __slots__ = ("ctl", "request", "api", "params", "route", "session", "_body", "audited", "_query")
 
-    ctl: Controller
+    ctl: ApiController
     request: Request
     api: str                                # "management" | "client" | "fabric"
     params: dict[str, str]                  # path parameters
@@ -45,7 +45,7 @@ class Ctx:
     # the after-change hook adds none (events/audit.py)
     audited: bool
 
-    def __init__(self, ctl: Controller, request: Request, api: str, params: dict[str, str], route: Route):
+    def __init__(self, ctl: ApiController, request: Request, api: str, params: dict[str, str], route: Route):
         self.ctl = ctl
         self.request = request
         self.api = api

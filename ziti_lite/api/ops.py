@@ -13,7 +13,7 @@ from .context import Ctx
 from .router import AuthLevel, Route
 
 if TYPE_CHECKING:
-    from ..app import Controller
+    from .controller import ApiController
 
 OPS: list[Route] = []
 Handler = TypeVar("Handler", bound=Callable[[Ctx], Awaitable[Any]])
@@ -55,7 +55,7 @@ def after_change(fn: F) -> F:
 
 # WebSocket paths (outside the two APIs) -> fn(ctl, scope, receive, send), an ASGI WebSocket
 # application (``/fabric/v1/ws-api``: events/wsapi.py)
-WebSocketApp: TypeAlias = Callable[["Controller", Scope, Receive, Send], Awaitable[None]]
+WebSocketApp: TypeAlias = Callable[["ApiController", Scope, Receive, Send], Awaitable[None]]
 WEBSOCKETS: dict[str, WebSocketApp] = {}
 W = TypeVar("W", bound=WebSocketApp)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import clock, permissions
+from ..api.caller import Session as Session  # made here; the type sits below, for Ctx
 from ..ids import new_sortable_id, new_token
 from . import extjwt
 from .policy import parse_secondary
@@ -36,21 +36,6 @@ class AuthController(Protocol):
     oidc_verified: dict[str, dict]
     router_lines: dict[str, str]        # real router id -> the version its last hello named
 
-
-@dataclass(slots=True)
-class Session:
-    id: str
-    token: str
-    identity_id: str
-    is_admin: bool
-    authenticator_id: str
-    partial: bool
-    last_activity_at: str
-    bearer: str | None = None   # the OIDC access token the session was named by (auth/oidc_tokens.py), else None
-    identity_name: str = ""     # the identity's name (the author of its changes: events/changes.py, audit.py)
-    # the identity's permissions (ziti_lite/permissions.py), read with the row: a change to them
-    # moves the store's generation, so the next request of any of its sessions sees the new set
-    permissions: frozenset[str] = frozenset()
 
 
 _LOOKUP = (

@@ -29,6 +29,7 @@ from ..pki.csr import CsrError, parse_csr
 from ..policy.model import IDENTITY_ROUTERS
 from ..resources.common import Body
 from ..resources.routers import EDGE_ROUTERS
+from ..routing import presence
 from . import changes
 
 CLIENT = ("client",)
@@ -44,10 +45,8 @@ async def current_identity_edge_routers(ctx: Ctx):
     if not ctx.api_session.is_admin:
         where += f" AND {IDENTITY_ROUTERS}"
         params = [ctx.identity_id]
-    states = ctx.ctl.router_states
-
     def router(ctx: Ctx, r: dict) -> dict:
-        live = states.get(r["id"]) or {}
+        live = presence.state(ctx.ctl, r["id"])
         return {
             **env.base(r, "edge-routers", ("edge-router-policies",)),
             "name": r["name"], "hostname": live.get("hostname", ""), "isOnline": bool(live.get("isOnline")),

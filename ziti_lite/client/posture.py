@@ -20,7 +20,7 @@ from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import op
 from ..errors import ApiError, CouldNotValidate, generic_cause
-from ..policy import posture_checks
+from ..policy import posture_checks, session_posture
 from ..policy.posture_checks import PostureState, SessionPosture, clean_hex, state
 from . import changes, sessions
 
@@ -153,7 +153,7 @@ async def _respond(ctx: Ctx, items: list[dict]):
     if changed:
         changes.memory_bump(ctx.ctl, ctx.identity_id)
         with ctx.store.write():
-            sessions.revoke_failing(ctx.ctl, identity_id=ctx.identity_id)
+            session_posture.revoke_failing(ctx.ctl, identity_id=ctx.identity_id)
     sessions.ensure_sweeper(ctx.ctl)
     states = [i for i in items if i["typeId"] == "ENDPOINT_STATE"]
     services = _mfa_prompts(ctx, any(i.get("woken") for i in states), any(i.get("unlocked") for i in states))

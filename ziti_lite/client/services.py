@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..api import crud
 from ..api import envelope as env
+from ..api import render as rendering
 from ..api.context import Ctx
 from ..api.ops import op
 from ..api.router import AuthLevel
@@ -49,7 +50,7 @@ async def list_services(ctx: Ctx):
 @op("GET", "/services/{id}", apis=CLIENT, auth="session", op_id="detailService", tag="services")
 async def detail_service(ctx: Ctx):
     row = _visible_or_404(ctx, ctx.params["id"])
-    return env.ok(crud.render(ctx, SERVICES, row))
+    return env.ok(rendering.render(ctx, SERVICES, row))
 
 
 def _not_implemented(op_id: str, method: str, path: str, auth: AuthLevel) -> None:

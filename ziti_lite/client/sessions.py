@@ -33,12 +33,13 @@ from ..auth import service_tokens
 from ..auth.sessions import AuthController
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, go_text
-from ..policy import access, posture_checks
+from ..policy import access, posture_checks, session_posture
 from ..policy.posture_checks import PolicyController
 from ..resources.common import Body, Tags
 from ..resources.identities import IDENTITIES
 from ..resources.policies import SERVICE_POLICIES
 from ..resources.services import SERVICES
+from ..routing import presence
 
 
 class SessionCreate(Body):
@@ -74,46 +75,14 @@ def new_cuid() -> str:
     return "c" + _b36(int(time.time() * 1000), 8) + _b36(_counter[0], 4) + _b36(os.getpid(), 4) + _b36(rand, 8)
 
 
-# ------------------------------------------------------------------ posture of a session
-class PostureResult:
-    def __init__(self) -> None:
-        self.passing: list[str] = []
-        self.failed: dict[str, tuple[str, list[dict]]] = {}   # policy id -> (name, failed checks)
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.passing) or not self.failed
-
-
-class ClientController(AuthController, PolicyController, Protocol):
+class ClientController(AuthController, PolicyController, presence.StatesController, Protocol):
     """The controller as the client API's modules see it (see ``lifecycle.contexts.LifecycleController``)."""
-    router_states: dict[str, dict]
     periodic: list[Callable[[Any], object]]
     service_change_memory: dict[str, str]
     service_override_sigs: dict[str, str]
 
 
-def evaluate(ctl: ClientController, identity_id: str, api_session_id: str, service_id: str, kind: str,
-             evaluator: posture_checks.Evaluator | None = None) -> PostureResult:
-    """Which of the identity's policies of type ``kind`` for the service pass their posture
-    checks. With no posture check in the system nothing is evaluated (and none is listed)."""
-    store = ctl.store
-    result = PostureResult()
-    if not access.has_posture_checks(store):
-        return result
-    pols = [p for p in access.policies(store, identity_id, [service_id]) if p["type"] == kind]
-    checks = access.policy_checks(store, [p["policy_id"] for p in pols])
-    ev = evaluator or posture_checks.Evaluator(ctl, identity_id, api_session_id)
-    for p in pols:
-        bad = [c for c in checks.get(p["policy_id"], ()) if not ev.check(c)]
-        if bad:
-            result.failed[p["policy_id"]] = (p["name"], bad)
-        else:
-            result.passing.append(p["policy_id"])
-    return result
-
-
-def _posture_error(ctx: Ctx, service: dict, kind: str, result: PostureResult) -> ApiError:
+def _posture_error(ctx: Ctx, service: dict, kind: str, result: session_posture.PostureResult) -> ApiError:
     subject = posture_checks.Subject(ctx.ctl, ctx.identity_id, ctx.api_session.id)
     # kept for GET /identities/{id}/failed-service-requests (client/posture.py)
     posture_checks.state(ctx.ctl, ctx.identity_id).failures.append({
@@ -129,34 +98,9 @@ def _posture_error(ctx: Ctx, service: dict, kind: str, result: PostureResult) ->
                  for pid, (_, checks) in result.failed.items()}})
 
 
-def revoke_failing(ctl: ClientController, identity_id: str | None = None) -> int:
-    """Delete sessions (of one identity, or all) whose policies' posture no longer passes.
-    Only sessions of services that posture checks apply to are looked at."""
-    store = ctl.store
-    if not access.has_posture_checks(store):
-        return 0
-    sql = ("SELECT s.id, s.identity_id, s.api_session_id, s.service_id, s.type FROM sessions s"
-           " WHERE EXISTS (SELECT 1 FROM service_policy_services ps JOIN service_policy_posture_checks pc"
-           " ON pc.policy_id = ps.policy_id WHERE ps.service_id = s.service_id)")
-    rows = store.all(sql + (" AND s.identity_id = ?" if identity_id else ""), (identity_id,) if identity_id else ())
-    evaluators: dict[tuple, posture_checks.Evaluator] = {}
-    doomed = []
-    for r in rows:
-        key = (r["identity_id"], r["api_session_id"])
-        ev = evaluators.get(key)
-        if ev is None:
-            ev = evaluators[key] = posture_checks.Evaluator(ctl, *key)
-        if not evaluate(ctl, r["identity_id"], r["api_session_id"], r["service_id"], r["type"], ev).passed:
-            doomed.append((r["id"],))
-    if doomed:
-        with store.write():
-            store.executemany("DELETE FROM sessions WHERE id = ?", doomed)
-    return len(doomed)
-
-
 def sweep(ctl: ClientController) -> None:
     """Periodic: MFA posture times out with the clock, not with a request."""
-    revoke_failing(ctl)
+    session_posture.revoke_failing(ctl)
 
 
 def ensure_sweeper(ctl: ClientController) -> None:
@@ -167,7 +111,7 @@ def ensure_sweeper(ctl: ClientController) -> None:
 # ------------------------------------------------------------------ rendering
 def edge_router(ctl: ClientController, row: dict) -> dict:
     """A router as sessions and the client's service edge routers show it."""
-    live = ctl.router_states.get(row["id"]) or {}
+    live = presence.state(ctl, row["id"])
     protocols = live.get("supportedProtocols") or {}
     return {"name": row["name"], "hostname": live.get("hostname", ""), "supportedProtocols": protocols,
             "urls": protocols, "syncStatus": live.get("syncStatus", "SYNC_UNKNOWN"),
@@ -258,7 +202,7 @@ async def create_session(ctx: Ctx):
     kinds = {p["type"] for p in access.policies(store, sess.identity_id, [service_id])}
     if kind not in kinds:
         raise CouldNotValidate("ServiceId", "service not found", service_id)
-    result = evaluate(ctx.ctl, sess.identity_id, sess.id, service_id, kind)
+    result = session_posture.evaluate(ctx.ctl, sess.identity_id, sess.id, service_id, kind)
     if not result.passed:
         raise _posture_error(ctx, service, kind, result)
     routers = access.routers(store, sess.identity_id, service_id)
@@ -326,14 +270,8 @@ async def delete_session(ctx: Ctx):
 
 @op("GET", "/sessions/{id}/route-path", op_id="detailSessionRoutePath", tag="sessions", perm=OPS_READ)
 async def session_route_path(ctx: Ctx):
-    # router ids of the session's live circuits: the embedded router, when one runs under it,
-    # and the real routers whose circuits run under it (ctrl/circuits.py)
-    router, ctrl = ctx.ctl.edge_router, ctx.ctl.ctrl_server
     row = _get(ctx, ctx.params["id"])
-    path = [router.router_id] if router is not None and router.carries(row["id"]) else []
-    if ctrl is not None:
-        path += ctrl.circuits.carrying(row["id"])
-    return env.ok({"routePath": path})
+    return env.ok({"routePath": presence.route_path(ctx.ctl, row["id"])})
 
 
 # ------------------------------------------------------------------ access lost

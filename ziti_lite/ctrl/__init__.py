@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..routing import presence
 from .server import CtrlServer
 
 if TYPE_CHECKING:
@@ -34,6 +35,5 @@ async def stop(ctl: CtrlController) -> None:
         return
     await server.stop()
     for rid in list(server.routers):
-        ctl.router_states.pop(rid, None)
-        ctl.store.online_routers.discard(rid)
+        presence.offline(ctl, rid)
     ctl.ctrl_server = None

@@ -1,7 +1,7 @@
 """One real router's control-channel connection: framing, replies, requests and heartbeats.
 
 An asyncio protocol over the TLS connection a ``ziti router`` opens to ``--ctrl-port``. Bytes are
-cut into messages by ``edge.wire.Decoder`` (the same channel format SDKs speak, with its limits:
+cut into messages by ``channel.wire.Decoder`` (the same channel format SDKs speak, with its limits:
 a peer can never make us buffer more than one bounded message). Replies to our requests (Route)
 resolve their futures; heartbeats are answered here; everything else goes to the server, which
 knows the router. Outgoing messages carry a heartbeat header every ``heartbeat`` seconds, and a
@@ -18,9 +18,9 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import tls
-from ..edge import wire
-from ..edge.replies import Replies
-from ..edge.wire import Content, H, Message
+from ..channel import wire
+from ..channel.replies import Replies
+from ..channel.wire import Content, H, Message
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import CtrlServer
@@ -151,7 +151,7 @@ class RouterChannel(asyncio.Protocol):
         self.reply(to, Content.RESULT, {H.RESULT_SUCCESS: b"\x01" if ok else b"\x00"}, text.encode())
 
     def request(self, content: int, headers: dict[int, bytes], body: bytes, timeout: float) -> asyncio.Future:
-        """Send a message that expects a reply (``edge/replies.py``)."""
+        """Send a message that expects a reply (``channel/replies.py``)."""
         return self.replies.request(lambda: self.send(content, headers, body), self.closed, timeout)
 
     def heartbeat(self, interval: float, timeout: float) -> None:

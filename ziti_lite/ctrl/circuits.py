@@ -6,7 +6,7 @@ makes before a dial (the Dial session, a certificate of its API session, the pol
 router, the public key an encrypted service needs) and picks among the service's terminators on
 online routers that a path reaches (``links.py``: that router itself, or others over
 router-to-router links): instance id, precedence, then the service's strategy over path cost +
-terminator cost + recent failures (``edge/strategy.py``). Every router of the path gets its
+terminator cost + recent failures (``routing/strategy.py``). Every router of the path gets its
 ``Route`` (one router: ingress to egress and back; over links: ingress, transit, egress with
 upstream's forwarding entries; the egress dials the terminator's address with the dialer's peer
 data) and all must answer success. A failed ``RouteResult`` penalises the terminator (an invalid
@@ -29,12 +29,13 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..edge import checks, strategy
-from ..edge.wire import H as WH
-from ..edge.wire import Message
-from ..events import fabric
+from ..channel.wire import H as WH
+from ..channel.wire import Message
+from ..events import reports
+from ..routing import checks, strategy
 from . import messages, pb
 from .messages import C, H
+from .part import Handler, Part
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel import RouterChannel
@@ -100,18 +101,18 @@ class Failed(Exception):
         self.code = code
 
 
-class Circuits:
+class Circuits(Part):
     def __init__(self, server: CtrlServer):
-        self.server = server
+        super().__init__(server)
         self.live: dict[str, Circuit] = {}
         self.created = 0
         self.tasks: set[asyncio.Task] = set()
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {C.CREATE_CIRCUIT_V2: self._create_v2, C.CREATE_CIRCUIT: self._create_v1, C.FAULT: self._fault,
                 C.CIRCUIT_CONFIRMATION: self._confirmation, C.ROUTE_RESULT: self._late_result}
 
-    def router_lost(self, router_id: str) -> None:
+    def router_lost(self, router_id: str, removed: bool) -> None:
         for cid in [c.id for c in self.live.values() if router_id in c.path]:
             self.end(cid, now=True)
 
@@ -181,7 +182,7 @@ class Circuits:
         terms = self._candidates(rid, sess, instance)
         if not terms:
             suffix = f" for instanceId {instance}" if instance else ""
-            fabric.circuit_failed(srv.ctl.events, uuid.uuid4().hex, session_id=sess.id, service_id=sess.service_id,
+            reports.circuit_failed(srv.ctl.events, uuid.uuid4().hex, session_id=sess.id, service_id=sess.service_id,
                                   router_id=rid, client_identity_id=sess.identity_id, cause="NO_TERMINATORS",
                                   creation_seconds=0.0)
             raise Failed(f"service {sess.service_id} has no terminators{suffix}")
@@ -208,7 +209,7 @@ class Circuits:
             failed = next(((rid, r) for rid, r in results.items() if r is None
                            or messages.H.ROUTE_SUCCESS not in r.headers), None)
             if failed is None:
-                failures[term["id"]] = max(0, failures.get(term["id"], 0) - 10)
+                failures[term["id"]] = strategy.penalised(failures.get(term["id"], 0), "success")
                 peer_out = dict(srv.terminators.peer_data.get(term["id"], {}))
                 peer_out.update({k: v for k, v in results[path[-1]].headers.items()   # type: ignore[union-attr]
                                  if k >= 1000 and not 1101 <= k <= 1104})
@@ -220,14 +221,14 @@ class Circuits:
                                   sess.identity_id, tags, time.time(), term["instance_id"], term["host_id"])
                 self.live[cid] = circuit
                 self.created += 1
-                fabric.circuit_created(srv.ctl.events, cid, **self._facts(circuit), cost=term["cost"],
+                reports.circuit_created(srv.ctl.events, cid, **self._facts(circuit), cost=term["cost"],
                                        creation_seconds=loop.time() - started, ingress_id=ingress, egress_id=egress)
                 req["_host"] = term["host_id"]
                 return circuit, peer_out
             where, result = failed
             self._unroute_path(path, cid, now=True)
             if result is None:
-                failures[term["id"]] = failures.get(term["id"], 0) + 50
+                failures[term["id"]] = strategy.penalised(failures.get(term["id"], 0), "timeout")
                 reason, cause = f"timeout creating routes for [s/{cid}] on [r/{where}]", "ROUTER_ERR_DIAL_TIMED_OUT"
                 continue
             code = result.headers.get(H.ROUTE_ERROR_CODE, b"\x00")[:1]
@@ -237,8 +238,8 @@ class Circuits:
                     and term["binding"] in ("edge", "tunnel")):
                 srv.terminators.remove(path[-1], [term["id"]])
             else:
-                failures[term["id"]] = failures.get(term["id"], 0) + 20
-        fabric.circuit_failed(srv.ctl.events, cid, session_id=sess.id, service_id=sess.service_id, router_id=rid,
+                failures[term["id"]] = strategy.penalised(failures.get(term["id"], 0), "error")
+        reports.circuit_failed(srv.ctl.events, cid, session_id=sess.id, service_id=sess.service_id, router_id=rid,
                               client_identity_id=sess.identity_id, cause=cause, creation_seconds=loop.time() - started)
         raise Failed(f"exceeded maximum [{ATTEMPTS}] retries creating circuit [c/{cid}]: {reason}")
 
@@ -301,7 +302,7 @@ class Circuits:
         circuit = self.live.pop(cid, None)
         if circuit is not None:
             self._unroute_path(circuit.path, cid, now=now)
-            fabric.circuit_deleted(self.server.ctl.events, cid, **self._facts(circuit),
+            reports.circuit_deleted(self.server.ctl.events, cid, **self._facts(circuit),
                                    duration_seconds=time.time() - circuit.created)
 
     @staticmethod

@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import clock
 from ..auth import certs as certauth
-from ..edge.wire import Message
+from ..channel.wire import Message
 from ..pki import ca as pki
 from . import messages, pb
 from .messages import C, H
+from .part import Handler, Part
 from .pb import Field, Msg
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,9 +96,9 @@ class Reading:
     disabled: set[str] = field(default_factory=set)
 
 
-class DataModel:
+class DataModel(Part):
     def __init__(self, server: CtrlServer):
-        self.server = server
+        super().__init__(server)
         self.timeline = os.urandom(8).hex()
         self.index = 0
         self.current: Reading | None = None
@@ -111,7 +112,7 @@ class DataModel:
         self._signing_kids: set[str] = set()                             # kids of server certificates
         self.changes_sent = 0
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {C.SUBSCRIBE_TO_DATA_MODEL: self._subscribe}
 
     # ------------------------------------------------------------------ reading the database
@@ -290,7 +291,7 @@ class DataModel:
         log.info("router %s: data model sent (index %d, %d entities)", ch.label, self.index,
                  len(self.current.models) if self.current else 0)
 
-    def lost(self, ch: RouterChannel) -> None:
+    def channel_lost(self, ch: RouterChannel) -> None:
         self.subscribers.pop(ch, None)
 
 

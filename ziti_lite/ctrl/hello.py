@@ -20,8 +20,8 @@ import os
 import uuid
 from dataclasses import dataclass
 
-from ..edge import wire
-from ..edge.wire import Message
+from ..channel import wire
+from ..channel.wire import Message
 from . import messages
 from .messages import H
 

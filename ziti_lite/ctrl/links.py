@@ -23,9 +23,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..edge.wire import Message
+from ..channel.wire import Message
 from . import messages, pb
 from .messages import C
+from .part import Handler, Part
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel import RouterChannel
@@ -58,13 +59,13 @@ class Link:
         return self.static_cost + self.src_latency // 1_000_000 + self.dst_latency // 1_000_000
 
 
-class Links:
+class Links(Part):
     def __init__(self, server: CtrlServer):
-        self.server = server
+        super().__init__(server)
         self.table: dict[str, Link] = {}
         self.capable: set[str] = set()          # routers that manage links (LinkManagement)
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {C.ROUTER_LINKS: self._router_links, C.LINK_CONNECTED: self._link_connected,
                 C.VERIFY_ROUTER: self._verify_router, C.METRICS: self._metrics}
 
@@ -105,7 +106,8 @@ class Links:
         for other in others:
             self._send(other, [self._change(rid, messages.PEER_HEALTHY)])
 
-    def router_lost(self, rid: str, removed: bool = False) -> None:
+    def router_lost(self, router_id: str, removed: bool) -> None:
+        rid = router_id
         for lid in [lid for lid, link in self.table.items() if rid in (link.src, link.dst)]:
             self._drop(lid, "router gone")
         self.capable.discard(rid)

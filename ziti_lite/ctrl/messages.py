@@ -1,7 +1,7 @@
 """The control channel's vocabulary: content types, header ids and the protobuf message tables.
 
 Numbers are those a real ``ziti router`` v1.3.3 uses (``shared/reference/behaviour/ctrl-channel.md``
-lists where each was read). Framing is the channel format of ``edge/wire.py``; the channel-level
+lists where each was read). Framing is the channel format of ``channel/wire.py``; the channel-level
 content types and headers (hello, result, heartbeat, reply-for) are shared with it. Message
 tables name only the fields ziti-lite reads or writes; unknown fields are skipped when read.
 """
@@ -74,7 +74,7 @@ class C:
 
 
 class H:
-    """Header ids of the control channel (channel-level ones are in ``edge.wire.H``)."""
+    """Header ids of the control channel (channel-level ones are in ``channel.wire.H``)."""
     # hello, v1 routers (and the answer to every router)
     LISTENERS = 10
     ROUTER_METADATA = 11

@@ -12,7 +12,13 @@ router's ClientHello (its edge listeners and version) makes it online in the API
 * ``terminators.py`` answers terminator creation, removal and updates;
 * ``circuits.py`` answers circuit requests (checks, terminator choice, Route, RouteResult),
   faults and circuit confirmations;
-* ``links.py`` tells routers of their peers, keeps the link table and computes paths.
+* ``tunnel.py`` serves tunneler-enabled routers;
+* ``links.py`` tells routers of their peers, keeps the link table and computes paths;
+* ``datamodel.py`` keeps the router data model v2 routers subscribe to.
+
+Each is a ``Part`` (``part.py``), declared once in the list at the top of ``CtrlServer``: the
+server builds them, merges their handlers (one per content type) and tells each of a router's
+hello, readiness and loss, and of the tick.
 
 A router that closes, stops answering heartbeats, is disabled, deleted or re-enrolled goes
 offline at once. Facts about the protocol: ``shared/reference/behaviour/ctrl-channel.md``.
@@ -25,21 +31,23 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Callable
+import typing
 from typing import Protocol
 
 from .. import connections
 from ..auth import certs as certauth
+from ..channel import wire
+from ..channel.wire import Content, Message
 from ..config import url_host
-from ..edge import router as edge_router
-from ..edge import wire
-from ..edge.checks import EdgeController
-from ..edge.wire import Content, Message
-from ..events import fabric
+from ..events import reports
+from ..events.runtime import EventsController
 from ..pki import ca as pki
+from ..routing import presence, version
+from ..routing.checks import RoutingController
 from . import circuits, datamodel, hello, links, messages, pb, sync, terminators, tunnel
 from .channel import RouterChannel
 from .messages import C
+from .part import Handler, Part
 
 log = logging.getLogger("ziti_lite.ctrl")
 
@@ -47,18 +55,34 @@ HELLO_SECONDS = 10.0        # from the TLS handshake to an acceptable hello
 CLIENT_HELLO_SECONDS = 30.0  # from our ServerHello to the router's ClientHello
 TICK = 0.2                  # seconds between sync passes
 
-Handler = Callable[[RouterChannel, Message], None]
-
-
-class CtrlController(EdgeController, Protocol):
+class CtrlController(RoutingController, presence.StatesController, EventsController, Protocol):
     """The controller as the control channel sees it (see ``lifecycle.contexts.LifecycleController``)."""
+    instance_id: str
     ctrl_server: CtrlServer | None
     ctrl_ssl_context: ssl.SSLContext | None
     ctrl_sock: socket.socket | None
     router_lines: dict[str, str]
 
+    @property
+    def edge_router(self) -> presence.Embedded | None: ...   # its id is not a real router's
+
 
 class CtrlServer:
+    # the parts (part.py), one line each, in the order they hear of routers (ready: sync before
+    # links; lost: circuits before links; tick: sync before the data model)
+    sync: sync.Sync
+    terminators: terminators.Terminators
+    circuits: circuits.Circuits
+    tunnel: tunnel.Tunnel
+    links: links.Links
+    datamodel: datamodel.DataModel
+
+    @classmethod
+    def part_types(cls) -> list[tuple[str, type[Part]]]:
+        """The declared parts: (attribute, class), in their order."""
+        hints = typing.get_type_hints(cls)
+        return [(name, t) for name, t in hints.items() if isinstance(t, type) and issubclass(t, Part)]
+
     def __init__(self, ctl: CtrlController, host: str, port: int, advertise: str, context: ssl.SSLContext,
                  heartbeat: float = 10.0, timeout: float = 30.0):
         self.ctl = ctl
@@ -70,19 +94,19 @@ class CtrlServer:
         self.server: asyncio.AbstractServer | None = None
         self.channels: set[RouterChannel] = set()
         self.routers: dict[str, RouterChannel] = {}     # router id -> its accepted channel
-        self.sync = sync.Sync(self)
-        self.circuits = circuits.Circuits(self)
-        self.terminators = terminators.Terminators(self)
-        self.tunnel = tunnel.Tunnel(self)
-        self.links = links.Links(self)
-        self.datamodel = datamodel.DataModel(self)
+        self.parts: list[Part] = []
+        for name, part_type in self.part_types():
+            part = part_type(self)
+            setattr(self, name, part)
+            self.parts.append(part)
         self._task: asyncio.Task | None = None
         self.refused = 0                                 # connections refused since start
-        self.handlers: dict[int, Handler] = {
-            C.CLIENT_HELLO: self._client_hello,
-            **self.terminators.handlers(), **self.circuits.handlers(), **self.sync.handlers(),
-            **self.tunnel.handlers(), **self.links.handlers(), **self.datamodel.handlers(),
-        }
+        self.handlers: dict[int, Handler] = {C.CLIENT_HELLO: self._client_hello}
+        for part in self.parts:
+            for content, handler in part.handlers().items():
+                if content in self.handlers:
+                    raise ValueError(f"content type {content}: a second handler, {handler.__qualname__}")
+                self.handlers[content] = handler
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -110,8 +134,8 @@ class CtrlServer:
                     last_beat = now
                     self._housekeeping(now)
                 if self.routers:
-                    self.sync.tick()
-                    self.datamodel.tick()
+                    for part in self.parts:
+                        part.tick()
             except Exception:
                 log.exception("control channel tick")
 
@@ -137,16 +161,17 @@ class CtrlServer:
             return
         for underlay in list(ch.underlays):
             underlay.close(reason)
-        self.datamodel.lost(ch)
+        for part in self.parts:
+            part.channel_lost(ch)
         rid = ch.router_id
         if rid is None or self.routers.get(rid) is not ch:
             return
         del self.routers[rid]
-        self.ctl.router_states.pop(rid, None)
-        self.ctl.store.online_routers.discard(rid)
-        fabric.router_online(self.ctl.events, rid, False)
-        self.circuits.router_lost(rid)
-        self.links.router_lost(rid, removed=ch.close_reason == "router deleted")
+        presence.offline(self.ctl, rid)
+        reports.router_online(self.ctl.events, rid, False)
+        removed = ch.close_reason == "router deleted"
+        for part in self.parts:
+            part.router_lost(rid, removed)
         log.info("router %s offline (%s)", ch.label, reason)
 
     def verify_chain(self, chain: list[bytes]) -> str:
@@ -198,7 +223,7 @@ class CtrlServer:
         ch.name = row["name"] if row is not None else ""
         if row is None:
             return self.refuse(ch, f"unknown router id {rid[:64]!r}", m)
-        if rid == getattr(self.ctl.edge_router, "router_id", None):
+        if self.ctl.edge_router is not None and rid == self.ctl.edge_router.router_id:
             return self.refuse(ch, "the embedded router's id", m)
         if not row["fingerprint"]:
             return self.refuse(ch, "router is not enrolled", m)
@@ -219,11 +244,12 @@ class CtrlServer:
         ch.listeners = _listeners(said.listeners)
         ch.group = hello.new_group(said) if said.grouped else None
         self.routers[rid] = ch
-        self.links.hello(ch, said)
-        version = edge_router.hello_version()
-        ch.send(Content.RESULT, hello.answer(said, m, self.ctl.instance_id, version, ch.group), seq=wire.HELLO_SEQUENCE)
+        for part in self.parts:
+            part.hello(ch, said)
+        answer = hello.answer(said, m, self.ctl.instance_id, version.hello_version(), ch.group)
+        ch.send(Content.RESULT, answer, seq=wire.HELLO_SEQUENCE)
         ch.send(C.SERVER_HELLO, {}, pb.encode(messages.SERVER_HELLO, {
-            "version": edge_router.UPSTREAM_VERSION, "data": {"instant": "true"}}))
+            "version": version.VERSION, "data": {"instant": "true"}}))
         log.info("router %s connected from %s (%s%s)", ch.label, ch.peer_name, ch.version.split("|")[0] or "?",
                  ", grouped channel" if said.grouped else "")
 
@@ -238,7 +264,7 @@ class CtrlServer:
         ch.router_id, ch.version, ch.ready = rid, primary.version, True
         ch.primary = primary
         primary.underlays.add(ch)
-        ch.send(Content.RESULT, hello.answer(said, m, self.ctl.instance_id, edge_router.hello_version(), primary.group),
+        ch.send(Content.RESULT, hello.answer(said, m, self.ctl.instance_id, version.hello_version(), primary.group),
                 seq=wire.HELLO_SEQUENCE)
         log.info("router %s: %s underlay joined from %s", ch.label, said.underlay, ch.peer_name)
 
@@ -260,13 +286,12 @@ class CtrlServer:
         ch.ready = True
         rid = ch.router_id
         assert rid is not None
-        self.ctl.router_states[rid] = {
+        presence.online(self.ctl, rid, {
             "isOnline": True, "hostname": hello["hostname"], "supportedProtocols": protocols,
-            "syncStatus": "SYNC_DONE", "versionInfo": _version_info(ch.version)}
-        self.ctl.store.online_routers.add(rid)
-        self.sync.router_ready(ch)
-        self.links.router_ready(ch)
-        fabric.router_online(self.ctl.events, rid, True)
+            "syncStatus": "SYNC_DONE", "versionInfo": version.parse(ch.version)})
+        for part in self.parts:
+            part.router_ready(ch)
+        reports.router_online(self.ctl.events, rid, True)
         log.info("router %s online: %s", ch.label, ", ".join(protocols.values()) or "no edge listeners")
 
     def has_connection(self, identity_id: str) -> bool:
@@ -289,7 +314,3 @@ def _listeners(raw: bytes | None) -> list[dict]:
     except pb.PbError:
         return []
 
-
-def _version_info(text: str) -> dict:
-    parts = (text.split("|") + [""] * 5)[:5]
-    return {"version": parts[0], "revision": parts[1], "buildDate": parts[2], "os": parts[3], "arch": parts[4]}

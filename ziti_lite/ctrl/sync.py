@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING
 
 from .. import clock
 from ..auth import sessions as auth_sessions
-from ..edge import checks
-from ..edge.wire import Message
+from ..channel.wire import Message
+from ..routing import checks
 from . import messages, pb
 from .messages import C
+from .part import Handler, Part
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel import RouterChannel
@@ -52,12 +53,12 @@ _API_SESSIONS = (
 ApiSessions = dict[str, tuple[str, str, tuple[str, ...]]]   # id -> (token, identity id, fingerprints)
 
 
-class Sync:
+class Sync(Part):
     def __init__(self, server: CtrlServer):
-        self.server = server
+        super().__init__(server)
         self._gen: tuple | None = None
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {C.API_SESSION_HEARTBEAT: self._heartbeat, C.VALIDATE_SESSIONS: self._validate_sessions,
                 C.CONNECT_EVENTS: self._connect_events}
 

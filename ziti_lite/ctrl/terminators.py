@@ -21,10 +21,11 @@ import uuid
 from typing import TYPE_CHECKING
 
 from .. import clock
-from ..edge import checks
-from ..edge.wire import Message
+from ..channel.wire import Message
+from ..routing import checks, strategy
 from . import messages, pb
 from .messages import C
+from .part import Handler, Part
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel import RouterChannel
@@ -43,14 +44,14 @@ class Refused(Exception):
         self.result, self.code = result, code
 
 
-class Terminators:
+class Terminators(Part):
     def __init__(self, server: CtrlServer):
-        self.server = server
+        super().__init__(server)
         self.peer_data: dict[str, dict[int, bytes]] = {}    # terminator id -> the host's peer data
         self.session_of: dict[str, str] = {}                # terminator id -> its Bind session token
         self.failures: dict[str, int] = {}                  # terminator id -> dial failure penalty
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {C.CREATE_TERMINATOR_V2: self._create_v2, C.CREATE_TERMINATOR: self._create_v1,
                 C.REMOVE_TERMINATORS: self._remove_many, C.REMOVE_TERMINATOR: self._remove_v1,
                 C.UPDATE_TERMINATOR: self._update, C.HEALTH_EVENT: self._health}
@@ -205,7 +206,7 @@ class Terminators:
     def health(self, tid: str, passed: bool) -> None:
         """A host reports its service healthy or not: an unhealthy terminator is tried last."""
         if tid in self.session_of:
-            self.failures[tid] = 0 if passed else max(self.failures.get(tid, 0), 100)
+            self.failures[tid] = strategy.penalised(self.failures.get(tid, 0), "healthy" if passed else "unhealthy")
 
     def _health(self, ch: RouterChannel, m: Message) -> None:
         req = pb.decode(messages.HEALTH_EVENT, m.body)

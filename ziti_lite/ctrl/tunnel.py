@@ -32,12 +32,13 @@ from typing import TYPE_CHECKING
 
 from .. import clock
 from ..auth import service_tokens
-from ..edge import checks
-from ..edge.wire import Message
+from ..channel.wire import Message
 from ..ids import new_id, new_sortable_id
 from ..policy.access import VISIBLE
+from ..routing import checks
 from . import messages, pb
 from .messages import C, H
+from .part import Handler, Part
 from .terminators import Refused
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,12 +81,12 @@ def go_time(t: dt.datetime) -> bytes:
             + (-1).to_bytes(2, "big", signed=True))
 
 
-class Tunnel:
+class Tunnel(Part):
     def __init__(self, server: CtrlServer):
-        self.server = server
+        super().__init__(server)
         self.states: dict[str, TunnelState] = {}
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {C.CREATE_API_SESSION: self._create_api_session, C.LIST_SERVICES: self._list_services,
                 C.CREATE_TUNNEL_TERMINATOR: self._create_terminator,
                 C.CREATE_TUNNEL_TERMINATOR_V2: self._create_terminator_v2,

@@ -1,18 +1,20 @@
-"""The embedded edge router (``ziti-lite serve --edge-port``): wire format, channels, the
-router's decisions, and its entity in the network. ``start``/``stop`` run in the app lifespan;
+"""The embedded edge router (``ziti-lite serve --edge-port``): its channels, dial path and relay,
+and its entity in the network (the wire format, checks and strategy it shares with the control
+channel are in ``channel/`` and ``routing/``). ``start``/``stop`` run in the app lifespan;
 the router runs on a thread and loop of its own (``thread.py``) unless the database is not a file."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..events import fabric
+from ..events import reports
+from ..routing import presence
 from .entity import ensure_router
 from .router import EdgeRouter
 from .thread import RouterThread, can_run_apart
 
 if TYPE_CHECKING:
-    from .checks import EdgeController
+    from .controller import EdgeController
 
 
 async def start(ctl: EdgeController) -> EdgeRouter | None:
@@ -37,9 +39,8 @@ async def start(ctl: EdgeController) -> EdgeRouter | None:
         raise SystemExit(f"ziti-lite: the edge router cannot listen on {s.host}:{s.edge_port}: {e.strerror or e}"
                          " (choose another --edge-port, or 0 for no router)") from None
     ctl.edge_router = router
-    ctl.router_states[rid] = router.state()
-    ctl.store.online_routers.add(rid)
-    fabric.router_online(ctl.events, rid, True)
+    presence.online(ctl, rid, router.state())
+    reports.router_online(ctl.events, rid, True)
     return router
 
 
@@ -51,7 +52,6 @@ async def stop(ctl: EdgeController) -> None:
         await router.apart.stop(router)
     else:
         await router.stop()
-    ctl.router_states.pop(router.router_id, None)
-    ctl.store.online_routers.discard(router.router_id)
-    fabric.router_online(ctl.events, router.router_id, False)
+    presence.offline(ctl, router.router_id)
+    reports.router_online(ctl.events, router.router_id, False)
     ctl.edge_router = None

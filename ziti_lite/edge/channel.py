@@ -33,12 +33,12 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from . import wire
-from .replies import Replies
-from .wire import Content, H, Message
+from ..channel import wire
+from ..channel.replies import Replies
+from ..channel.wire import Content, H, Message
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .checks import ApiSession
+    from ..routing.checks import ApiSession
     from .router import EdgeRouter, Terminator
 
 log = logging.getLogger("ziti_lite.edge")
@@ -309,7 +309,7 @@ class Channel(asyncio.BufferedProtocol):
         self.send(content, h, body, seq)
 
     def request(self, content: int, headers: dict[int, bytes], body: bytes, timeout: float) -> asyncio.Future:
-        """Send a message that expects a reply (``edge/replies.py``)."""
+        """Send a message that expects a reply (``channel/replies.py``)."""
         return self.replies.request(lambda: self.send(content, headers, body), self.closed, timeout)
 
     # ------------------------------------------------------------------ relayed data

@@ -19,7 +19,7 @@ from ..policy import links
 from ..policy.model import KINDS, SIDES
 
 if TYPE_CHECKING:
-    from .checks import EdgeController
+    from .controller import EdgeController
 
 STATE_KEY = "edge_router_id"
 

@@ -11,7 +11,7 @@ names a live API session whose identity owns the client certificate. Then:
 * **Connect** with a Dial session picks terminators (instance id, precedence, cost, the
   service's strategy), sends Dial to the host, and once the host answers DialSuccess connects
   both ends, host first then dialer, so that neither sees data before it is connected
-  (``dial.py``: ``EdgeRouter`` is a ``Dialer``). Data, FIN and StateClosed are relayed between
+  (``dial.py``: the ``Dialer`` the router owns). Data, FIN and StateClosed are relayed between
   the two ends; the router never sees the end-to-end keys, only the public keys it passes along.
 
 Message shapes and the SDK reactions they rely on: ``shared/reference/behaviour/edge-protocol.md``.
@@ -21,22 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import platform
 import ssl
 import time
 import uuid
 from typing import TYPE_CHECKING
 
-from .. import __version__, clock, connections
+from .. import clock, connections
+from ..channel import wire
+from ..channel.wire import Content, H, Message
 from ..config import url_host
-from ..events import fabric
-from . import checks, strategy, wire
+from ..events import reports
+from ..routing import checks, strategy
+from ..routing.version import hello_version, version_info
 from .channel import STALL_SECONDS, Channel, Conn
-from .dial import DIAL_BUDGET, DIAL_TIMEOUT, Dialer, PendingDial, Terminator
-from .wire import Content, H, Message
+from .dial import Dialer, Terminator
 
 if TYPE_CHECKING:
-    from .checks import EdgeController
+    from .controller import EdgeController
     from .thread import RouterThread
 
 log = logging.getLogger("ziti_lite.edge")
@@ -44,10 +45,9 @@ log = logging.getLogger("ziti_lite.edge")
 RECONCILE_SECONDS = 0.5
 BIND_SUCCESS_AFTER = 0.05     # s after a bind's StateConnected (upstream: after the controller stored the terminator)
 PRECEDENCE_RANK = strategy.PRECEDENCE_RANK
-UPSTREAM_VERSION = "v1.3.3"
 
 
-class EdgeRouter(Dialer):
+class EdgeRouter:
     def __init__(self, ctl: EdgeController, router_id: str, name: str, host: str, port: int, advertise: str,
                  context: ssl.SSLContext):
         self.ctl = ctl
@@ -59,23 +59,16 @@ class EdgeRouter(Dialer):
         self.channels: set[Channel] = set()
         self.terminators: dict[str, Terminator] = {}
         self.by_service: dict[str, list[Terminator]] = {}
-        self.pending: dict[tuple[int, int], PendingDial] = {}   # (id(channel), conn id) -> dial
-        # data a host sent on a router-assigned id right after its DialSuccess (its crypto header),
-        # before the dial's task connected the circuit: (id(host channel), conn id) -> messages
-        self.early: dict[tuple[int, int], list[Message]] = {}
         self.identities: dict[str, int] = {}    # identity id -> channels connected
         self._task: asyncio.Task | None = None
         self._gen: tuple | None = None
         self.circuits = 0                        # circuits created since start
-        # circuit id -> what its fabric.circuits deleted event names (events/fabric.py)
-        self.circuit_facts: dict[str, dict] = {}
         self.closed_bytes = [0, 0]               # bytes in, out of the channels closed since start
-        self.dial_timeout = DIAL_TIMEOUT
-        self.dial_budget = DIAL_BUDGET
+        self.dialer = Dialer(self)               # the dial path (dial.py): dials under way, their timeouts
         self.apart: RouterThread | None = None   # the router's own thread and loop, when it has them
         # what an SDK may send once its hello passed, by content type
         self._handlers = {
-            Content.CONNECT: self._start_dial, Content.STATE_CLOSED: self._state_closed, Content.BIND: self._bind,
+            Content.CONNECT: self.dialer.start, Content.STATE_CLOSED: self._state_closed, Content.BIND: self._bind,
             Content.UNBIND: self._unbind, Content.UPDATE_BIND: self._update_bind,
             Content.HEALTH_EVENT: self._health_event,
             # SDK -> router, 60800 is UpdateToken (router -> SDK it is BindSuccess); C SDK 1.5+ sends 60803
@@ -133,11 +126,11 @@ class EdgeRouter(Dialer):
                 self.identities[ch.session.identity_id] = n
             else:
                 self.identities.pop(ch.session.identity_id, None)
-                fabric.sdk_online(self.ctl.events, ch.session.identity_id, False)
-        for key, pending in list(self.pending.items()):
+                reports.sdk_online(self.ctl.events, ch.session.identity_id, False)
+        for key, pending in list(self.dialer.pending.items()):
             if key[0] == id(ch):
                 pending.cancelled = True
-                self.pending.pop(key, None)
+                self.dialer.pending.pop(key, None)
         for conn in list(ch.conns.values()):
             self._close_conn(conn, "channel closed", notify_self=False)
         for term in list(ch.binds.values()):
@@ -146,7 +139,7 @@ class EdgeRouter(Dialer):
     def received(self, ch: Channel, m: Message) -> None:
         c = m.content
         if c == Content.DATA:
-            self._data(ch, m)
+            self.data(ch, m)
             return
         if ch.api_session is None:
             if c == Content.HELLO:
@@ -159,7 +152,7 @@ class EdgeRouter(Dialer):
             handler(ch, m)
         elif c == Content.DIAL_SUCCESS and m.conn_id is not None:
             # an accept that came after the dial was given up: tell the host it is over
-            self._reject_accept(ch, m, m.conn_id, b"dial timed out")
+            self.dialer.reject_accept(ch, m, m.conn_id, b"dial timed out")
         elif c == Content.HELLO:
             ch.close("second hello")
         # anything else (Ping, Probe, trace, stray replies) needs no answer
@@ -182,7 +175,7 @@ class EdgeRouter(Dialer):
             ch.hello_timer.cancel()
         self.identities[api.identity_id] = self.identities.get(api.identity_id, 0) + 1
         if self.identities[api.identity_id] == 1:
-            fabric.sdk_online(self.ctl.events, api.identity_id, True)
+            reports.sdk_online(self.ctl.events, api.identity_id, True)
         self.ctl.activity[api.token] = clock.stamp()
 
     # ------------------------------------------------------------------ bind / terminators
@@ -190,7 +183,7 @@ class EdgeRouter(Dialer):
         cid = m.conn_id
         if cid is None:
             return
-        sess = self._session_of(ch, m, cid, "Bind")
+        sess = self.session_of(ch, m, cid, "Bind")
         if sess is None:
             return
         pk = m.headers.get(H.PUBLIC_KEY)
@@ -259,7 +252,7 @@ class EdgeRouter(Dialer):
         """A host reports its service healthy or not: an unhealthy terminator is tried last."""
         term = ch.binds.get(m.conn_id) if m.conn_id is not None else None
         if term is not None:
-            term.failures = 0 if m.flag(H.HEALTH_STATUS) else max(term.failures, 100)
+            term.failures = strategy.penalised(term.failures, "healthy" if m.flag(H.HEALTH_STATUS) else "unhealthy")
 
     def _update_token(self, ch: Channel, m: Message) -> None:
         """UpdateToken: a new API session token for this channel (same identity and certificate)."""
@@ -289,7 +282,7 @@ class EdgeRouter(Dialer):
             ch.send(Content.STATE_CLOSED, {H.CONN_ID: wire.u32(term.conn_id), H.SEQ: wire.u32(0)},
                     reason.encode())
 
-    def _session_of(self, ch: Channel, m: Message, cid: int, kind: str) -> checks.Session | None:
+    def session_of(self, ch: Channel, m: Message, cid: int, kind: str) -> checks.Session | None:
         """The Dial or Bind session in the body of a Connect or Bind, with the public key the
         service needs; otherwise the SDK is refused (None)."""
         token = m.body.decode("utf-8", "replace")
@@ -301,7 +294,7 @@ class EdgeRouter(Dialer):
         if sess is not None and sess.encryption_required and not m.headers.get(H.PUBLIC_KEY):
             sess, err = None, checks.ENCRYPTION_MISSING
         if sess is None:
-            self._refuse(ch, m, cid, err)
+            self.refuse(ch, m, cid, err)
         return sess
 
     def _still_granted(self, token: str, kind: str) -> bool:
@@ -312,7 +305,7 @@ class EdgeRouter(Dialer):
             " JOIN service_policies p ON p.id = i.policy_id AND p.type = ? WHERE x.token = ? LIMIT 1",
             (kind, token)) is not None
 
-    def _refuse(self, ch: Channel, m: Message, cid: int, reason: str) -> None:
+    def refuse(self, ch: Channel, m: Message, cid: int, reason: str) -> None:
         ch.reply(m, Content.STATE_CLOSED, {H.CONN_ID: wire.u32(cid), H.SEQ: wire.u32(0)}, reason.encode())
 
     # ------------------------------------------------------------------ traceroute
@@ -350,11 +343,11 @@ class EdgeRouter(Dialer):
         near.channel.send(Content.TRACE_ROUTE_RESPONSE, headers)
 
     # ------------------------------------------------------------------ relay
-    def _data(self, ch: Channel, m: Message) -> None:
+    def data(self, ch: Channel, m: Message) -> None:
         cid = m.u32(H.CONN_ID)
         conn = ch.conns.get(cid) if cid is not None else None
         if conn is None or conn.peer is None:
-            early = self.early.get((id(ch), conn.id)) if conn is not None and not conn.closed else None
+            early = self.dialer.early.get((id(ch), conn.id)) if conn is not None and not conn.closed else None
             if early is not None and len(early) < 64:
                 early.append(m)
             return
@@ -376,17 +369,17 @@ class EdgeRouter(Dialer):
         if term is not None:     # a C SDK closes its listener with StateClosed: unbind
             self._remove_terminator(term, notify=False)
             return
-        pending = self.pending.pop((id(ch), cid), None)
+        pending = self.dialer.pending.pop((id(ch), cid), None)
         if pending is not None:
             pending.cancelled = True
 
     def _close_conn(self, conn: Conn, reason: str, notify_self: bool = True) -> None:
         """Close one circuit: both ends are forgotten; the peer (and, if asked, this end's SDK)
         gets StateClosed after whatever data was already queued for it."""
-        facts = self.circuit_facts.pop(conn.circuit_id, None)
+        facts = self.dialer.circuit_facts.pop(conn.circuit_id, None)
         if facts is not None:
             started = facts.pop("started")
-            fabric.circuit_deleted(self.ctl.events, conn.circuit_id, **facts,
+            reports.circuit_deleted(self.ctl.events, conn.circuit_id, **facts,
                                    duration_seconds=asyncio.get_running_loop().time() - started)
         for end, notify in ((conn, notify_self), (conn.peer, True)):
             if end is None or end.closed:
@@ -469,16 +462,3 @@ class EdgeRouter(Dialer):
                 "connections": sum(len(ch.conns) for ch in channels), "circuits": self.circuits,
                 "bytes_in": self.closed_bytes[0] + sum(ch.bytes_in for ch in channels),
                 "bytes_out": self.closed_bytes[1] + sum(ch.bytes_out for ch in channels)}
-
-
-def version_info() -> dict:
-    return {"version": UPSTREAM_VERSION, "revision": f"ziti-lite-{__version__}", "buildDate": "",
-            "os": platform.system().lower(), "arch": _ARCH.get(platform.machine(), platform.machine())}
-
-
-_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
-
-
-def hello_version() -> str:
-    v = version_info()
-    return "|".join((v["version"], v["revision"], v["buildDate"], v["os"], v["arch"]))

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..api.context import Ctx
     from ..api.router import AuthLevel
     from ..config import Settings
-    from .checks import EdgeController
+    from .controller import EdgeController
     from .router import EdgeRouter
 
 

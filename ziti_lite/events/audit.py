@@ -198,7 +198,7 @@ def write_change(ctx: Ctx, collection: str, id: str, before: dict | None, after:
     _store(ctx.store, [
         new_row_id(now), stamp if isinstance(stamp, str) else clock.fmt(now),
         session.identity_id if session is not None else None,
-        caller if caller is not None else caller_name(ctx), session.id if session is not None else None,
+        caller if caller is not None else caller_name(ctx), (session.id or None) if session is not None else None,
         ctx.client_ip or "", route.op_id, route.method, ctx.request.scope["path"], collection, id, name, "success",
         None, _enc.encode(diff(before, after)).decode()])
 

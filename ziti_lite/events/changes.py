@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from ..api import crud
+from ..api import render as rendering
 from ..api.context import Ctx
 from ..api.resource import Resource
 from ..errors import NotFound
@@ -45,7 +46,7 @@ def state(ctx: Ctx, res: Resource, row: dict | None) -> tuple[dict | None, Any]:
     no redaction (the text encoded once, for the secret scan, is the event's), else the dict."""
     if row is None:
         return None, None
-    out = crud.render_declared(ctx, res, row)
+    out = rendering.render_declared(ctx, res, row)
     out.pop("_links", None)
     encoded = _enc.encode(out)
     if shapes.may_hold_secrets(encoded):
@@ -68,7 +69,8 @@ def author(ctx: Ctx, name: str | None) -> dict[str, Any]:
         meta["authorType"] = "identity"
         meta["authorId"] = session.identity_id
         meta["authorName"] = name or ""
-        meta["apiSessionId"] = session.id
+        if session.id:   # an OIDC login step writes before its API session exists
+            meta["apiSessionId"] = session.id
     else:
         meta["authorType"] = "unattributed"
     return meta

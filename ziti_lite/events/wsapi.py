@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import struct
 from typing import TYPE_CHECKING, Any
 
 from starlette.datastructures import Headers
@@ -25,51 +24,38 @@ from starlette.datastructures import Headers
 from .. import permissions
 from ..api.ops import websocket
 from ..auth import sessions
+from ..channel import wire
 from .bus import NAMESPACES
 from .stream import Stream
 
 if TYPE_CHECKING:
+    from .bus import Bus
     from .runtime import EventsController
 
 log = logging.getLogger("ziti_lite.events")
 
-MAGIC = b"\x03\x06\x09\x0c"
-PREFIX = struct.Struct("<4siiII")
-HEADER = struct.Struct("<iI")
-RESULT = 2                      # channel Result
-REPLY_FOR, RESULT_SUCCESS = 1, 2
+# the channel framing is the one codec's (``channel/wire.py``); these are the management
+# channel's own content types, and the one-message-per-frame limit of this underlay
+RESULT = wire.Content.RESULT
+REPLY_FOR, RESULT_SUCCESS = wire.H.REPLY_FOR, wire.H.RESULT_SUCCESS
 STREAM_EVENTS_REQUEST = 10040   # mgmt_pb ContentType StreamEventsRequestType
 STREAM_EVENTS_EVENT = 10041     # mgmt_pb ContentType StreamEventsEventType
 MAX_MESSAGE = 1 << 20
 
-
-def encode(content: int, seq: int, headers: dict[int, bytes], body: bytes = b"") -> bytes:
-    block = b"".join(HEADER.pack(k, len(v)) + v for k, v in headers.items())
-    return PREFIX.pack(MAGIC, content, seq, len(block), len(body)) + block + body
+encode = wire.encode
 
 
 def decode(data: bytes) -> tuple[int, int, dict[int, bytes], bytes]:
     """(content type, sequence, headers, body) of one whole message; ValueError if malformed."""
-    if len(data) < PREFIX.size or len(data) > MAX_MESSAGE:
-        raise ValueError("bad message size")
-    magic, content, seq, hlen, blen = PREFIX.unpack_from(data)
-    if magic != MAGIC or PREFIX.size + hlen + blen != len(data):
-        raise ValueError("bad channel message")
-    headers, pos, end = {}, PREFIX.size, PREFIX.size + hlen
-    while pos < end:
-        if end - pos < HEADER.size:
-            raise ValueError("truncated header")
-        key, length = HEADER.unpack_from(data, pos)
-        pos += HEADER.size
-        if length > end - pos:
-            raise ValueError("header runs past the block")
-        headers[key] = data[pos:pos + length]
-        pos += length
-    return content, seq, headers, data[end:]
+    try:
+        m = wire.decode_one(data, MAX_MESSAGE)
+    except wire.WireError as e:
+        raise ValueError(str(e)) from None
+    return m.content, m.seq, m.headers, m.body
 
 
 def result(reply_for: int, success: bool, message: str, seq: int) -> bytes:
-    return encode(RESULT, seq, {REPLY_FOR: struct.pack("<I", reply_for & 0xFFFFFFFF),
+    return encode(RESULT, seq, {REPLY_FOR: wire.u32(reply_for),
                                 RESULT_SUCCESS: b"\x01" if success else b"\x00"}, message.encode())
 
 
@@ -97,15 +83,34 @@ async def ws_api(ctl: EventsController, scope: Any, receive: Any, send: Any) -> 
         await send({"type": "websocket.close", "code": 1008})   # the upgrade is refused (403)
         return
     await send({"type": "websocket.accept"})
-    bus = ctl.events
-    stream: Stream | None = None
-    seq = 0
-    outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+    channel = _Channel(ctl.events, session.id, receive, send)
+    task = asyncio.create_task(channel.reader())
+    try:
+        await channel.pump()
+    except Exception:  # the peer went away mid-send
+        log.debug("ws-api stream ended", exc_info=True)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        if channel.stream is not None:
+            channel.bus.unsubscribe(channel.stream)
 
-    async def reader() -> None:
-        nonlocal stream, seq
+
+class _Channel:
+    """One accepted ws-api connection: the requests it reads (``reader``) and what it sends, the
+    answers and then the events of its subscriptions (``pump``), numbered by one sequence."""
+
+    def __init__(self, bus: Bus, api_session_id: str, receive: Any, send: Any) -> None:
+        self.bus, self.api_session_id = bus, api_session_id
+        self.receive, self.send = receive, send
+        self.stream: Stream | None = None
+        self.seq = 0
+        self.outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    async def reader(self) -> None:
         while True:
-            msg = await receive()
+            msg = await self.receive()
             if msg["type"] == "websocket.disconnect":
                 break
             data = msg.get("bytes")
@@ -117,25 +122,30 @@ async def ws_api(ctl: EventsController, scope: Any, receive: Any, send: Any) -> 
                 break
             if content != STREAM_EVENTS_REQUEST:
                 continue   # latency probes, heartbeats: nothing to answer
-            seq += 1
+            self.seq += 1
             try:
                 types = subscribed(body)
             except ValueError as e:
-                await outgoing.put(result(rseq, False, str(e), seq))
+                await self.outgoing.put(result(rseq, False, str(e), self.seq))
                 continue
-            if stream is None:
-                stream = Stream(types, session.id)
-                bus.subscribe(stream)
-            else:
-                stream.wanted = stream.wanted | types if stream.wanted is not None else None
-                stream.types = None if stream.wanted is None else stream.wanted | {"edge.apiSessions"}
-                bus.rewant()
-            await outgoing.put(result(rseq, True, "success", seq))
-        await outgoing.put(None)
+            self._subscribe(types)
+            await self.outgoing.put(result(rseq, True, "success", self.seq))
+        await self.outgoing.put(None)
 
-    async def pump() -> None:
-        nonlocal seq
+    def _subscribe(self, types: frozenset[str]) -> None:
+        stream = self.stream
+        if stream is None:
+            self.stream = Stream(types, self.api_session_id)
+            self.bus.subscribe(self.stream)
+        else:
+            stream.wanted = stream.wanted | types if stream.wanted is not None else None
+            stream.types = None if stream.wanted is None else stream.wanted | {"edge.apiSessions"}
+            self.bus.rewant()
+
+    async def pump(self) -> None:
+        outgoing, send = self.outgoing, self.send
         while True:
+            stream = self.stream
             if stream is None:
                 item = await outgoing.get()
                 if item is None:
@@ -158,17 +168,5 @@ async def ws_api(ctl: EventsController, scope: Any, receive: Any, send: Any) -> 
                 if not line:   # the API session ended
                     await send({"type": "websocket.close", "code": 1000})
                     return
-                seq += 1
-                await send({"type": "websocket.send", "bytes": encode(STREAM_EVENTS_EVENT, seq, {}, line)})
-
-    task = asyncio.create_task(reader())
-    try:
-        await pump()
-    except Exception:  # the peer went away mid-send
-        log.debug("ws-api stream ended", exc_info=True)
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-        if stream is not None:
-            bus.unsubscribe(stream)
+                self.seq += 1
+                await send({"type": "websocket.send", "bytes": encode(STREAM_EVENTS_EVENT, self.seq, {}, line)})

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from ..api import crud
 from ..api import envelope as env
+from ..api import render as rendering
 from ..api.context import Ctx
 from ..api.ops import op
 from ..api.resource import Field, Resource
 from ..db.filters import Symbol
+from ..routing import presence
 from .common import FABRIC, names, ref
 
 ROUTERS = Resource(
@@ -62,8 +64,8 @@ TERMINATORS = Resource(
 
 # ---------------------------------------------------------------- rendering
 def render_router(ctx: Ctx, row: dict) -> dict:
-    out = crud.render_fields(ROUTERS, row)
-    live = ctx.ctl.router_states.get(row["id"]) or {}
+    out = rendering.render_fields(ROUTERS, row)
+    live = presence.state(ctx.ctl, row["id"])
     connected = bool(live.get("isOnline"))
     out["connected"] = connected
     out["listenerAddresses"] = _listeners(ctx, row["id"]) if connected else None
@@ -74,15 +76,13 @@ def render_router(ctx: Ctx, row: dict) -> dict:
 
 def _listeners(ctx: Ctx, router_id: str) -> list[dict] | None:
     """The link listeners a connected real router declared in its hello; None (null) without any."""
-    server = ctx.ctl.ctrl_server
-    ch = server.routers.get(router_id) if server is not None else None
     listeners = [{"address": x.get("address", ""), "protocol": x.get("protocol", "")}
-                 for x in (ch.listeners if ch is not None else ())]
+                 for x in presence.listeners(ctx.ctl, router_id)]
     return listeners or None
 
 
 def render_service(ctx: Ctx, row: dict) -> dict:
-    return crud.render_fields(SERVICES, row)
+    return rendering.render_fields(SERVICES, row)
 
 
 def _terminator_renderer(ctx: Ctx, rows: list[dict]):
@@ -91,7 +91,7 @@ def _terminator_renderer(ctx: Ctx, rows: list[dict]):
     services = names(ctx.store, "services", (r["service_id"] for r in rows))
 
     def render(row: dict) -> dict:
-        out = crud.render_fields(TERMINATORS, row)
+        out = rendering.render_fields(TERMINATORS, row)
         out["service"] = ref("services", row["service_id"], services.get(row["service_id"], ""))
         out["router"] = ref("routers", row["router_id"], routers.get(row["router_id"], ""))
         out["dynamicCost"] = 0      # no dynamic (strategy) costs are kept

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -29,6 +29,7 @@ from ..api.ops import op
 from ..db import filters as fq
 from ..db.filters import Symbol
 from ..errors import NotFound
+from ..routing import presence
 from .common import FABRIC, names, ref
 
 _enc = msgspec.json.Encoder()
@@ -76,13 +77,13 @@ def live_page(ctx: Ctx, table: dict[str, tuple[str, Getter]], objs: list) -> tup
     return [by_id[i] for i in ids], meta_limit, offset, total
 
 
-def _listing(ctx: Ctx, table: dict[str, tuple[str, Getter]], objs: dict,
+def _listing(ctx: Ctx, table: dict[str, tuple[str, Getter]], objs: Mapping[str, Any],
              render: Callable[[Ctx, list], list[dict]]) -> env.JSON:
     page, limit, offset, total = live_page(ctx, table, list(objs.values()))
     return env.listing(render(ctx, page), limit, offset, total, None)   # no filterableFields, as upstream
 
 
-def _detail(ctx: Ctx, kind: str, objs: dict, render: Callable[[Ctx, list], list[dict]]) -> env.JSON:
+def _detail(ctx: Ctx, kind: str, objs: Mapping[str, Any], render: Callable[[Ctx, list], list[dict]]) -> env.JSON:
     """The detail of the live object the path names (404 when it is gone)."""
     obj = objs.get(ctx.params["id"])
     if obj is None:
@@ -96,9 +97,8 @@ def _stamp(t: float) -> str:
 
 
 # ---------------------------------------------------------------- links
-def _links(ctx: Ctx) -> dict:
-    server = ctx.ctl.ctrl_server
-    return server.links.table if server is not None else {}
+def _links(ctx: Ctx) -> Mapping[str, Any]:
+    return presence.links(ctx.ctl)
 
 
 # upstream's symbols of its in-memory link store: name -> (kind, value of a Link)
@@ -114,11 +114,11 @@ LINK_SYMBOLS: dict[str, tuple[str, Getter]] = {
 
 def render_links(ctx: Ctx, links: list) -> list[dict]:
     routers = names(ctx.store, "routers", [x for link in links for x in (link.src, link.dst)])
-    server = ctx.ctl.ctrl_server
     for link in links:      # a router deleted while its link stands: its channel still knows the name
         for rid in (link.src, link.dst):
-            if rid not in routers and server is not None and rid in server.routers:
-                routers[rid] = server.routers[rid].name
+            name = presence.line_name(ctx.ctl, rid) if rid not in routers else None
+            if name is not None:
+                routers[rid] = name
     return [{"id": link.id, "protocol": link.protocol, "state": link.state, "iteration": link.iteration,
              "staticCost": link.static_cost, "cost": link.cost, "down": False,   # a down link leaves the table
              "sourceLatency": link.src_latency, "destLatency": link.dst_latency,
@@ -138,9 +138,8 @@ async def detail_link(ctx: Ctx):
 
 
 # ---------------------------------------------------------------- circuits
-def _circuits(ctx: Ctx) -> dict:
-    server = ctx.ctl.ctrl_server
-    return server.circuits.live if server is not None else {}
+def _circuits(ctx: Ctx) -> Mapping[str, Any]:
+    return presence.circuits(ctx.ctl)
 
 
 # upstream's symbols of its in-memory circuit store: name -> (kind, value of a Circuit)

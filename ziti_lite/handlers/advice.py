@@ -13,6 +13,7 @@ from ..api import envelope as env
 from ..api.ops import op
 from ..errors import NotFound
 from ..policy.model import identity_router_ids, service_router_ids
+from ..routing import presence
 
 if TYPE_CHECKING:
     from ..api.context import Ctx
@@ -43,7 +44,7 @@ def service_routers(store, service_id: str) -> list[str]:
 
 
 def _online(ctx: Ctx, router_id: str) -> bool:
-    return bool((ctx.ctl.router_states.get(router_id) or {}).get("isOnline"))
+    return presence.is_online(ctx.ctl, router_id)
 
 
 @op("GET", "/identities/{id}/policy-advice/{serviceId}", op_id="getIdentityPolicyAdvice", tag="identities",

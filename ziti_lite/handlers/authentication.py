@@ -16,6 +16,7 @@ from msgspec import Meta
 from .. import clock
 from ..api import crud
 from ..api import envelope as env
+from ..api import render as rendering
 from ..api.context import Ctx
 from ..api.ops import BOTH, op
 from ..auth import oidc_tokens, passwords, sessions
@@ -231,6 +232,6 @@ async def logout(ctx: Ctx):
 @op("GET", "/current-identity", apis=BOTH, auth="session", op_id="getCurrentIdentity", tag="current-identity")
 async def current_identity(ctx: Ctx):
     row = crud.get_row(ctx.store, IDENTITIES, ctx.identity_id)
-    out = crud.render(ctx, IDENTITIES, row)
+    out = rendering.render(ctx, IDENTITIES, row)
     out["_links"] = {"self": {"href": "./current-identity"}, "mfa": {"href": "./current-identity/mfa"}}
     return env.ok_without_meta(out)

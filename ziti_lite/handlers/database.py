@@ -22,7 +22,7 @@ from ..db.store import Store
 from ..errors import ApiError
 
 if TYPE_CHECKING:
-    from .informational import HandlersController
+    from .common import HandlersController
 
 MAX_RESULTS = 1000
 SNAPSHOT_INTERVAL = 60.0  # seconds between two snapshots, as upstream

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from .. import clock, tls
 from ..api import crud
 from ..api import envelope as env
+from ..api import render as rendering
 from ..api.context import Ctx, not_parsable
 from ..api.ops import BOTH, op
 from ..api.resource import derive_patch
@@ -205,8 +206,8 @@ async def reenroll_authenticator(ctx: Ctx):
 
 # ---------------------------------------------------------------- the caller's own
 def _render_own(ctx: Ctx, row: dict) -> dict:
-    out = crud.render(ctx, AUTHENTICATORS, row)
-    crud.add_link(out, "self", f"./current-identity/authenticators/{row['id']}")
+    out = rendering.render(ctx, AUTHENTICATORS, row)
+    rendering.add_link(out, "self", f"./current-identity/authenticators/{row['id']}")
     return out
 
 

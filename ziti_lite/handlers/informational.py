@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import platform
-from typing import Any, Protocol
 
 from starlette.responses import Response
 
@@ -13,28 +12,16 @@ from .. import UPSTREAM_VERSION, __version__
 from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import BOTH, op
-from ..api.router import Router
 from ..auth import service_tokens
 from ..auth.enrollments import network_jwt
-from ..auth.sessions import AuthController
 from ..errors import NotFound
 from ..pki import ca
 from . import spec
+from .common import HandlersController
 
 BUILD_DATE = "2026-11-22T00:00:00Z"
 REVISION = f"ziti-lite-{__version__}"
 ZERO_TIME = "0001-01-01T00:00:00.000Z"
-
-
-class HandlersController(AuthController, Protocol):
-    """The controller as the handlers see it (see ``lifecycle.contexts.LifecycleController``)."""
-    router: Router
-    router_states: dict[str, dict]
-    router_lines: dict[str, str]
-    jobs: dict[str, Any]
-
-    @property
-    def oidc(self) -> object | None: ...    # the OIDC provider (a layer above), None with --no-oidc
 
 
 def oidc_advertised(ctl: HandlersController) -> bool:

@@ -8,44 +8,28 @@ secret (in ``provisioningUrl`` and the QR code) and the recovery codes are shown
 the enrollment is unverified; afterwards recovery codes are read with a current TOTP code.
 
 Every change of the MFA record is reported through ``crud.changed`` as an entity of type
-``mfas`` (upstream's store), so it makes an entityChange event and the request's audit row; its
-secret and recovery codes are redacted there like any secret field.
+``mfas`` (upstream's store, declared in ``totp.py`` with the enrollment both this module and the
+OIDC login use), so it makes an entityChange event and the request's audit row; its secret and
+recovery codes are redacted there like any secret field.
 """
 
 from __future__ import annotations
 
 from starlette.responses import Response
 
-from ..api import crud
 from ..api import envelope as env
 from ..api.context import Ctx, decode
 from ..api.ops import BOTH, op
-from ..api.resource import Field, Resource
 from ..auth import mfa, sessions
 from ..auth.methods import Login, auth_query, login_outcome
 from ..errors import ApiError, NotFound
 from ..resources.common import Body, refuse_for_admin
-from ..resources.identities import IDENTITIES
+from .totp import changed as _changed
+from .totp import enroll, verify
+from .totp import row as _row
 
 TAG = "current-identity"
 CODE_HEADER = "mfa-validation-code"
-
-
-# the MFA record as an entity for entityChange and the audit trail (never mounted: its routes are
-# the hand-written ones below); upstream's field names
-MFAS = Resource(name="mfas", entity="mfa", table="mfa", ops=(),
-                fields=(Field("identityId"), Field("isVerified", "bool"), Field("secret"),
-                        Field("recoveryCodes", "json")))
-crud.cascades(IDENTITIES, MFAS, "identity_id")   # an identity's MFA record goes with it, reported
-
-
-def _changed(ctx: Ctx, id: str, before: dict | None, values: dict | None) -> None:
-    """Report a change of the MFA record ``id`` (inside its write; ``before``: its row then)."""
-    crud.changed(ctx, MFAS, id, before, values)
-
-
-def _row(ctx: Ctx, id: str) -> dict | None:
-    return ctx.store.one("SELECT * FROM mfa WHERE id = ?", (id,))
 
 
 class MfaCode(Body):
@@ -155,8 +139,7 @@ async def enroll_mfa(ctx: Ctx):
     with store.write():
         if mfa.get(store, ctx.identity_id) is not None:
             raise ApiError("MFA_EXISTS")
-        rec = mfa.create(store, ctx.identity_id)
-        _changed(ctx, rec["id"], None, rec)
+        rec = enroll(ctx, ctx.identity_id)
     return env.created(rec["id"], "./current-identity/mfa")
 
 
@@ -175,13 +158,10 @@ async def mfa_qr_code(ctx: Ctx):
 async def verify_mfa(ctx: Ctx):
     body = await ctx.json(MfaCode)
     rec = _record(ctx, verified=False)
-    if not mfa.valid_totp(rec["secret"], body.code):
-        raise ApiError("MFA_INVALID_TOKEN")
     with ctx.store.write():
-        before = _row(ctx, rec["id"])
-        mfa.mark_verified(ctx.store, rec)
+        if not verify(ctx, rec, body.code):
+            raise ApiError("MFA_INVALID_TOKEN")
         mfa.pass_session(ctx.store, ctx.api_session.id, verified_now=True)
-        _changed(ctx, rec["id"], before, {"is_verified": 1})
     return env.empty()
 
 

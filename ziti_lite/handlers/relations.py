@@ -10,6 +10,7 @@ restricted by a condition on its rows; an unknown parent id gives an empty list,
 from __future__ import annotations
 
 from ..api import crud
+from ..api import render as rendering
 from ..api.context import Ctx
 from ..api.ops import op
 from ..api.resource import Resource
@@ -48,7 +49,7 @@ def related_list(ctx: Ctx, target: str, where: str, params: list):
         return crud.list_response(ctx, res, where, params)
 
     def service(ctx: Ctx, row: dict) -> dict:
-        out = crud.render(ctx, res, row)
+        out = rendering.render(ctx, res, row)
         out["permissions"] = None  # upstream renders these without an identity context
         out["config"] = None
         return out

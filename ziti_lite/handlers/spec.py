@@ -15,7 +15,7 @@ from .. import __version__, permissions
 from ..auth.methods import METHODS  # the primary methods registered in this process
 
 if TYPE_CHECKING:
-    from .informational import HandlersController
+    from .common import HandlersController
 
 _KIND_SCHEMA: dict[str, dict[str, Any]] = {
     "string": {"type": "string"}, "int": {"type": "integer"}, "float": {"type": "number"},

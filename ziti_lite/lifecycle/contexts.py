@@ -1,7 +1,8 @@
 """Every live TLS server context of a controller, and loading the server certificate into them.
 
 The API listener, the embedded edge router and any other listener the controller runs present
-the same server certificate (with the signing CA behind it). Each context is made once and
+the same server certificate (with the signing CA behind it). Each context is built here, one
+call per listener (``api``, ``edge``, ``ctrl``: ``server.build`` calls them in turn), and
 ``register``-ed on the controller; after a renewal ``reload`` loads the new pair into every
 registered context. ``SSLContext.load_cert_chain`` on a live context changes what *new*
 handshakes present: a connection made earlier keeps the certificate it was made with, so nothing
@@ -65,3 +66,67 @@ def reload(ctl: LifecycleController) -> int:
         load_server_chain(context, ctl.state)
         tls.trust_context(context, ctl.state["signer_cert"])
     return len(ctl.tls_contexts)
+
+
+# ---------------------------------------------------------------- one context per listener
+def api(ctl: LifecycleController) -> ssl.SSLContext:
+    """The API's: client certificates of the controller's CAs and of every registered CA."""
+    return register(ctl, ssl_context(ctl.state, _registered_cas(ctl)))
+
+
+def edge(ctl: LifecycleController) -> ssl.SSLContext:
+    """The embedded edge router's: the API's certificate and client-chain rules, plus the ALPN
+    name upstream's edge listener offers (SDKs that send none are served as well)."""
+    context = register(ctl, ssl_context(ctl.state, _registered_cas(ctl)))
+    context.set_alpn_protocols(["ziti-edge"])
+    return context
+
+
+def ctrl(ctl: LifecycleController) -> ssl.SSLContext:
+    """The routers' control channel's (``ctrl_ssl_context``)."""
+    return register(ctl, ctrl_ssl_context(ctl.state))
+
+
+def _registered_cas(ctl: LifecycleController) -> list[str]:
+    return ctl.store.column("SELECT cert_pem FROM cas")
+
+
+X509_V_FLAG_PARTIAL_CHAIN = 0x80000
+X509_V_FLAG_NO_CHECK_TIME = 0x200000
+
+
+def _server_side(state: dict) -> ssl.SSLContext:
+    """A TLS 1.2+ server context presenting the controller's server certificate and its chain."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    load_server_chain(ctx, state)
+    return ctx
+
+
+def ctrl_ssl_context(state: dict) -> ssl.SSLContext:
+    """The routers' control channel. Routers' certificates are the controller's to check: any
+    chain passes the handshake and ``ctrl/channel.py`` verifies it against the controller's own
+    CAs, with validity dates, so a refusal is logged with its reason; where the callback cannot
+    be installed, OpenSSL requires a certificate verifying against those CAs itself."""
+    ctx = _server_side(state)
+    ctx.set_alpn_protocols(["ziti-ctrl"])
+    if not tls.accept_any_client_chain(ctx):
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(cadata=state["signer_cert"] + state["root_cert"])
+    return ctx
+
+
+def ssl_context(state: dict, extra_cas: list[str] | None = None) -> ssl.SSLContext:
+    ctx = _server_side(state)
+    if tls.accept_any_client_chain(ctx):
+        return ctx
+    ctx.load_verify_locations(cadata=state["signer_cert"] + state["root_cert"])
+    for pem in extra_cas or ():
+        try:
+            ctx.load_verify_locations(cadata=pem)
+        except (ssl.SSLError, ValueError):
+            pass  # a CA entity whose PEM OpenSSL refuses is simply not trusted by the handshake
+    # validity dates are the auth policy's business (allowExpiredCerts), not the handshake's;
+    # registered CAs may be intermediates, which must count as anchors (as in Go's x509 roots)
+    ctx.verify_flags |= X509_V_FLAG_NO_CHECK_TIME | X509_V_FLAG_PARTIAL_CHAIN
+    return ctx

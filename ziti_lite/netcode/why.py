@@ -116,7 +116,22 @@ def explain(api: ApiBase, identity_ref: str, service_ref: str, policy_type: str 
     out = [f"identity {identity['name']} ({iid}), service {service['name']} ({sid}), {policy_type.lower()}:"]
     blocked: list[str] = []
 
-    # 1. the identity itself
+    _identity_step(identity, out, blocked)
+    verdict = _policy_step(api, identity, service, policy_type, out, blocked)
+    checks = _posture_step(api, iid, verdict, out)
+    _auth_step(api, identity, checks, out, blocked)
+    _router_step(api, iid, sid, out, blocked)
+    _config_step(api, iid, sid, out)
+    _advice_step(api, iid, sid, out)
+    ok = not blocked
+    out.append(f"verdict: {identity['name']} {'can' if ok else 'cannot'} {policy_type.lower()} {service['name']}"
+               + ("" if ok else ": " + "; ".join(blocked)))
+    return ok, out
+
+
+# the steps of explain, in order: each appends its lines, and what blocks the pair
+def _identity_step(identity: dict, out: list[str], blocked: list[str]) -> None:
+    """1. The identity itself."""
     if identity.get("disabled"):
         until = identity.get("disabledUntil")
         out.append(f"identity: DISABLED{' until ' + until if until else ' (until enabled again)'}")
@@ -124,7 +139,10 @@ def explain(api: ApiBase, identity_ref: str, service_ref: str, policy_type: str 
     else:
         out.append("identity: enabled")
 
-    # 2. service policies
+
+def _policy_step(api: ApiBase, identity: dict, service: dict, policy_type: str, out: list[str],
+                 blocked: list[str]) -> PolicyVerdict:
+    """2. Service policies."""
     verdict = service_policies(api, identity, service, policy_type)
     out.append(f"service policies ({policy_type}): {'granted' if verdict.allowed else 'NOT granted'}")
     out.extend(verdict.lines)
@@ -134,8 +152,11 @@ def explain(api: ApiBase, identity_ref: str, service_ref: str, policy_type: str 
     other_verdict = service_policies(api, identity, service, other)
     granted_by = ", ".join(p["name"] for p in other_verdict.granting)
     out.append(f"  ({other}: {'granted by ' + granted_by if other_verdict.allowed else 'not granted'})")
+    return verdict
 
-    # 3. posture checks of the granting policies, and the identity's posture data now
+
+def _posture_step(api: ApiBase, iid: str, verdict: PolicyVerdict, out: list[str]) -> dict[str, dict]:
+    """3. Posture checks of the granting policies, and the identity's posture data now."""
     posture = get(api, f"/identities/{iid}/posture-data")
     checks: dict[str, dict] = {}
     for p in verdict.granting:
@@ -148,8 +169,11 @@ def explain(api: ApiBase, identity_ref: str, service_ref: str, policy_type: str 
         for c in sorted(checks.values(), key=lambda c: c["name"]):
             out.append(f"  {c['name']} ({c['typeId']}): requires {_posture_requirement(c)};"
                        f" reported now: {_posture_state(c, posture)}")
+    return checks
 
-    # 4. authentication: MFA and the auth policy
+
+def _auth_step(api: ApiBase, identity: dict, checks: dict[str, dict], out: list[str], blocked: list[str]) -> None:
+    """4. Authentication: MFA and the auth policy."""
     policy = get(api, f"/auth-policies/{identity['authPolicyId']}") if identity.get("authPolicyId") else None
     if policy is not None:
         primary = policy.get("primary") or {}
@@ -169,7 +193,9 @@ def explain(api: ApiBase, identity_ref: str, service_ref: str, policy_type: str 
     out.append(f"MFA: {'enrolled' if identity.get('isMfaEnabled') else 'not enrolled'}"
                + (f"; required by posture check(s) {', '.join(c['name'] for c in mfa_checks)}" if mfa_checks else ""))
 
-    # 5. edge routers: both router policy kinds and the routers they leave in common
+
+def _router_step(api: ApiBase, iid: str, sid: str, out: list[str], blocked: list[str]) -> None:
+    """5. Edge routers: both router policy kinds and the routers they leave in common."""
     erps = listing(api, f"/identities/{iid}/edge-router-policies")
     serps = listing(api, f"/services/{sid}/service-edge-router-policies")
     i_routers = {r["id"]: r for r in listing(api, f"/identities/{iid}/edge-routers")}
@@ -189,7 +215,9 @@ def explain(api: ApiBase, identity_ref: str, service_ref: str, policy_type: str 
         out.append("common routers: none")
         blocked.append("the identity and the service share no edge router")
 
-    # 6. the configs the identity would receive
+
+def _config_step(api: ApiBase, iid: str, sid: str, out: list[str]) -> None:
+    """6. The configs the identity would receive."""
     configs = {c["configTypeId"]: c for c in listing(api, f"/services/{sid}/configs")}
     for o in listing(api, f"/identities/{iid}/service-configs"):
         if o.get("serviceId") == sid:
@@ -201,17 +229,15 @@ def explain(api: ApiBase, identity_ref: str, service_ref: str, policy_type: str 
     else:
         out.append("configs: none")
 
-    # 7. upstream's policy advice for the same pair
+
+def _advice_step(api: ApiBase, iid: str, sid: str, out: list[str]) -> None:
+    """7. Upstream's policy advice for the same pair."""
     advice = get(api, f"/identities/{iid}/policy-advice/{sid}")
     out.append(f"policy advice: dial {'allowed' if advice.get('isDialAllowed') else 'not allowed'},"
                f" bind {'allowed' if advice.get('isBindAllowed') else 'not allowed'},"
                f" {advice.get('identityRouterCount', 0)} identity router(s),"
                f" {advice.get('serviceRouterCount', 0)} service router(s),"
                f" common: {', '.join(r['name'] for r in advice.get('commonRouters') or []) or 'none'}")
-    ok = not blocked
-    out.append(f"verdict: {identity['name']} {'can' if ok else 'cannot'} {policy_type.lower()} {service['name']}"
-               + ("" if ok else ": " + "; ".join(blocked)))
-    return ok, out
 
 
 def _posture_requirement(c: dict) -> str:

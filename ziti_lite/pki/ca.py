@@ -593,6 +593,9 @@ def verified_path(
     ignores dates during chain building). ``eku`` (``"client"``/``"server"``): every certificate
     in the path that carries an EKU extension must allow it (or anyExtendedKeyUsage).
     A leaf that is itself one of the trust anchors verifies as ``[leaf]``.
+
+    One indivisible step (over 80 lines on purpose): a single path search whose checks share
+    the search's state at each hop; split, its parts would only pass that state around.
     Raises :class:`ChainError`.
     """
     if eku is not None and eku not in _EKU_OIDS:

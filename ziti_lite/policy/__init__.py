@@ -6,6 +6,7 @@
     checks.py           integrity checks of the derived tables
     access.py           what a caller may see and use: its visible services, posture checks
     posture_checks.py   posture evaluation, and the one table of posture check types
+    session_posture.py  which policies' posture passes for a session, and the sessions that no longer do
 
 The resources themselves (service, edge router and service edge router policies) are declared
 in ``ziti_lite.resources.policies``; the policy endpoints (relationship and role-attribute lists,

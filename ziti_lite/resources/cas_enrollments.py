@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from .. import clock
 from ..api import crud
 from ..api import envelope as env
+from ..api import render as rendering
 from ..api.ops import op
 from ..api.resource import Field, Ref, Resource, Row, derive_patch
 from ..auth.certs import server_keypair
@@ -140,7 +141,7 @@ env.STATE_LINKS["cas"] = (("is_verified", "is_auto_ca_enrollment_enabled"), ca_s
 
 def render_ca(ctx: Ctx, row: dict, out: dict) -> None:
     for name, link in ca_state_links(row["id"], row).items():
-        crud.add_link(out, name, link["href"])
+        rendering.add_link(out, name, link["href"])
     claim = load_json(row["external_id_claim"]) if row["external_id_claim"] else None
     if claim:
         out["externalIdClaim"] = merge_leaves(CLAIM_DEFAULTS, claim)
@@ -323,4 +324,4 @@ def _identity_enrollment(ctx: Ctx, id: str, before: Row | None, values: Row | No
         crud.changed(ctx, ENROLLMENTS, row["id"], None, {"method": row["method"]})
 
 # an identity's enrollments go with it (and report their own deletion)
-crud.cascades(IDENTITIES, ENROLLMENTS, "identity_id")
+crud.cascades(IDENTITIES, ENROLLMENTS, "identity_id", rank=2)

@@ -21,6 +21,7 @@ from ..auth.certs import prepare_cert_authenticator  # certificate checks live w
 from ..auth.enrollments import create_for_identity  # the enrollment module owns JWTs and tokens
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, generic_cause
+from ..routing import presence
 from .common import (
     NAME,
     ROLE_ATTRIBUTES,
@@ -234,9 +235,7 @@ def render_identity(ctx: Ctx, row: Row, out: dict, page: dict[str, Any] | None =
         out.pop("disabledUntil", None)
     out["hasApiSession"] = bool(has_session)
     out["isMfaEnabled"] = bool(has_mfa)
-    router, ctrl = ctx.ctl.edge_router, ctx.ctl.ctrl_server   # the embedded router, real routers
-    connected = ((router is not None and router.has_connection(row["id"]))
-                 or (ctrl is not None and ctrl.has_connection(row["id"])))
+    connected = presence.has_connection(ctx.ctl, row["id"])   # the embedded router, real routers
     out["hasEdgeRouterConnection"] = connected
     out["edgeRouterConnectionStatus"] = "online" if connected else "offline"
 
@@ -530,4 +529,4 @@ async def update_identity_tracing(ctx: Ctx):
     return env.ok({"enabled": True, "traceId": trace_id, "until": until})
 
 # an identity's authenticators go with it (and report their own deletion)
-crud.cascades(IDENTITIES, AUTHENTICATORS, "identity_id")
+crud.cascades(IDENTITIES, AUTHENTICATORS, "identity_id", rank=1)

@@ -26,6 +26,7 @@ from ..api.resource import Field, Ref, Resource
 from ..auth.enrollments import new_enrollment
 from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound
+from ..routing import presence
 from .common import (
     NAME,
     ROLE_ATTRIBUTES,
@@ -122,7 +123,7 @@ def prepare_edge_router(ctx: Ctx, values: dict, existing: dict | None) -> None:
 
 
 def render_edge_router(ctx: Ctx, row: dict, out: dict) -> None:
-    live = ctx.ctl.router_states.get(row["id"]) or {}   # the embedded router while it runs
+    live = presence.state(ctx.ctl, row["id"])   # the embedded router, or a real one, while it runs
     out["isOnline"] = bool(live.get("isOnline"))
     out["hostname"] = live.get("hostname", "")
     out["supportedProtocols"] = dict(live.get("supportedProtocols") or {})
@@ -209,7 +210,7 @@ def prepare_router(ctx: Ctx, values: dict, existing: dict | None) -> None:
 
 
 def render_router(ctx: Ctx, row: dict, out: dict) -> None:
-    out["isOnline"] = bool((ctx.ctl.router_states.get(row["id"]) or {}).get("isOnline"))
+    out["isOnline"] = presence.is_online(ctx.ctl, row["id"])
     if row["is_edge"]:
         # no transit sub-record: upstream reports the edge router as verified, no enrollment
         out["isVerified"] = True

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from ziti_lite.edge import wire
-from ziti_lite.edge.replies import Replies
-from ziti_lite.edge.wire import H, Message
+from ziti_lite.channel import wire
+from ziti_lite.channel.replies import Replies
+from ziti_lite.channel.wire import H, Message
 
 
 def test_a_reply_ends_its_request_and_only_its_own():

@@ -1,4 +1,4 @@
-"""What the embedded edge router asks the database before it lets traffic through.
+"""What a router of either kind asks the database before it lets traffic through.
 
 Upstream's router forwards a client's tokens and certificate fingerprints to the controller,
 which checks them (create_circuit / create_terminator in the v1.3.3 controller). Here the
@@ -6,7 +6,8 @@ router and the controller share one SQLite file, so every check is one short que
 router's thread (through its own connection): the hello's API session and certificate, the
 session token of a Connect or Bind, the policies that let the identity use this router for the
 service. ``reconcile`` is the batch form that the router runs twice a second to find what was
-revoked meanwhile.
+revoked meanwhile. The control channel asks the same of a real router's requests
+(``router_session``, ``allowed``, ``reconcile``): one set of rules for both kinds of router.
 
 A hello may carry an OIDC access token instead of an API-session token (newer SDKs); it then
 stands for the API session row it names, with the same certificate check (or one of the
@@ -19,27 +20,16 @@ new session and retries); the rest follow the controller's wording.
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ..auth import oidc_tokens, sessions
-from ..events.runtime import EventsController
+from ..auth.sessions import AuthController
 from ..policy.model import identity_router_ids, service_router_ids
 
-if TYPE_CHECKING:
-    from .router import EdgeRouter
 
-
-class EdgeController(EventsController, Protocol):
-    """The controller as the embedded router sees it (see ``lifecycle.contexts.LifecycleController``)."""
-    router_states: dict[str, dict]
-    edge_router: EdgeRouter | None
-    edge_ssl_context: ssl.SSLContext | None
-    edge_sock: socket.socket | None
-    instance_id: str
-
+class RoutingController(AuthController, Protocol):
+    """The controller as the routing checks see it (see ``lifecycle.contexts.LifecycleController``)."""
     @property
     def oidc(self) -> object | None: ...    # the OIDC provider, None with --no-oidc
 
@@ -98,7 +88,7 @@ class Session:
     hosting_precedence: str
 
 
-def hello(ctl: EdgeController, token: str, fingerprint: str | None) -> ApiSession | None:
+def hello(ctl: RoutingController, token: str, fingerprint: str | None) -> ApiSession | None:
     """The API session of a hello, or None when the token, the identity or the client's
     certificate does not qualify (the router then closes the channel)."""
     if not fingerprint:
@@ -127,7 +117,7 @@ def hello(ctl: EdgeController, token: str, fingerprint: str | None) -> ApiSessio
     return ApiSession(s.id, token, s.identity_id, name)
 
 
-def session(ctl: EdgeController, token: str, kind: str, api_session_id: str,
+def session(ctl: RoutingController, token: str, kind: str, api_session_id: str,
             router_id: str) -> tuple[Session | None, str]:
     """The session of a Connect (``Dial``) or Bind body, or (None, error text)."""
     row = ctl.store.one(_SESSION, (token,)) if token else None
@@ -159,7 +149,7 @@ ERROR_CODES = {INVALID_API_SESSION: 2, INVALID_SESSION: 3, WRONG_TYPE: 4, WRONG_
                ENCRYPTION_MISSING: 11}
 
 
-def router_session(ctl: EdgeController, token: str, kind: str, fingerprints: list[str],
+def router_session(ctl: RoutingController, token: str, kind: str, fingerprints: list[str],
                    router_id: str) -> tuple[Session | None, str]:
     """The session a real router presents for a Bind or Dial, checked as upstream's controller
     checks it (create_terminator / create_circuit): it exists, is of ``kind``, one of the
@@ -189,7 +179,7 @@ class Revoked:
     terminators: set[str]
 
 
-def reconcile(ctl: EdgeController, router_id: str, api_session_ids: set[str], live: dict[str, tuple[str, str, str]],
+def reconcile(ctl: RoutingController, router_id: str, api_session_ids: set[str], live: dict[str, tuple[str, str, str]],
               terminator_ids: set[str]) -> Revoked:
     """Which of the live API sessions, sessions and terminators have gone or lost their right.
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ziti_lite.edge import wire
-from ziti_lite.edge.wire import Content, H
+from ziti_lite.channel import wire
+from ziti_lite.channel.wire import Content, H
 
 
 @pytest.mark.parametrize("flags", [None, b"\x02\x00\x00\x00"])

@@ -1,4 +1,6 @@
 """What a router reports, one call per fact: the seam between routers and the event stream.
+(Upstream calls these fabric events; the module is not named ``fabric`` so that it is not
+mistaken for the ``fabric/`` package, the fabric management API.)
 
 The embedded router (``edge/router.py``) calls these, and so can any other code that learns of
 a router, an SDK or a circuit (a router control channel): each takes the controller's ``Bus``

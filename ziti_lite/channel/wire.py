@@ -236,6 +236,18 @@ def parse_headers(block: bytes | memoryview) -> dict[int, bytes]:
     return headers
 
 
+def decode_one(data: bytes, max_size: int = MAX_HEADERS + MAX_BODY) -> Message:
+    """Exactly one whole message, as an underlay that frames messages itself carries it (a
+    WebSocket message: ``events/wsapi.py``); WireError if it is anything else."""
+    if len(data) < PREFIX.size or len(data) > max_size:
+        raise WireError("bad message size")
+    magic, content, seq, hlen, blen = PREFIX.unpack_from(data)
+    if magic != MAGIC or PREFIX.size + hlen + blen != len(data):
+        raise WireError("bad channel message")
+    headers = parse_headers(memoryview(data)[PREFIX.size:PREFIX.size + hlen]) if hlen else {}
+    return Message(content, seq, headers, bytes(data[PREFIX.size + hlen:]))
+
+
 class Decoder:
     """Feed bytes in, take whole messages out. The first message (the hello) has the small
     limits of a hello; every later one the general limits."""
