@@ -65,6 +65,15 @@ def router_bin(request, ziti_bin_lines) -> str:
 
 
 @pytest.fixture(scope="session")
+def ziti2() -> str:
+    """The ``ziti`` binary of v2.0.3 (the CLI and controller of today), or the test skips."""
+    path = find_binary("v2.0.3")
+    if path is None:
+        pytest.skip(f"no ziti v2.0.3 binary (${env_name('v2.0.3')} or {os.path.join(_cache('v2.0.3'), 'ziti')})")
+    return path
+
+
+@pytest.fixture(scope="session")
 def ziti_bin_lines(request) -> dict[str, str]:
     """Every router line's binary at hand (v1.3.3 installed as ``ziti_bin`` installs it)."""
     out = {v: p for v in ROUTER_LINES if (p := find_binary(v)) is not None}

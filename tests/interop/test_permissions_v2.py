@@ -42,7 +42,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.interop.conftest import _cache, env_name, find_binary, start_quickstart
+from tests.interop.conftest import start_quickstart
 from tests.interop.test_differential import PERM_ROWS, TABLE, read_table
 from ziti_lite import testing
 
@@ -402,14 +402,6 @@ def differences(upstream: Side, ours: Side, prefix: str) -> tuple[list[tuple[str
 
 
 # ------------------------------------------------------------------ the test
-@pytest.fixture(scope="module")
-def ziti2() -> str:
-    path = find_binary(V2)
-    if path is None:
-        pytest.skip(f"no ziti {V2} binary (${env_name(V2)} or {_cache(V2)}/ziti)")
-    return path
-
-
 def test_the_permission_scenario_answers_as_openziti_v2(ziti2, ziti_lite_template, tmp_path):
     lite = testing.start(ziti_lite_template.copy(tmp_path / "perm.db"), ziti_lite_template.admin_password)
     real = None

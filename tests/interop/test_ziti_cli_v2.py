@@ -21,21 +21,13 @@ import pytest
 
 from tests.edge.conftest import enroll, host, wait_for
 from tests.enroll.conftest import running
-from tests.interop.conftest import _cache, env_name, find_binary, start_quickstart
+from tests.interop.conftest import start_quickstart
 from tests.interop.real_router import RealRouter, wait_online
 from tests.interop.test_ziti_cli import ANSI
 from ziti_lite import testing
 
 pytestmark = pytest.mark.interop
 V2 = "v2.0.3"
-
-
-@pytest.fixture(scope="module")
-def ziti2() -> str:
-    path = find_binary(V2)
-    if path is None:
-        pytest.skip(f"no ziti {V2} binary (${env_name(V2)} or {_cache(V2)}/ziti)")
-    return path
 
 
 class Cli:

@@ -143,9 +143,10 @@ async def _login(p: Provider, request: Request, method: str) -> Response:
     username = _str(payload.get("username"))
     try:
         # the body /authenticate decodes, and its method from the same registry (the client
-        # certificate of the TLS connection, the external JWT as Authorization: Bearer)
-        body = msgspec.convert({k: v for k, v in payload.items() if k in ("username", "password")},
-                               Authenticate, strict=False)
+        # certificate of the TLS connection, the external JWT as Authorization: Bearer); only the
+        # password step reads credentials from the body (SDKs post empty ones with a certificate)
+        fields = ("username", "password") if method == "password" else ()
+        body = msgspec.convert({k: v for k, v in payload.items() if k in fields}, Authenticate, strict=False)
         login: Login = await METHODS[method](ctx, body)
     except (ApiError, msgspec.ValidationError) as e:
         login_outcome(ctx, method, None, None, e if isinstance(e, ApiError) else InvalidAuth(), username)
