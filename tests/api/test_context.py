@@ -59,7 +59,8 @@ def test_malformed_body_on_every_operation_is_4xx(ctl, admin, kind, caplog):
     assert "Traceback" not in caplog.text and "unhandled error" not in caplog.text
 
 
-@pytest.mark.parametrize("path", ["/authenticate?method=password", "/enroll?method=ott&token=6f1c1d0e-2b1e-4d3a-9c7e-8a2b3c4d5e6f"])
+@pytest.mark.parametrize("path", ["/authenticate?method=password",
+                                  "/enroll?method=ott&token=6f1c1d0e-2b1e-4d3a-9c7e-8a2b3c4d5e6f"])
 def test_bad_utf8_on_unauthenticated_endpoints_is_400(anon, path):
     r = anon.client.post(CLIENT + path, content=b'{"username": "\xff"}', headers={"content-type": "application/json"})
     assert r.status_code == 400, r.text
