@@ -224,8 +224,14 @@ def test_a_tunneler_enabled_router_hosts_a_service_for_sdks(lab, router_bin, rou
         wait_for(lambda: [t for t in admin.get("/terminators?limit=500").json()["data"]
                           if t["serviceId"] == svc and t["binding"] == "tunnel"], timeout=30)
         c = dialer(peers, ids["rr-client.file"])
-        c.send(op="echo", service="rr-tunneled", line="through the tunneler")
-        ev = c.next(timeout=30, kind="echo")
+        # the terminator is listed as soon as the controller stored it; under load the tunneler may
+        # still be setting up its hosting, so a first dial can be closed: a few attempts, as a client makes
+        for _ in range(3):
+            c.send(op="echo", service="rr-tunneled", line="through the tunneler")
+            ev = c.next(timeout=30, kind="echo")
+            if ev["event"] == "echo":
+                break
+            time.sleep(2)
         assert ev["event"] == "echo" and ev["reply"] == "tcp-server:through the tunneler\n", (ev, tunneler.tail())
     finally:
         tunneler.stop()
