@@ -32,37 +32,14 @@ from benchmarks.common import row, write_rows  # noqa: E402
 from ziti_lite import permissions  # noqa: E402
 from ziti_lite.app import create_app  # noqa: E402
 from ziti_lite.config import Settings  # noqa: E402
+from ziti_lite.exchange import asgi_request  # noqa: E402
 
 MGMT = "/edge/management/v1"
 PASSWORD = "bench-Passw0rd"
 
 
 async def call(app, method: str, path: str, token: str | None, body: bytes = b"") -> tuple[int, bytes]:
-    path, _, query = path.partition("?")
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if token:
-        headers.append((b"zt-session", token.encode()))
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "https",
-             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": query.encode(),
-             "server": ("127.0.0.1", 1280), "client": ("127.0.0.1", 1), "headers": headers}
-    sent, status, chunks = False, 0, []
-
-    async def receive():
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message):
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-
-    await app(scope, receive, send)
-    return status, b"".join(chunks)
+    return await asgi_request(app, method, path, token, body)
 
 
 async def run(app, rounds: int, calls: int) -> dict[str, dict[str, list[float]]]:

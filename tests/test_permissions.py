@@ -14,6 +14,7 @@ from starlette.websockets import WebSocketDisconnect
 from tests.builders import Net
 from tests.conftest import MGMT, Api, assert_error
 from ziti_lite import permissions, wiring
+from ziti_lite.exchange import asgi_request
 
 FABRIC = "/fabric/v1"
 CLIENT = "/edge/client/v1"
@@ -232,29 +233,7 @@ class Asgi:
         self.app, self.token = app, token
 
     async def request(self, method: str, url: str, body: bytes) -> tuple[int, bytes]:
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-                 "scheme": "https", "path": url, "raw_path": url.encode(), "root_path": "", "query_string": b"",
-                 "server": ("127.0.0.1", 1280), "client": ("127.0.0.1", 1),
-                 "headers": [(b"zt-session", self.token.encode()), (b"content-type", b"application/json"),
-                             (b"content-length", str(len(body)).encode())]}
-        sent, status, chunks = False, 0, []
-
-        async def receive():
-            nonlocal sent
-            if sent:
-                return {"type": "http.disconnect"}
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def send(message):
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-
-        await self.app(scope, receive, send)
-        return status, b"".join(chunks)
+        return await asgi_request(self.app, method, url, self.token, body)
 
 
 def test_each_single_permission_gets_what_the_rule_gives_on_every_route(app, admin):

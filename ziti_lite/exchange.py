@@ -149,6 +149,37 @@ class ApiBase:
         pass
 
 
+async def asgi_request(app, method: str, path: str, token: str | None, body: bytes = b"") -> tuple[int, bytes]:
+    """One request straight into the ASGI app, as a client on loopback would send it (``path``
+    with its query): its status and body. For callers in this process that need no HTTP stack."""
+    path, _, query = path.partition("?")
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if token:
+        headers.append((b"zt-session", token.encode()))
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+             "scheme": "https", "path": path, "raw_path": path.encode(), "root_path": "",
+             "query_string": query.encode(), "server": ("127.0.0.1", 1280), "client": ("127.0.0.1", 1),
+             "headers": headers}
+    sent, status, chunks = False, 0, []
+
+    async def receive():
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return status, b"".join(chunks)
+
+
 class LocalApi(ApiBase):
     """The management API of a database file, called in-process as its default admin."""
 
@@ -166,31 +197,8 @@ class LocalApi(ApiBase):
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         payload = json.dumps(body).encode() if body is not None else b""
-        path, _, query = path.partition("?")
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-                 "scheme": "https", "path": "/edge/management/v1" + path, "raw_path": b"", "root_path": "",
-                 "query_string": query.encode(), "server": ("127.0.0.1", 1280), "client": ("127.0.0.1", 0),
-                 "headers": [(b"zt-session", self.session["token"].encode()), (b"content-type", b"application/json"),
-                             (b"content-length", str(len(payload)).encode())]}
-        sent = False
-        status, chunks = 0, []
-
-        async def receive():
-            nonlocal sent
-            if sent:
-                return {"type": "http.disconnect"}
-            sent = True
-            return {"type": "http.request", "body": payload, "more_body": False}
-
-        async def send(message):
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-
-        self.loop.run_until_complete(self.app(scope, receive, send))
-        raw = b"".join(chunks)
+        status, raw = self.loop.run_until_complete(
+            asgi_request(self.app, method, "/edge/management/v1" + path, self.session["token"], payload))
         return status, (json.loads(raw) if raw else None)
 
     def close(self) -> None:
