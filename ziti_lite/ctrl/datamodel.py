@@ -45,7 +45,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("ziti_lite.ctrl")
 
 HISTORY = 256            # change sets kept for subscribers that catch up from their index
-KEY_SECONDS = 24 * 3600  # how long a replaced signing certificate stays published
 
 # event kinds in the order a full state lists them (a link needs its policy and its entities)
 CONFIG_TYPE, CONFIG, IDENTITY, SERVICE, POSTURE_CHECK, POLICY, PUBLIC_KEY, REVOCATION = range(8)
@@ -105,7 +104,7 @@ class DataModel(Part):
         self.history: deque[tuple[int, bytes]] = deque(maxlen=HISTORY)   # (index, encoded ChangeSet)
         self.subscribers: dict[RouterChannel, str] = {}                  # channel -> subscription id
         self.revoked: dict[str, tuple[str, float, float]] = {}           # id -> (type, expires, issued before)
-        self.keys: dict[str, tuple[bytes, float]] = {}                   # kid -> (certificate DER, retire at)
+        self.keys: dict[str, bytes] = {}                                 # kid -> certificate DER
         self._rows: dict[Key, tuple[tuple, bytes]] = {}                  # row values -> encoded model
         self._gen: tuple | None = None
         self._read_at = 0.0
@@ -175,7 +174,7 @@ class DataModel(Part):
             for policy_id, ids in grouped.items():
                 if policy_id in out.links:
                     out.links[policy_id][related] = frozenset(ids)
-        for kid, (der, _) in self._public_keys().items():
+        for kid, der in self._public_keys().items():
             usages = [messages.RDM_KEY_JWT, messages.RDM_KEY_CLIENT_CERT] if kid in self._signing_kids \
                 else [messages.RDM_KEY_CLIENT_CERT]
             models[(PUBLIC_KEY, kid)] = pb.encode(messages.RDM_PUBLIC_KEY, {
@@ -183,25 +182,20 @@ class DataModel(Part):
         out.api_sessions = set(store.column("SELECT id FROM api_sessions"))
         return out
 
-    def _public_keys(self) -> dict[str, tuple[bytes, float]]:
+    def _public_keys(self) -> dict[str, bytes]:
         """The server certificate (it signs the JWTs: its SHA-1 is their ``kid``) and the
-        controller's CAs; a server certificate replaced by a renewal stays a day."""
+        controller's CAs. A renewal re-issues the server certificate with the same key, so a
+        replaced one stays published for the process's life: session tokens signed under its kid
+        live as long as their API session (a new process signs nothing under it)."""
         ctl = self.server.ctl
-        now = time.time()
         server_der = pki.cert_der(certauth.server_keypair(ctl).cert_pem)
         kid = pki.fingerprint(server_der)
-        signing = {k for k, (_, until) in self.keys.items() if until > now and k in self._signing_kids}
-        self._signing_kids = signing | {kid}
-        keys = {k: v for k, v in self.keys.items() if v[1] > now}
-        for old in signing - {kid}:     # retire the replaced certificate a day after it was replaced
-            if keys[old][1] == float("inf"):
-                keys[old] = (keys[old][0], now + KEY_SECONDS)
-        keys[kid] = (server_der, float("inf"))
+        self._signing_kids.add(kid)
+        self.keys[kid] = server_der
         for pem in certauth.controller_cas(ctl):
             der = pki.cert_der(pem)
-            keys.setdefault(pki.fingerprint(der), (der, float("inf")))
-        self.keys = keys
-        return keys
+            self.keys.setdefault(pki.fingerprint(der), der)
+        return self.keys
 
     def _revocations(self, before: Reading | None, after: Reading) -> dict[Key, bytes]:
         """Revocations now in force: API sessions and identities that went since ``before``, and
