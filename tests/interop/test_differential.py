@@ -314,6 +314,54 @@ s("authenticate without password", "POST", "client:/authenticate?method=password
   auth="none")
 s("delete api session unknown", "DELETE", "/api-sessions/nope")
 
+# --- issue 34, part 5: the answers a hidden differential saw differ
+s("summary", "GET", "/summary")
+s("create identity of type Router", "POST", "/identities", {"name": "dt-rtr-id", "type": "Router", "isAdmin": False},
+  save="rtrid")
+s("detail identity of type Router", "GET", "/identities/{rtrid}")
+s("patch identity to type Router", "PATCH", "/identities/{rtrid}", {"type": "Router"})
+s("detail identity patched to Router", "GET", "/identities/{rtrid}")
+s("put identity to type Router", "PUT", "/identities/{rtrid}", {"name": "dt-rtr-id", "type": "Router",
+                                                                 "isAdmin": False})
+s("detail identity put to Router", "GET", "/identities/{rtrid}")
+s("patch router identity to User", "PATCH", "/identities/{rtrid}", {"type": "User"})
+s("put router identity to User", "PUT", "/identities/{rtrid}", {"name": "dt-rtr-id", "type": "User",
+                                                                "isAdmin": False})
+s("detail router identity after", "GET", "/identities/{rtrid}")
+s("delete identity patched to Router", "DELETE", "/identities/{rtrid}")
+s("create config with string data", "POST", "/configs", {"name": "dt-cfg-str", "configTypeId": "{ct}", "data": "x"})
+s("create config with list data", "POST", "/configs", {"name": "dt-cfg-list", "configTypeId": "{ct}", "data": [1]})
+s("create config type with string schema", "POST", "/config-types", {"name": "dt-ct-str", "schema": "x"})
+s("create config type with number schema", "POST", "/config-types", {"name": "dt-ct-num", "schema": 5})
+s("enrollment in the past", "POST", "/enrollments", {"method": "ott", "identityId": "{bob}",
+                                                      "expiresAt": "2001-01-01T00:00:00Z"})
+s("enrollment of unknown identity", "POST", "/enrollments", {"method": "ott", "identityId": "nope",
+                                                              "expiresAt": "2099-01-01T00:00:00Z"})
+s("jwt signer with both", "POST", "/external-jwt-signers", {
+    "name": "dt-jwt-both", "enabled": True, "issuer": "https://both.example", "audience": "dt",
+    "jwksEndpoint": "https://dt.example/jwks.json", "certPem": _ca_pem("dt-both")})
+s("jwt signer with neither", "POST", "/external-jwt-signers", {
+    "name": "dt-jwt-neither", "enabled": True, "issuer": "https://neither.example", "audience": "dt"})
+s("auth policy with unknown signer", "POST", "/auth-policies", {
+    "name": "dt-ap-bad", "primary": {"cert": {"allowed": True, "allowExpiredCerts": False},
+                                     "extJwt": {"allowed": True, "allowedSigners": ["nope"]},
+                                     "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 3,
+                                              "minPasswordLength": 5, "requireMixedCase": False,
+                                              "requireNumberChar": False, "requireSpecialChar": False}},
+    "secondary": {"requireTotp": False, "requireExtJwtSigner": "nope"}})
+s("create auth policy to patch", "POST", "/auth-policies", {
+    "name": "zz-ap-patch", "primary": {"cert": {"allowed": True, "allowExpiredCerts": False},
+                                       "extJwt": {"allowed": False, "allowedSigners": []},
+                                       "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 3,
+                                                "minPasswordLength": 5, "requireMixedCase": False,
+                                                "requireNumberChar": False, "requireSpecialChar": False}},
+    "secondary": {"requireTotp": False}}, save="ap3")
+s("patch auth policy with unknown signer", "PATCH", "/auth-policies/{ap3}", {
+    "primary": {"extJwt": {"allowed": True, "allowedSigners": ["nope"]}}})
+s("delete auth policy patched", "DELETE", "/auth-policies/{ap3}")
+s("client authenticators of the admin", "GET", "client:/current-identity/authenticators")
+s("summary after", "GET", "/summary")
+
 # --- every field upstream lists, filtered and (scalars) sorted on
 def _field_steps() -> None:
     from ziti_lite import wiring

@@ -124,12 +124,16 @@ def test_validation(admin):
 
 def test_signer_references_must_exist(admin):
     body = policy("dangling")
-    body["primary"]["extJwt"]["allowedSigners"] = ["noSuchSigner"]
+    s = admin.create("external-jwt-signers", {"name": "real", "enabled": True, "issuer": "https://real.example",
+                                              "audience": "a", "jwksEndpoint": "https://real.example/jwks"})
+    body["primary"]["extJwt"]["allowedSigners"] = [s, "noSuchSigner"]
     err = assert_error(admin.post("/auth-policies", json=body), 404, "NOT_FOUND")
-    assert err["cause"]["field"] == "primary.extJwt.allowedSigners" and err["cause"]["value"] == "noSuchSigner"
-    err = assert_error(admin.post("/auth-policies", json=policy("dangling", secondary={
-        "requireTotp": False, "requireExtJwtSigner": "noSuchSigner"})), 404, "NOT_FOUND")
-    assert err["cause"]["field"] == "secondary.requireExtJwtSigner"
+    # upstream's field paths and reason; the index is the dangling id's place in the list
+    assert err["cause"] == {"field": "primary.extJwt.allowedExtJwtSigners[1]", "reason": "not found",
+                            "value": "noSuchSigner"}
+    body["secondary"] = {"requireTotp": False, "requireExtJwtSigner": "other"}
+    err = assert_error(admin.post("/auth-policies", json=body), 404, "NOT_FOUND")
+    assert err["cause"] == {"field": "secondary.requiredExtJwtSigner", "reason": "not found", "value": "other"}
     id = admin.create("auth-policies", policy("later"))
     assert_error(admin.patch(f"/auth-policies/{id}", json={"secondary": {"requireExtJwtSigner": "nope"}}),
                  404, "NOT_FOUND")

@@ -71,9 +71,10 @@ def test_every_type_is_stored_as_default(admin, sent):
 
 
 def test_router_type_is_created_as_upstream_creates_it(admin):
+    # upstream creates every identity as Default, whatever type the body names (201)
     iid = admin.create("identities", {"name": "r", "type": "Router", "isAdmin": False})
-    assert get(admin, iid)["typeId"] == "Router" and get(admin, iid)["type"]["name"] == "Router"
-    assert admin.delete(f"/identities/{iid}").status_code == 200   # no router of that id holds it
+    assert get(admin, iid)["typeId"] == "Default" and get(admin, iid)["type"]["name"] == "Default"
+    assert admin.delete(f"/identities/{iid}").status_code == 200
 
 
 def test_required_fields(admin):
@@ -186,10 +187,26 @@ def test_patch_maps_are_replaced_whole(admin):
     assert get(admin, iid)["tags"] == {"c": "3"}
 
 
-def test_patch_type_router_refused(admin):
+def test_the_type_as_upstream_writes_it_and_a_router_identity_kept(admin):
     iid = admin.create("identities", {"name": "p", "type": "User", "isAdmin": False})
-    assert_error(admin.patch(f"/identities/{iid}", json={"type": "Router"}), 400, "COULD_NOT_VALIDATE")
-    assert admin.patch(f"/identities/{iid}", json={"type": "Device"}).status_code == 200
+    # as upstream: a PATCH leaves the type alone, a PUT may not make an identity a router's
+    assert admin.patch(f"/identities/{iid}", json={"type": "Router"}).status_code == 200
+    assert get(admin, iid)["typeId"] == "Default"
+    err = assert_error(admin.put(f"/identities/{iid}", json={"name": "p", "type": "Router", "isAdmin": False}),
+                       400, "COULD_NOT_VALIDATE")
+    assert err["cause"] == {"field": "typeId", "reason": "may not change type to router", "value": "Router"}
+    # a tunneler-enabled router's identity keeps its type and its name
+    rid = admin.create("edge-routers", {"name": "tun", "isTunnelerEnabled": True})
+    assert get(admin, rid)["typeId"] == "Router"
+    assert admin.patch(f"/identities/{rid}", json={"type": "User", "tags": {"a": "b"}}).status_code == 200
+    assert get(admin, rid)["typeId"] == "Router"
+    err = assert_error(admin.put(f"/identities/{rid}", json={"name": "tun", "type": "User", "isAdmin": False}),
+                       400, "COULD_NOT_VALIDATE")
+    assert err["cause"] == {"field": "typeId", "reason": "may not change type of router identities", "value": "Default"}
+    err = assert_error(admin.patch(f"/identities/{rid}", json={"name": "other"}), 400, "COULD_NOT_VALIDATE")
+    assert err["cause"]["reason"] == "may not change name of router identities"
+    assert admin.put(f"/identities/{rid}", json={"name": "tun", "type": "Router", "isAdmin": False}).status_code == 200
+    assert admin.delete(f"/identities/{iid}").status_code == 200   # no router of that id holds it
 
 
 def test_rename_to_taken_name_is_400(admin):

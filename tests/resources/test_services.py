@@ -292,8 +292,12 @@ def test_config_data_and_schema_that_are_not_objects_are_refused_as_upstream(adm
     assert_error(r, 400, "COULD_NOT_VALIDATE")
     r = admin.post("/config-types", json={"name": "schema-text", "schema": "object"})
     assert_error(r, 400, "COULD_NOT_VALIDATE")
-    assert r.json()["error"]["cause"] == {"field": "schema", "reason": "invalid type, expected object",
-                                          "value": "object"}
+    # worded as upstream's body validation (a string value quoted after it, other values not)
+    assert r.json()["error"]["cause"] == {
+        "field": "schema", "reason": 'schema in body must be of type object: "object"', "value": "object"}
+    r = admin.post("/config-types", json={"name": "schema-number", "schema": 5})
+    assert r.json()["error"]["cause"] == {"field": "schema", "reason": "schema in body must be of type object",
+                                          "value": "5"}
     assert admin.post("/config-types", json={"name": "schema-null", "schema": None}).status_code == 201
 
 

@@ -208,8 +208,9 @@ async def reenroll_authenticator(ctx: Ctx):
 
 # ---------------------------------------------------------------- the caller's own
 def _render_own(ctx: Ctx, row: dict) -> dict:
+    # upstream's links of one's own authenticator: self alone, under /current-identity
     out = rendering.render(ctx, AUTHENTICATORS, row)
-    rendering.add_link(out, "self", f"./current-identity/authenticators/{row['id']}")
+    out["_links"] = {"self": {"href": f"./current-identity/authenticators/{row['id']}"}}
     return out
 
 

@@ -19,7 +19,7 @@ from ..api.ops import op
 from ..api.resource import Field, Resource, derive_patch
 from ..auth.defaults import PRIMARY_DEFAULTS, SECONDARY_DEFAULTS
 from ..db.filters import Symbol
-from ..errors import ApiError, CouldNotValidate, ReferencedEntity, field_cause
+from ..errors import ApiError, CouldNotValidate, ReferencedEntity, field_cause, generic_cause, go_text, redact
 from ..pki import ca as pki
 from .common import NAME, Body, Tags, check_name, exists
 from .identities import AUTHENTICATORS, IDENTITIES
@@ -35,8 +35,15 @@ def blank(v):
 
 
 def bad_request(field: str, reason: str, value) -> ApiError:
-    """Upstream's "bad request field error": 400 REFERENCED_ENTITY_NOT_FOUND with a field cause."""
-    return ApiError("REFERENCED_ENTITY_NOT_FOUND", cause=field_cause(field, reason, value))
+    """Upstream's "bad request field error": 400 REFERENCED_ENTITY_NOT_FOUND.
+
+    Upstream hands its field error over by value, so its renderer does not know it for one and
+    writes it as a generic cause whose message is the field error's text. Where upstream's text
+    prints a pointer's address for the value, ziti-lite prints the value.
+    """
+    text = go_text(redact(field, value))
+    return ApiError("REFERENCED_ENTITY_NOT_FOUND",
+                    cause=generic_cause(f"the value '{text}' for '{field}' is invalid: {reason}"))
 
 
 # ================================================================ auth policies
@@ -116,21 +123,23 @@ def prepare_auth_policy(ctx: Ctx, values: dict, existing: dict | None) -> None:
     updb["lockoutDurationMinutes"] = max(0, updb["lockoutDurationMinutes"])
     updb["maxAttempts"] = max(0, updb["maxAttempts"])
     updb["minPasswordLength"] = max(5, updb["minPasswordLength"])
-    signers = list(dict.fromkeys(primary["extJwt"].get("allowedSigners") or []))
-    primary["extJwt"]["allowedSigners"] = signers
-    for sid in signers:
-        if not exists(ctx.store, "external_jwt_signers", sid):
-            raise _signer_missing("primary.extJwt.allowedSigners", sid)
+    given = primary["extJwt"].get("allowedSigners") or []
     required = blank(secondary.get("requireExtJwtSigner"))
     secondary["requireExtJwtSigner"] = required
+    # checked in upstream's order and named with its field paths; upstream checks on create only
+    # (an update stores a signer id that does not exist), ziti-lite on every write
     if required is not None and not exists(ctx.store, "external_jwt_signers", required):
-        raise _signer_missing("secondary.requireExtJwtSigner", required)
+        raise _signer_missing("secondary.requiredExtJwtSigner", required)
+    for i, sid in enumerate(given):
+        if not exists(ctx.store, "external_jwt_signers", sid):
+            raise _signer_missing(f"primary.extJwt.allowedExtJwtSigners[{i}]", sid)
+    primary["extJwt"]["allowedSigners"] = list(dict.fromkeys(given))
     values["primary_"], values["secondary"] = primary, secondary
 
 
 def _signer_missing(field: str, id: str) -> ApiError:
     # upstream answers a dangling signer reference with 404 NOT_FOUND (its tests assert 404)
-    return ApiError("NOT_FOUND", cause=field_cause(field, f"externalJwtSigner with id {id} not found", id))
+    return ApiError("NOT_FOUND", cause=field_cause(field, "not found", id))
 
 
 def render_auth_policy(ctx: Ctx, row: dict, out: dict) -> None:

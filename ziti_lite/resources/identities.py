@@ -79,18 +79,37 @@ def _disabled(row: dict) -> bool:
 
 
 
+def _identity_type(ctx: Ctx, values: dict, existing: dict | None) -> None:
+    """The stored type and a router identity's name, as upstream's writes keep them.
+
+    A create is of type Default whatever the body names (routers' identities are made with their
+    routers); a PATCH never writes the type (upstream's field checker names it otherwise); a PUT
+    may not make an identity a Router one nor change a Router one's type; nothing renames a
+    router's identity (its router's name is the source).
+    """
+    t = values.pop("type", None)
+    if existing is None:
+        if t is not None:
+            values["type_id"] = "Default"
+        return
+    router = existing["type_id"] == "Router"
+    if router and "name" in values and values["name"] != existing["name"]:
+        raise CouldNotValidate("name", "may not change name of router identities", values["name"])
+    if t is None or ctx.route.method == "PATCH":
+        return
+    new = "Router" if t == "Router" else "Default"
+    if router and new != "Router":
+        raise CouldNotValidate("typeId", "may not change type of router identities", new)
+    if not router and new == "Router":
+        raise CouldNotValidate("typeId", "may not change type to router", new)
+    values["type_id"] = new
+
+
 def prepare_identity(ctx: Ctx, values: dict, existing: dict | None) -> None:
     store = ctx.store
     check_name(values)
     check_attributes(values)
-    if "type" in values:
-        t = values.pop("type")
-        if existing is not None and existing["type_id"] == "Router" and t != "Router":
-            raise CouldNotValidate("type", "a router identity's type cannot be changed", t)
-        if t == "Router" and existing is not None and existing["type_id"] != "Router":
-            raise CouldNotValidate("type", "an identity's type cannot become Router", t)
-        # created as Router: upstream makes an identity of that type (201), as ziti-lite does
-        values["type_id"] = "Router" if t == "Router" else "Default"
+    _identity_type(ctx, values, existing)
     if "auth_policy_id" in values or existing is None:
         ap = values.get("auth_policy_id") or "default"
         if not exists(store, "auth_policies", ap):

@@ -39,7 +39,9 @@ def prepare_config_type(ctx: Ctx, values: dict, existing: dict | None) -> None:
         if not isinstance(schema, dict):
             # upstream drops a schema that is no object and stores none (a config type that
             # validates nothing); ziti-lite refuses it as upstream refuses such config data
-            raise CouldNotValidate("schema", "invalid type, expected object", schema)
+            # worded as upstream's body validation words it (a string value is quoted after)
+            suffix = f": {json.dumps(schema)}" if isinstance(schema, str) else ""
+            raise CouldNotValidate("schema", "schema in body must be of type object" + suffix, schema)
         if schema:
             try:
                 jsonschema.Draft7Validator.check_schema(schema)
