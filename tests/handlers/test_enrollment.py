@@ -22,7 +22,7 @@ def test_an_enroll_token_that_is_no_uuid_fails_the_parameter_binding_as_upstream
         r = client.post(CLIENT + path, content=b"x", headers={"content-type": "application/x-pem-file"})
         assert r.status_code == 400 and r.json()["error"]["code"] == "COULD_NOT_VALIDATE", r.text
         assert r.json()["error"]["cause"] == {
-            "field": "token", "reason": 'token in query must be of type strfmt.UUID: "not-a-token"',
+            "field": "token", "reason": 'token in query must be of type uuid: "not-a-token"',
             "value": "not-a-token"}
     # a well-formed token that names no enrollment is the lookup's refusal
     r = client.post(CLIENT + "/enroll?method=ott&token=8d7b5b0e-2b0b-4d3c-9e36-2a0f0f0f0f0f", content=b"x",

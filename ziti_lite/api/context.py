@@ -292,6 +292,25 @@ def _lookup(doc: Any, field: str) -> Any:
     return doc
 
 
+# msgspec's constraint failures, worded as go-openapi's validation words them
+_CONSTRAINTS = (
+    (re.compile(r"Expected `str` of length >= (\d+)$"), "should be at least {} chars long"),
+    (re.compile(r"Expected `str` of length <= (\d+)$"), "should be at most {} chars long"),
+    (re.compile(r"Expected `array` of length >= (\d+)$"), "should have at least {} items"),
+    (re.compile(r"Expected `array` of length <= (\d+)$"), "should have at most {} items"),
+    (re.compile(r"Expected `(?:int|float)` >= (\S+)$"), "should be greater than or equal to {}"),
+    (re.compile(r"Expected `(?:int|float)` <= (\S+)$"), "should be less than or equal to {}"),
+)
+
+
+def _constraint_reason(field: str, reason: str) -> str:
+    for pattern, text in _CONSTRAINTS:
+        m = pattern.match(reason)
+        if m:
+            return f"{field} in body " + text.format(m.group(1))
+    return f"{field} in body: {reason}"
+
+
 # one expected type: a Go unmarshal error
 _TYPE_MISMATCH = re.compile(r"Expected `([^`|]+?)(?: \| null)?`, got `([^`]+)`$")
 
@@ -318,4 +337,4 @@ def validation_error(text: str, body: bytes) -> ApiError:
     value = _lookup(doc, field) if field else doc
     if value is not None and not isinstance(value, (str, int, float, bool, list, dict)):
         value = str(value)
-    return CouldNotValidate(field or "body", f"{field or 'body'} in body: {reason}", value)
+    return CouldNotValidate(field or "body", _constraint_reason(field or "body", reason), value)

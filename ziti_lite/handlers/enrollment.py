@@ -103,7 +103,7 @@ def check_token_parameter(ctx: Ctx) -> None:
         return
     if raw and not _UUID.match(raw):
         quoted = '"' + raw.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        raise CouldNotValidate("token", f"token in query must be of type strfmt.UUID: {quoted}", raw)
+        raise CouldNotValidate("token", f"token in query must be of type uuid: {quoted}", raw)
 
 
 def _enroll_handler(default_method: str | None):
