@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from types import SimpleNamespace
 
 import pytest
 from cryptography import x509
@@ -16,8 +17,10 @@ from cryptography.x509.oid import NameOID
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from ziti_lite import clock
 from ziti_lite.app import create_app
-from ziti_lite.auth.certs import controller_cas
+from ziti_lite.auth import oidc_tokens
+from ziti_lite.auth.certs import controller_cas, previous_server_certs
 from ziti_lite.config import Settings
+from ziti_lite.ctrl.datamodel import DataModel
 from ziti_lite.lifecycle import renewal
 from ziti_lite.pki import ca
 
@@ -63,6 +66,35 @@ def test_in_its_window_the_server_certificate_is_renewed_with_its_key(ctl):
     assert ctl.store.value("SELECT value FROM controller WHERE key = 'server_renewed_at'") == clock.fmt(now)
     # a restart finds the renewed pair and nothing due
     assert renewal.renew(ctl.store, _settings(ctl), now=now) == []
+
+
+def test_replaced_server_certificates_stay_published_to_routers_after_a_restart(ctl):
+    first = ctl.state["server_cert"]
+    now = renewal.renew_at(first) + dt.timedelta(minutes=1)
+    renewal.apply(ctl, renewal.renew(ctl.store, _settings(ctl), server_days=200, now=now))
+    second = ctl.state["server_cert"]
+    assert previous_server_certs(ctl) == [first]
+    # a restart: a new controller process on the same file
+    again = create_app(Settings(db=ctl.settings.db, admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
+    try:
+        model = DataModel(SimpleNamespace(ctl=again.state.controller))   # type: ignore[arg-type]
+        keys = model._public_keys()
+        # both kids a session token may name, each a key that signs session tokens
+        for pem in (first, second):
+            assert ca.fingerprint(pem) in keys and ca.fingerprint(pem) in model._signing_kids
+        # and /oidc/keys names the key under both, the current one first
+        kids = [k["kid"] for k in oidc_tokens.jwks(again.state.controller)["keys"]]
+        assert kids == [ca.fingerprint(second), ca.fingerprint(first)]
+    finally:
+        again.state.controller.store.close()
+    # replaced ones that ended are dropped, and at most PREVIOUS_SERVER are kept
+    later = now
+    for _ in range(renewal.PREVIOUS_SERVER + 2):
+        later = renewal.renew_at(ctl.state["server_cert"]) + dt.timedelta(minutes=1)
+        renewal.apply(ctl, renewal.renew(ctl.store, _settings(ctl), server_days=200, now=later))
+    kept = previous_server_certs(ctl)
+    assert len(kept) <= renewal.PREVIOUS_SERVER and first not in kept
+    assert all(renewal.validity(p)[1] > later for p in kept)
 
 
 def test_the_signing_ca_is_reissued_under_the_root_and_what_it_signed_still_verifies(ctl):

@@ -41,6 +41,13 @@ def signer_keypair(ctl: AuthController) -> pki.KeyPair:
     return pki.KeyPair(ctl.state["signer_cert"], ctl.state["signer_key"])
 
 
+def previous_server_certs(ctl: AuthController) -> list[str]:
+    """Server certificates a renewal replaced (``lifecycle/renewal.py``), newest first: session
+    tokens signed before name them as their ``kid``."""
+    previous = ctl.state.get("server_cert_previous")
+    return json.loads(previous) if previous else []
+
+
 def controller_cas(ctl: AuthController) -> list[str]:
     """The root and signing CA, and a signing CA replaced by a renewal until its own end
     (``lifecycle/renewal.py``: the same key, so what it signed verifies either way)."""

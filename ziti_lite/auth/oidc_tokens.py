@@ -36,7 +36,7 @@ from .. import clock
 from ..pki import ca
 from ..pki.tokens import jwt_alg_for_key, sign_jwt
 from . import sessions
-from .certs import server_keypair
+from .certs import previous_server_certs, server_keypair
 
 if TYPE_CHECKING:
     from .sessions import AuthController
@@ -62,11 +62,16 @@ def _b64u(n: int, size: int) -> str:
 
 
 def jwks(ctl: AuthController) -> dict:
-    """The public key set: the current server certificate's key, as upstream's ``/oidc/keys``."""
-    pair = server_keypair(ctl)
-    cert = ca.load_cert(pair.cert_pem)
-    pub = cert.public_key()
-    key: dict[str, Any] = {"use": "sig", "kid": ca.fingerprint(pair.cert_pem), "alg": jwt_alg_for_key(pub)}
+    """The public key set, as upstream's ``/oidc/keys``: the current server certificate's key
+    first, then under the ``kid`` of each server certificate a renewal replaced (the same key:
+    tokens signed before the renewal name those)."""
+    pems = [server_keypair(ctl).cert_pem, *previous_server_certs(ctl)]
+    return {"keys": [_jwk(pem) for pem in pems]}
+
+
+def _jwk(pem: str) -> dict[str, Any]:
+    pub = ca.load_cert(pem).public_key()
+    key: dict[str, Any] = {"use": "sig", "kid": ca.fingerprint(pem), "alg": jwt_alg_for_key(pub)}
     if isinstance(pub, ec.EllipticCurvePublicKey):
         size = (pub.curve.key_size + 7) // 8
         nums = pub.public_numbers()
@@ -76,7 +81,7 @@ def jwks(ctl: AuthController) -> dict:
         nums_r = pub.public_numbers()
         key.update(kty="RSA", n=_b64u(nums_r.n, (nums_r.n.bit_length() + 7) // 8),
                    e=_b64u(nums_r.e, (nums_r.e.bit_length() + 7) // 8))
-    return {"keys": [key]}
+    return key
 
 
 def _epoch() -> int:

@@ -185,13 +185,15 @@ class DataModel(Part):
     def _public_keys(self) -> dict[str, bytes]:
         """The server certificate (it signs the JWTs: its SHA-1 is their ``kid``) and the
         controller's CAs. A renewal re-issues the server certificate with the same key, so a
-        replaced one stays published for the process's life: session tokens signed under its kid
-        live as long as their API session (a new process signs nothing under it)."""
+        replaced one stays published: session tokens signed under its kid live as long as their
+        API session. The renewal keeps replaced ones in the database (a restart publishes them
+        again); this process keeps every one it published."""
         ctl = self.server.ctl
-        server_der = pki.cert_der(certauth.server_keypair(ctl).cert_pem)
-        kid = pki.fingerprint(server_der)
-        self._signing_kids.add(kid)
-        self.keys[kid] = server_der
+        for pem in (*certauth.previous_server_certs(ctl), certauth.server_keypair(ctl).cert_pem):
+            der = pki.cert_der(pem)
+            kid = pki.fingerprint(der)
+            self._signing_kids.add(kid)
+            self.keys[kid] = der
         for pem in certauth.controller_cas(ctl):
             der = pki.cert_der(pem)
             self.keys.setdefault(pki.fingerprint(der), der)

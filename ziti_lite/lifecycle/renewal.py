@@ -7,7 +7,10 @@ signing CA are certified again with the same key and subject (``pki.ca.reissue_c
 certificate they issued still verifies; the replaced signing CA stays in the controller's trust
 anchors until its own end (``signer_cert_previous``). The TLS server certificate keeps its key
 too: enrollment JWTs signed with it stay verifiable against the presented certificate. It is
-also re-issued at once when the hosts it must name changed or one is missing from its SANs.
+also re-issued at once when the hosts it must name changed or one is missing from its SANs. A
+replaced server certificate is kept until its own end too (``server_cert_previous``, the newest
+few): session tokens name the certificate that signed them (``kid``), and v2 routers look the
+key up by that name in the router data model, also after a restart.
 
 ``renew`` decides and writes in one transaction (a crash midway leaves the old, valid pair);
 ``apply`` then reads the new pair into the live controller and every registered TLS context
@@ -38,6 +41,7 @@ log = logging.getLogger("ziti_lite")
 
 MIN_WINDOW = dt.timedelta(days=30)
 KEYS = ("root", "signer", "server")   # issuer first: a renewed issuer signs what follows
+PREVIOUS_SERVER = 8                   # replaced server certificates kept (hosts may change often)
 NAMES = {"root": "root CA", "signer": "signing CA", "server": "TLS server certificate"}
 
 
@@ -108,6 +112,12 @@ def _put(store, key: str, value: str) -> None:
                   " ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
 
 
+def _keep_previous(store, key: str, pem: str, now: dt.datetime, most: int | None = None) -> None:
+    """Put a replaced certificate first in the list under ``key``, dropping those that ended."""
+    previous = [p for p in json.loads(_get(store, key) or "[]") if validity(p)[1] > now and p != pem]
+    _put(store, key, json.dumps([pem, *previous][:most]))
+
+
 def renew(store, hosts: list[str], *, server_days: int = ca.SERVER_DAYS, now: dt.datetime | None = None,
           ca_days: int = ca.CA_DAYS) -> list[Renewal]:
     """Re-issue, in one transaction, each controller certificate that is due (see the module
@@ -133,12 +143,11 @@ def renew(store, hosts: list[str], *, server_days: int = ca.SERVER_DAYS, now: dt
                 new = ca.reissue_ca(pair, None, days=ca_days, now=now)
             elif k == "signer":
                 new = ca.reissue_ca(pair, pairs["root"], days=ca_days, now=now)
-                previous = [p for p in json.loads(_get(store, "signer_cert_previous") or "[]")
-                            if validity(p)[1] > now]
-                _put(store, "signer_cert_previous", json.dumps([pair.cert_pem, *previous]))
+                _keep_previous(store, "signer_cert_previous", pair.cert_pem, now)
             else:
                 new = ca.issue_server_cert(pairs["signer"], hosts, days=server_days, key_pem=pair.key_pem, now=now)
                 _put(store, "server_hosts", json.dumps(hosts))
+                _keep_previous(store, "server_cert_previous", pair.cert_pem, now, PREVIOUS_SERVER)
                 # the embedded router is known by the server certificate's fingerprint
                 store.execute("UPDATE routers SET fingerprint = ? WHERE fingerprint = ?",
                               (ca.fingerprint(new.cert_pem), ca.fingerprint(pair.cert_pem)))
