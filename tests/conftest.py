@@ -22,6 +22,7 @@ import pytest
 warnings.filterwarnings("ignore", message=".*httpx.*", category=DeprecationWarning)
 from starlette.testclient import TestClient  # noqa: E402
 
+from tests.fastclient import FastClient  # noqa: E402
 from ziti_lite import clock  # noqa: E402
 from ziti_lite.app import create_app  # noqa: E402
 from ziti_lite.config import Settings  # noqa: E402
@@ -177,7 +178,7 @@ class Api:
 
 @pytest.fixture
 def client(app):
-    with TestClient(app) as c:
+    with FastClient(app) as c:
         yield c
 
 

@@ -10,10 +10,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from starlette.testclient import TestClient
 
 from tests.auth.conftest import code, enroll_totp
 from tests.conftest import CLIENT, Api, assert_error
+from tests.fastclient import FastClient
 from ziti_lite import clock, tls
 
 
@@ -35,7 +35,7 @@ def client_cert(ctl, cn: str, days: int = 1) -> str:
 @pytest.fixture
 def certs(app):
     wrapper = tls.WithClientCert(app)
-    with TestClient(wrapper) as c:
+    with FastClient(wrapper) as c:
         yield c, wrapper
 
 

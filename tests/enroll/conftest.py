@@ -30,6 +30,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from starlette.testclient import TestClient
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, CLIENT, MGMT, Api
+from tests.fastclient import FastClient
 from ziti_lite import clock, tls
 from ziti_lite.config import Settings
 from ziti_lite.pki.ca import KeyPair
@@ -143,7 +144,7 @@ class CertClient:
 @pytest.fixture
 def certs(app):
     wrapper = tls.WithClientCert(app)
-    with TestClient(wrapper) as c:
+    with FastClient(wrapper) as c:
         yield CertClient(c, wrapper)
 
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from starlette.testclient import TestClient
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, MGMT, Api
+from tests.fastclient import FastClient
 from ziti_lite import clock
 from ziti_lite.app import create_app
 from ziti_lite.config import Settings
@@ -46,7 +46,7 @@ def served(events_app, admin_token):
     """(client, admin Api, Events) of a controller writing events; leave the ``with`` of the
     client (``served[0]``) to stop it and flush the file."""
     application, events = events_app
-    client = TestClient(application)
+    client = FastClient(application)
     client.__enter__()
     try:
         yield client, Api(client, MGMT, admin_token), events

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from starlette.testclient import TestClient
-
 from tests.auth.conftest import code, secret_of
 from tests.auth.test_certs import enrolled
 from tests.conftest import CLIENT, MGMT, Api
 from tests.enroll.conftest import CertClient, csr, keys  # noqa: F401 - keys is a fixture
 from tests.events.test_changes import ENTITY_CHANGE_FIELDS
+from tests.fastclient import FastClient
 from ziti_lite import tls
 
 AUDIT = "/ziti-lite/v1/audit"
@@ -213,7 +212,7 @@ def test_an_identitys_enrollment_and_a_certificate_extension(events_app, admin_t
     certificate authenticator: an ``updated`` authenticators event and an audit row each."""
     application, events = events_app
     wrapper = tls.WithClientCert(application)
-    client = TestClient(wrapper)
+    client = FastClient(wrapper)
     client.__enter__()
     certs = CertClient(client, wrapper)
     admin = Api(client, MGMT, admin_token)
