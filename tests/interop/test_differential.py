@@ -128,13 +128,20 @@ s("create bare posture check", "POST", "/posture-checks", {"name": "dt-pc-os", "
     {"type": "Windows", "versions": [">=10.0.19041"]}]}, save="pc2")
 s("create mfa check", "POST", "/posture-checks", {"name": "dt-pc-mfa", "typeId": "MFA", "timeoutSeconds": 60},
   save="pc3")
-s("create auth policy", "POST", "/auth-policies", {
-    "name": "dt-ap", "primary": {"cert": {"allowed": True, "allowExpiredCerts": False},
-                                 "extJwt": {"allowed": False, "allowedSigners": []},
-                                 "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 3,
-                                          "minPasswordLength": 8, "requireMixedCase": True,
-                                          "requireNumberChar": True, "requireSpecialChar": False}},
-    "secondary": {"requireTotp": False}}, save="ap")
+
+
+def _auth_policy(name: str, signers: list[str] | None = None, strict: bool = False, **secondary) -> dict:
+    """An auth policy's full body: signers allowed (extJwt on) or none, strict or lax passwords."""
+    return {"name": name, "primary": {
+        "cert": {"allowed": True, "allowExpiredCerts": False},
+        "extJwt": {"allowed": signers is not None, "allowedSigners": signers or []},
+        "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 3,
+                 "minPasswordLength": 8 if strict else 5, "requireMixedCase": strict,
+                 "requireNumberChar": strict, "requireSpecialChar": False}},
+        "secondary": {"requireTotp": False, **secondary}}
+
+
+s("create auth policy", "POST", "/auth-policies", _auth_policy("dt-ap", strict=True), save="ap")
 s("create jwt signer", "POST", "/external-jwt-signers", {
     "name": "dt-jwt", "enabled": True, "issuer": "https://dt.example", "audience": "dt",
     "jwksEndpoint": "https://dt.example/jwks.json"}, save="jwt")
@@ -342,20 +349,9 @@ s("jwt signer with both", "POST", "/external-jwt-signers", {
     "jwksEndpoint": "https://dt.example/jwks.json", "certPem": _ca_pem("dt-both")})
 s("jwt signer with neither", "POST", "/external-jwt-signers", {
     "name": "dt-jwt-neither", "enabled": True, "issuer": "https://neither.example", "audience": "dt"})
-s("auth policy with unknown signer", "POST", "/auth-policies", {
-    "name": "dt-ap-bad", "primary": {"cert": {"allowed": True, "allowExpiredCerts": False},
-                                     "extJwt": {"allowed": True, "allowedSigners": ["nope"]},
-                                     "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 3,
-                                              "minPasswordLength": 5, "requireMixedCase": False,
-                                              "requireNumberChar": False, "requireSpecialChar": False}},
-    "secondary": {"requireTotp": False, "requireExtJwtSigner": "nope"}})
-s("create auth policy to patch", "POST", "/auth-policies", {
-    "name": "zz-ap-patch", "primary": {"cert": {"allowed": True, "allowExpiredCerts": False},
-                                       "extJwt": {"allowed": False, "allowedSigners": []},
-                                       "updb": {"allowed": True, "lockoutDurationMinutes": 0, "maxAttempts": 3,
-                                                "minPasswordLength": 5, "requireMixedCase": False,
-                                                "requireNumberChar": False, "requireSpecialChar": False}},
-    "secondary": {"requireTotp": False}}, save="ap3")
+s("auth policy with unknown signer", "POST", "/auth-policies",
+  _auth_policy("dt-ap-bad", ["nope"], requireExtJwtSigner="nope"))
+s("create auth policy to patch", "POST", "/auth-policies", _auth_policy("zz-ap-patch"), save="ap3")
 s("patch auth policy with unknown signer", "PATCH", "/auth-policies/{ap3}", {
     "primary": {"extJwt": {"allowed": True, "allowedSigners": ["nope"]}}})
 s("delete auth policy patched", "DELETE", "/auth-policies/{ap3}")
