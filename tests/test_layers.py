@@ -12,6 +12,7 @@ name a higher layer's types (in one package; across folders see ``UPHILL``). ARC
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 from collections import defaultdict
 
@@ -171,7 +172,10 @@ class Imports:
                        in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
 
-IMPORTS = Imports()
+@functools.cache
+def imports() -> Imports:
+    """Read once, when a test first asks (not at collection: every xdist worker collects)."""
+    return Imports()
 
 
 def test_every_module_has_a_layer():
@@ -181,7 +185,7 @@ def test_every_module_has_a_layer():
 
 def test_no_import_goes_up_the_layers():
     upward = [f"{m} ({LAYERS[layer_of(m)][0]}) imports {t} ({LAYERS[layer_of(t)][0]}) at line {line}"
-              for m, t, line, _ in IMPORTS.edges if layer_of(t) > layer_of(m)]
+              for m, t, line, _ in imports().edges if layer_of(t) > layer_of(m)]
     assert not upward, "\n".join(upward)
 
 
@@ -194,12 +198,12 @@ def test_package_inits_import_nothing_above_their_modules():
         lowest = min(layer_of(m) for m in MODULES if m.startswith(package + "."))
         bad += [f"{package}/__init__ imports {t} ({LAYERS[layer_of(t)][0]}), above its lowest module's"
                 f" layer ({LAYERS[lowest][0]})"
-                for m, t, _, _ in IMPORTS.edges if m == package and layer_of(t) > lowest]
+                for m, t, _, _ in imports().edges if m == package and layer_of(t) > lowest]
     assert not bad, "\n".join(bad)
 
 
 def test_imports_are_at_module_level():
-    lazy = {(m, t): line for m, t, line, in_function in IMPORTS.edges if in_function}
+    lazy = {(m, t): line for m, t, line, in_function in imports().edges if in_function}
     unexplained = [f"{m} imports {t} inside a function (line {line})" for (m, t), line in lazy.items()
                    if (m, t) not in LAZY]
     assert not unexplained, "\n".join(unexplained) + "\n(move it to the top, or add it to LAZY with a reason)"
@@ -208,7 +212,7 @@ def test_imports_are_at_module_level():
 
 
 def test_no_dynamic_imports_outside_wiring():
-    dynamic = [f"{m} line {line}" for m, line in IMPORTS.dynamic if m != "ziti_lite.wiring"]
+    dynamic = [f"{m} line {line}" for m, line in imports().dynamic if m != "ziti_lite.wiring"]
     assert not dynamic, "importlib/__import__ hides an import from this test: " + ", ".join(dynamic)
 
 
@@ -251,21 +255,21 @@ def _cycles(edges: list[tuple[str, str]]) -> list[list[str]]:
 
 
 def test_no_import_cycles():
-    cycles = _cycles([(m, t) for m, t, _, _ in IMPORTS.edges])
+    cycles = _cycles([(m, t) for m, t, _, _ in imports().edges])
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
 def test_type_only_cycles_stay_inside_one_folder():
     # annotations included, a loop may only join the modules of one package that name each
     # other's classes (a server and its parts); one through the layers ties them all together
-    edges = [(m, t) for m, t, _, _ in IMPORTS.edges] + [(m, t) for m, t, _ in IMPORTS.typing]
+    edges = [(m, t) for m, t, _, _ in imports().edges] + [(m, t) for m, t, _ in imports().typing]
     wide = [c for c in _cycles(edges) if len({folder_of(m) for m in c}) > 1]
     assert not wide, "type-only import cycles across folders: " + "; ".join(" <-> ".join(c) for c in wide)
 
 
 def test_the_two_routers_import_nothing_of_each_other():
     # both stand on channel/ and routing/; annotations included
-    edges = [(m, t) for m, t, _, _ in IMPORTS.edges] + [(m, t) for m, t, _ in IMPORTS.typing]
+    edges = [(m, t) for m, t, _, _ in imports().edges] + [(m, t) for m, t, _ in imports().typing]
     crossing = [f"{m} imports {t}" for m, t in edges
                 if {folder_of(m), folder_of(t)} == {"ziti_lite.edge", "ziti_lite.ctrl"}]
     assert not crossing, "\n".join(crossing)
@@ -273,14 +277,14 @@ def test_the_two_routers_import_nothing_of_each_other():
 
 def test_the_checks_see_what_they_check():
     # a sanity check of the parser itself: known imports of each kind are found
-    edges = {(m, t, f) for m, t, _, f in IMPORTS.edges}
+    edges = {(m, t, f) for m, t, _, f in imports().edges}
     assert ("ziti_lite.app", "ziti_lite.wiring", False) in edges
     assert ("ziti_lite.wiring", "ziti_lite.client.sessions", False) in edges
     assert ("ziti_lite.cli", "ziti_lite.server", True) in edges
     assert ("ziti_lite.netcode.apply", "ziti_lite.exchange", False) in edges
     assert layer_of("ziti_lite.netcode.plan") == layer_of("ziti_lite.exchange") > layer_of("ziti_lite.app")
     assert ("ziti_lite.api.context", "ziti_lite.api.controller", False) not in edges    # under TYPE_CHECKING
-    assert ("ziti_lite.api.context", "ziti_lite.api.controller") in {(m, t) for m, t, _ in IMPORTS.typing}
+    assert ("ziti_lite.api.context", "ziti_lite.api.controller") in {(m, t) for m, t, _ in imports().typing}
     assert layer_of("ziti_lite.api.crud") < layer_of("ziti_lite.resources.identities") < layer_of(
         "ziti_lite.handlers.authentication")
     assert folder_of("ziti_lite.api.crud") == folder_of("ziti_lite.api") == "ziti_lite.api"
@@ -300,7 +304,7 @@ UPHILL: dict[tuple[str, str], str] = {
 
 
 def folder_arrows() -> set[tuple[str, str]]:
-    edges = [(m, t) for m, t, _, _ in IMPORTS.edges] + [(m, t) for m, t, _ in IMPORTS.typing]
+    edges = [(m, t) for m, t, _, _ in imports().edges] + [(m, t) for m, t, _ in imports().typing]
     return {(folder_of(m), folder_of(t)) for m, t in edges if folder_of(m) != folder_of(t)}
 
 
