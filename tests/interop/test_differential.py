@@ -433,6 +433,16 @@ s("delete service", "DELETE", "/services/{svc2}")
 s("deleted service gone", "GET", "/services/{svc2}")
 s("delete identity", "DELETE", "/identities/{carol}")
 
+# --- last: the default admin demoted (isAdmin false) keeps its management access, but lists
+#     services through its policies (the bind policy of bob names none of the admin's)
+s("demote the default admin", "PATCH", "/identities/{admin}", {"isAdmin": False})
+s("services of the demoted default admin", "GET", '/services?filter=name contains "dt-"')
+s("service detail for the demoted default admin", "GET", "/services/{svc}")
+s("identities for the demoted default admin", "GET",    # dt-short: upstream enrolled it (see the table)
+  '/identities?filter=name contains "dt-" and name != "dt-short"')
+s("promote the default admin again", "PATCH", "/identities/{admin}", {"isAdmin": True})
+s("services of the default admin again", "GET", '/services?filter=name contains "dt-"')
+
 
 # ------------------------------------------------------------------ talking to one controller
 class Side:

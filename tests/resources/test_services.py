@@ -313,7 +313,10 @@ def test_the_services_list_of_a_demoted_default_admin_and_of_a_permission_holder
     # v1.3.3: the default admin keeps its management access but lists services through policies
     assert {s["id"] for s in admin.get("/services").json()["data"]} == {reached}
     assert {s["id"] for s in admin.get("/services?roleFilter=%23hidden").json()["data"]} == {hidden}
-    assert admin.get(f"/services/{hidden}").status_code == 200
+    assert admin.get(f"/services/{reached}").status_code == 200
+    err = assert_error(admin.get(f"/services/{hidden}"), 404, "NOT_FOUND")   # as the live v1.3.3 answers
+    assert err["cause"] == {"code": "UNHANDLED", "message": f"service with id {hidden} not found"}
+    assert reader_api.get(f"/services/{hidden}").status_code == 200
     # v2.0.3: an identity reading by permission lists every service
     assert {reached, hidden} <= {s["id"] for s in reader_api.get("/services").json()["data"]}
     assert admin.patch(f"/identities/{me}", json={"isAdmin": True}).status_code == 200

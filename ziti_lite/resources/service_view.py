@@ -197,23 +197,41 @@ def decorate(ctx: Ctx, row: Row, out: dict, view: View | None = None) -> None:
 
 def _as_identity_condition(ctx: Ctx):
     """The management API's ``GET /services`` as upstream lists it: for ``asIdentity``, or else
-    for the caller when it reads as an admin, an identity that is not ``isAdmin`` (a default
-    admin demoted to ``isAdmin: false``) sees only the services its policies give it (v1.3.3);
-    a caller that reads by permission (OpenZiti 2.0's ``service.read``, ``admin_readonly``)
-    sees every service, as v2.0.3's management access does; with ``roleFilter`` upstream lists
-    by roles alone."""
+    for a caller that reads through its policies (``policy_reader``); a caller that reads by
+    permission (OpenZiti 2.0's ``service.read``, ``admin_readonly``) sees every service, as
+    v2.0.3's management access does; with ``roleFilter`` upstream lists by roles alone."""
     if ctx.api != "management" or ctx.route.path != "/services":
         return None
     value = ctx.q("asIdentity")
     if value:
-        identity_id = as_identity(ctx.store, value)
-    elif ctx.q("roleFilter") or ctx.session is None or ctx.session.permissions:
+        identity_id: str | None = as_identity(ctx.store, value)
+        if ctx.store.value("SELECT is_admin FROM identities WHERE id = ?", (identity_id,)):  # as upstream
+            return None
+    elif ctx.q("roleFilter"):
         return None
     else:
-        identity_id = ctx.session.identity_id
-    if ctx.store.value("SELECT is_admin FROM identities WHERE id = ?", (identity_id,)):  # as upstream
+        identity_id = policy_reader(ctx)
+    return None if identity_id is None else (VISIBLE, [identity_id])
+
+
+def policy_reader(ctx: Ctx) -> str | None:
+    """The caller's identity where the management API shows it services through its policies
+    alone: an identity that reads as an admin without being ``isAdmin`` (the default admin
+    demoted to ``isAdmin: false``), as v1.3.3 shows them; None where it sees every service."""
+    session = ctx.session
+    if ctx.api != "management" or session is None or session.permissions:
         return None
-    return VISIBLE, [identity_id]
+    if ctx.store.value("SELECT is_admin FROM identities WHERE id = ?", (session.identity_id,)):
+        return None
+    return session.identity_id
+
+
+def guard_detail(ctx: Ctx, row: Row) -> None:
+    """A service's detail for a policy reader: upstream answers 404 for one its policies do not give it."""
+    identity_id = policy_reader(ctx)
+    if identity_id is not None and not ctx.store.value(
+            f"SELECT 1 FROM services t WHERE t.id = ? AND {VISIBLE}", (row["id"], identity_id)):
+        raise NotFound("service", row["id"])
 
 
 def install_list_condition(services: Resource) -> None:

@@ -280,6 +280,7 @@ SERVICES = Resource(
     prepare=prepare_service,
     after_write=after_service,
     render=render_service,
+    before_read=service_view.guard_detail,
 )
 crud.prefetch(SERVICES)(service_view.prefetch)
 
