@@ -489,11 +489,11 @@ class Side:
             return status, text.decode(errors="replace")
 
     def run(self, step: Step):
-        fill = _Filler(self.vars)
+        fill = Filler(self.vars)
         path = step.path.format_map(fill)
         path = CLIENT + path[len("client:"):] if path.startswith("client:") else MGMT + path
         data = step.raw if step.raw is not None else (
-            None if step.body is None else json.dumps(_subst(step.body, fill)).encode())
+            None if step.body is None else json.dumps(subst(step.body, fill)).encode())
         token = {"admin": self.token, "none": None, "bad": "not-a-token", "user": self.user_token,
                  "uuid": "00000000-0000-4000-8000-000000000000"}[step.auth]
         status, body = self.call(step.method, path, data, step.ctype, token)
@@ -507,18 +507,21 @@ class Side:
         return status, body
 
 
-class _Filler(dict):
+class Filler(dict):
+    """Names a step's path and body use: one not saved reads as ``missing-<name>``."""
+
     def __missing__(self, key):
         return "missing-" + key
 
 
-def _subst(value, fill):
+def subst(value, fill):
+    """The saved names put into a step's body (strings inside lists and objects too)."""
     if isinstance(value, str):
         return value.format_map(fill)
     if isinstance(value, list):
-        return [_subst(v, fill) for v in value]
+        return [subst(v, fill) for v in value]
     if isinstance(value, dict):
-        return {k: _subst(v, fill) for k, v in value.items()}
+        return {k: subst(v, fill) for k, v in value.items()}
     return value
 
 

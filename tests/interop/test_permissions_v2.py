@@ -43,7 +43,7 @@ import httpx
 import pytest
 
 from tests.interop.conftest import start_quickstart
-from tests.interop.test_differential import PERM_ROWS, TABLE, read_table
+from tests.interop.test_differential import PERM_ROWS, TABLE, Filler, read_table, subst
 from ziti_lite import testing
 
 pytestmark = pytest.mark.interop
@@ -289,7 +289,7 @@ class Side:
         return r.status_code, _json(r)
 
     def run(self, step: Step) -> tuple[int, Any]:
-        fill = _Filler(self.vars)
+        fill = Filler(self.vars)
         if step.method == "LOGIN":
             status, body = self._login(step.body, PASSWORD)
             if status == 200:
@@ -303,7 +303,7 @@ class Side:
         token = self.tokens.get(step.auth, "missing-" + step.auth)
         kw: dict[str, Any] = {"headers": {"zt-session": token}}
         if step.body is not None or step.method in ("POST", "PUT", "PATCH"):
-            kw["content"] = json.dumps(_subst(step.body, fill)).encode()
+            kw["content"] = json.dumps(subst(step.body, fill)).encode()
             kw["headers"]["content-type"] = "application/json"
         r = self.http.request(step.method, path, **kw)
         body = _json(r)
@@ -320,21 +320,6 @@ def _json(r: httpx.Response) -> Any:
         return r.json() if r.content else None
     except ValueError:
         return r.text
-
-
-class _Filler(dict):
-    def __missing__(self, key):
-        return "missing-" + key
-
-
-def _subst(value, fill):
-    if isinstance(value, str):
-        return value.format_map(fill)
-    if isinstance(value, list):
-        return [_subst(v, fill) for v in value]
-    if isinstance(value, dict):
-        return {k: _subst(v, fill) for k, v in value.items()}
-    return value
 
 
 # ------------------------------------------------------------------ comparing
