@@ -322,6 +322,8 @@ s("authenticate without password", "POST", "client:/authenticate?method=password
 s("delete api session unknown", "DELETE", "/api-sessions/nope")
 
 # --- issue 34, part 5: the answers a hidden differential saw differ
+s("version", "GET", "/version")
+s("version client", "GET", "client:/version")
 s("summary", "GET", "/summary")
 s("create identity of type Router", "POST", "/identities", {"name": "dt-rtr-id", "type": "Router", "isAdmin": False},
   save="rtrid")
