@@ -34,7 +34,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 NAV = "a.side-navigator-menu-item:has-text('{}')"
 
 
-def _zac_dir() -> Path:
+def zac_dir() -> Path:
     d = Path(os.environ.get("ZITI_LITE_ZAC45") or Path.home() / ".cache" / "ziti-lite" / "zac-4.5.1")
     if not (d / "index.html").exists():
         pytest.skip(f"no built ZAC 4.5.1 at {d} (index.html; $ZITI_LITE_ZAC45 names another folder)")
@@ -43,7 +43,7 @@ def _zac_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def console(ziti_lite_template, tmp_path_factory):
-    zac = _zac_dir()
+    zac = zac_dir()
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"no Chromium at {CHROMIUM} (Debian's package chromium)")
     pytest.importorskip("playwright.sync_api", reason="no playwright Python package (pip install playwright)")
