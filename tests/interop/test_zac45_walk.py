@@ -14,9 +14,10 @@ and names the controller on the console's login page, as a user of a stock contr
 The console has faults of its own that both controllers see alike: its dashboard asks for
 ``//terminators?filter=identity`` (400 on both; it falls back), a transit router's page asks for
 ``/transit-routers/{id}/services/`` and ``.../identities/`` (routes neither has), and the auth
-policy form reads its data before it arrived (a TypeError in the browser console). The test
-asserts that ziti-lite's walk shows nothing the real controller's does not, page by page, and
-that the walk reaches every page.
+policy form reads its data before it arrived (a TypeError in the browser console). Last, an
+identity is created in the console's form, renamed in it and deleted from the list's row menu.
+The test asserts that ziti-lite's walk shows nothing the real controller's does not, page by
+page, that the walk reaches every page, and that the console's writes get the same answers.
 
 Needs what ``test_zac45.py`` needs, and the ``ziti`` v2.0.3 binary for the real controller.
 """
@@ -134,9 +135,37 @@ def walk(zac: str, controller: str, user: str, password: str, ids: dict[str, str
                     "growl": [growl.strip()] if growl.strip() else [],
                     "console": sorted({_first_line(e) for e in errors[emark:] if _counts(e)}),
                 }
+            out["identities: create, rename, delete through the console"] = _identity_by_hand(page, zac, answers)
         finally:
             browser.close()
     return out
+
+
+def _identity_by_hand(page, zac: str, answers: list[tuple[str, str, int]]) -> dict[str, list[str]]:
+    """An identity created in the console's form, renamed in it, deleted from the list's row
+    menu: the controller's answers to what the console sent (every write and its status)."""
+    mark = len(answers)
+    name_field = "input[placeholder='Name this identity']"
+    page.goto(zac + "/zac/identities", wait_until="networkidle")
+    page.click("[data-action=add]")
+    page.fill(name_field, "walk-by-hand")
+    page.locator(name_field).press("Enter")        # the form saves on Enter
+    page.wait_for_selector("text=walk-by-hand", timeout=15_000)
+    made = [path for m, path, st in answers[mark:] if m == "POST" and path == MGMT + "/identities" and st == 201]
+    id = page.evaluate("(name) => [...document.querySelectorAll('[id^=RowDots_]')].find("
+                       "e => e.getAttribute('name') === 'RowDots_' + name)?.id.slice(8)", "walk-by-hand")
+    if made and id:
+        page.goto(zac + "/zac/identities/" + id, wait_until="networkidle")
+        page.fill(name_field, "walk-renamed")
+        page.locator(name_field).press("Enter")
+        page.wait_for_selector("text=walk-renamed", timeout=15_000)
+        page.click(f"#RowDots_{id}")
+        page.get_by_text("Delete", exact=True).last.click()
+        page.click("button.confirm")
+        page.wait_for_timeout(2000)
+    writes = [f"{m} {re.sub(r'/identities/[^/]+', '/identities/{id}', path)} {st}" for m, path, st in answers[mark:]
+              if m in ("POST", "PUT", "PATCH", "DELETE") and path.startswith(MGMT)]
+    return {"reached": [] if id else ["no row for the identity made"], "answers": writes, "growl": [], "console": []}
 
 
 def _generic(text: str, ids: dict[str, str]) -> str:
@@ -194,7 +223,11 @@ def test_every_console_page_fares_on_ziti_lite_as_on_openziti_2(console, ziti2, 
         up.stop()
     ours = walk(console.url, console.url, console.admin_user, console.admin_password,
                 seed(console.url, console.admin_user, console.admin_password), name_controller=False)
-    assert set(ours) == set(theirs) and len(ours) == len(PAGES) + 12, sorted(set(ours) ^ set(theirs))
+    assert set(ours) == set(theirs) and len(ours) == len(PAGES) + 13, sorted(set(ours) ^ set(theirs))
+    by_hand = "identities: create, rename, delete through the console"
+    assert ours[by_hand] == theirs[by_hand], (ours[by_hand], theirs[by_hand])
+    assert ours[by_hand]["answers"] == [f"POST {MGMT}/identities 201", f"PATCH {MGMT}/identities/{{id}} 200",
+                                        f"DELETE {MGMT}/identities/{{id}} 200"], ours[by_hand]
     worse = {}
     for page, problems in ours.items():
         extra = {kind: sorted(set(found) - set(theirs[page][kind])) for kind, found in problems.items()}
