@@ -37,9 +37,7 @@ def prepare_config_type(ctx: Ctx, values: dict, existing: dict | None) -> None:
     if "schema" in values or existing is None:
         schema = values.get("schema") or {}
         if not isinstance(schema, dict):
-            # upstream drops a schema that is no object and stores none (a config type that
-            # validates nothing); ziti-lite refuses it as upstream refuses such config data
-            # worded as upstream's body validation words it (a string value is quoted after)
+            # refused by upstream's body validation, in its words (a string value quoted after)
             suffix = f": {json.dumps(schema)}" if isinstance(schema, str) else ""
             raise CouldNotValidate("schema", "schema in body must be of type object" + suffix, schema)
         if schema:
