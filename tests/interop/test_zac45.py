@@ -13,12 +13,14 @@ missing."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import ssl
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,22 @@ def console(ziti_lite_template, tmp_path_factory):
         shutil.rmtree(ctl.tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def console_page(answers: list[tuple[str, str, int]]) -> Iterator:
+    """A page of a fresh headless Chromium; each answer it gets goes into ``answers`` as
+    (method, path, status), the console's double slashes made single."""
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_context(ignore_https_errors=True, viewport={"width": 1400, "height": 900}).new_page()
+            page.on("response", lambda r: answers.append(
+                (r.request.method, urllib.parse.urlsplit(r.url).path.replace("//", "/"), r.status)))
+            yield page
+        finally:
+            browser.close()
+
+
 def _form(ctl: testing.Controller, path: str, fields: dict) -> int:
     """POST a form to the controller (OAuth's endpoints); the status."""
     req = urllib.request.Request(ctl.url + path, data=urllib.parse.urlencode(fields).encode(), method="POST",
@@ -68,8 +86,6 @@ def _form(ctl: testing.Controller, path: str, fields: dict) -> int:
 
 
 def test_zac45_oidc_login_refresh_logout_and_a_limited_identity(console):
-    from playwright.sync_api import sync_playwright
-
     ctl = console
     reader_password = "Reader-pass-1"
     ctl.delegate("reader", ["identity.read"], password=reader_password)
@@ -78,107 +94,100 @@ def test_zac45_oidc_login_refresh_logout_and_a_limited_identity(console):
     def since(mark: int, prefix: str = "") -> list[tuple[str, str, int]]:
         return [s for s in seen[mark:] if s[1].startswith(prefix)]
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            page = browser.new_context(ignore_https_errors=True, viewport={"width": 1400, "height": 900}).new_page()
-            page.on("response", lambda r: seen.append(
-                (r.request.method, urllib.parse.urlsplit(r.url).path.replace("//", "/"), r.status)))
+    with console_page(seen) as page:
 
-            def login(user: str, password: str) -> dict:
-                page.goto(ctl.url + "/zac/login", wait_until="networkidle")
-                page.fill("#Username", user)
-                page.fill("#Password", password)
-                page.click("button.login-button")
-                page.wait_for_url("**/zac/dashboard", timeout=30_000)
-                return json.loads(page.evaluate("localStorage.getItem('ziti.settings')"))["session"]
+        def login(user: str, password: str) -> dict:
+            page.goto(ctl.url + "/zac/login", wait_until="networkidle")
+            page.fill("#Username", user)
+            page.fill("#Password", password)
+            page.click("button.login-button")
+            page.wait_for_url("**/zac/dashboard", timeout=30_000)
+            return json.loads(page.evaluate("localStorage.getItem('ziti.settings')"))["session"]
 
-            def identities() -> None:
-                page.click(NAV.format("Identities"))
-                page.wait_for_url("**/zac/identities", timeout=15_000)
-                page.wait_for_selector("text=Default Admin", timeout=15_000)
-                page.wait_for_selector("text=reader", timeout=15_000)
-
-            # 1. the admin logs in by OIDC: authorize, the login step, the code's exchange
-            session = login(ctl.admin_user, ctl.admin_password)
-            assert session["authMode"] == "oidc" and session["refreshToken"]
-            flow = [(m, path, st) for m, path, st in since(0, "/oidc/")]
-            assert ("GET", "/oidc/authorize", 302) in flow, flow
-            assert ("POST", "/oidc/login/username", 302) in flow, flow
-            assert ("POST", "/oidc/oauth/token", 200) in flow, flow
-            assert not [s for s in seen if s[1].endswith("/authenticate")], "fell back to /authenticate"
-
-            # 2. the identities, with the add button an admin has
-            identities()
-            assert page.locator("[data-action=add]").count() == 1
-
-            # 3. its access token revoked behind its back: a 401, a refresh, and on it goes
-            assert _form(ctl, "/oidc/revoke", {"token": session["id"]}) == 200
-            mark = len(seen)
-            page.click(NAV.format("Services"))
-            page.wait_for_url("**/zac/services", timeout=15_000)
-            page.wait_for_timeout(1500)
-            identities()
-            after = since(mark, "/")
-            assert any(st == 401 for _, path, st in after if path.startswith("/edge/management/v1/")), after
-            assert ("POST", "/oidc/oauth/token", 200) in after, after
-            refreshed = json.loads(page.evaluate("localStorage.getItem('ziti.settings')"))["session"]
-            assert refreshed["id"] != session["id"] and refreshed["authMode"] == "oidc"
-            last = [s for s in after if s[1] == "/edge/management/v1/identities"][-1]
-            assert last[2] == 200, after
-
-            # 3b. a refresh the controller answered but whose answer the page never got (reloaded
-            #     meanwhile): after the reload it refreshes with the token it still holds, and stays
-            assert _form(ctl, "/oidc/revoke", {"token": refreshed["id"]}) == 200
-            lost: list[int] = []
-
-            def drop(route) -> None:
-                lost.append(route.fetch().status)
-                route.abort()
-
-            page.route("**/oidc/oauth/token", drop)
-            page.click(NAV.format("Services"))
-            page.wait_for_url("**/zac/services", timeout=15_000)
-            page.wait_for_timeout(1500)
-            page.unroute("**/oidc/oauth/token")
-            assert lost and lost[0] == 200, lost
-            page.goto(ctl.url + "/zac/identities", wait_until="networkidle")
-            page.wait_for_selector("text=Default Admin", timeout=15_000)
-            assert page.url.endswith("/zac/identities")
-            refreshed = json.loads(page.evaluate("localStorage.getItem('ziti.settings')"))["session"]
-
-            # 4. logout revokes the refresh token: it no longer refreshes
-            mark = len(seen)
-            page.click("#UserButton")
-            page.click("#LogoutButton")
-            page.click("button.confirm")
-            page.wait_for_url("**/zac/login", timeout=15_000)
-            page.wait_for_timeout(500)
-            assert ("POST", "/oidc/oauth/revoke", 200) in since(mark), since(mark)
-            assert _form(ctl, "/oidc/oauth/token", {"grant_type": "refresh_token", "client_id": "openziti",
-                                                    "refresh_token": refreshed["refreshToken"]}) == 400
-
-            # 5. an identity with ["identity.read"]: the identities, no add button, not bounced
-            mark = len(seen)
-            login("reader", reader_password)
-            identities()
-            page.wait_for_timeout(1500)
-            assert page.locator("[data-action=add]").count() == 0
-            assert page.url.endswith("/zac/identities")
-            reads = [s for s in since(mark) if s[1] in ("/edge/management/v1/identities",
-                                                         "/edge/management/v1/current-identity")]
-            assert reads and all(st == 200 for *_, st in reads), reads
-            # what it may not read, the console says so, and keeps it logged in
-            page.click(NAV.format("Services"))
-            page.wait_for_selector("text=You do not have permission to view services", timeout=15_000)
-            assert page.url.endswith("/zac/services")
-
-            # 6. an admin ends its API session: a 401, the refresh refused, back to the login page
-            ended = [a["id"] for a in ctl.client.get("/api-sessions").data if a["identity"]["name"] == "reader"]
-            assert len(ended) == 1 and ctl.client.delete(f"/api-sessions/{ended[0]}").status == 200
-            mark = len(seen)
+        def identities() -> None:
             page.click(NAV.format("Identities"))
-            page.wait_for_url("**/zac/login", timeout=15_000)
-            assert ("POST", "/oidc/oauth/token", 400) in since(mark), since(mark)
-        finally:
-            browser.close()
+            page.wait_for_url("**/zac/identities", timeout=15_000)
+            page.wait_for_selector("text=Default Admin", timeout=15_000)
+            page.wait_for_selector("text=reader", timeout=15_000)
+
+        # 1. the admin logs in by OIDC: authorize, the login step, the code's exchange
+        session = login(ctl.admin_user, ctl.admin_password)
+        assert session["authMode"] == "oidc" and session["refreshToken"]
+        flow = [(m, path, st) for m, path, st in since(0, "/oidc/")]
+        assert ("GET", "/oidc/authorize", 302) in flow, flow
+        assert ("POST", "/oidc/login/username", 302) in flow, flow
+        assert ("POST", "/oidc/oauth/token", 200) in flow, flow
+        assert not [s for s in seen if s[1].endswith("/authenticate")], "fell back to /authenticate"
+
+        # 2. the identities, with the add button an admin has
+        identities()
+        assert page.locator("[data-action=add]").count() == 1
+
+        # 3. its access token revoked behind its back: a 401, a refresh, and on it goes
+        assert _form(ctl, "/oidc/revoke", {"token": session["id"]}) == 200
+        mark = len(seen)
+        page.click(NAV.format("Services"))
+        page.wait_for_url("**/zac/services", timeout=15_000)
+        page.wait_for_timeout(1500)
+        identities()
+        after = since(mark, "/")
+        assert any(st == 401 for _, path, st in after if path.startswith("/edge/management/v1/")), after
+        assert ("POST", "/oidc/oauth/token", 200) in after, after
+        refreshed = json.loads(page.evaluate("localStorage.getItem('ziti.settings')"))["session"]
+        assert refreshed["id"] != session["id"] and refreshed["authMode"] == "oidc"
+        last = [s for s in after if s[1] == "/edge/management/v1/identities"][-1]
+        assert last[2] == 200, after
+
+        # 3b. a refresh the controller answered but whose answer the page never got (reloaded
+        #     meanwhile): after the reload it refreshes with the token it still holds, and stays
+        assert _form(ctl, "/oidc/revoke", {"token": refreshed["id"]}) == 200
+        lost: list[int] = []
+
+        def drop(route) -> None:
+            lost.append(route.fetch().status)
+            route.abort()
+
+        page.route("**/oidc/oauth/token", drop)
+        page.click(NAV.format("Services"))
+        page.wait_for_url("**/zac/services", timeout=15_000)
+        page.wait_for_timeout(1500)
+        page.unroute("**/oidc/oauth/token")
+        assert lost and lost[0] == 200, lost
+        page.goto(ctl.url + "/zac/identities", wait_until="networkidle")
+        page.wait_for_selector("text=Default Admin", timeout=15_000)
+        assert page.url.endswith("/zac/identities")
+        refreshed = json.loads(page.evaluate("localStorage.getItem('ziti.settings')"))["session"]
+
+        # 4. logout revokes the refresh token: it no longer refreshes
+        mark = len(seen)
+        page.click("#UserButton")
+        page.click("#LogoutButton")
+        page.click("button.confirm")
+        page.wait_for_url("**/zac/login", timeout=15_000)
+        page.wait_for_timeout(500)
+        assert ("POST", "/oidc/oauth/revoke", 200) in since(mark), since(mark)
+        assert _form(ctl, "/oidc/oauth/token", {"grant_type": "refresh_token", "client_id": "openziti",
+                                                "refresh_token": refreshed["refreshToken"]}) == 400
+
+        # 5. an identity with ["identity.read"]: the identities, no add button, not bounced
+        mark = len(seen)
+        login("reader", reader_password)
+        identities()
+        page.wait_for_timeout(1500)
+        assert page.locator("[data-action=add]").count() == 0
+        assert page.url.endswith("/zac/identities")
+        reads = [s for s in since(mark) if s[1] in ("/edge/management/v1/identities",
+                                                     "/edge/management/v1/current-identity")]
+        assert reads and all(st == 200 for *_, st in reads), reads
+        # what it may not read, the console says so, and keeps it logged in
+        page.click(NAV.format("Services"))
+        page.wait_for_selector("text=You do not have permission to view services", timeout=15_000)
+        assert page.url.endswith("/zac/services")
+
+        # 6. an admin ends its API session: a 401, the refresh refused, back to the login page
+        ended = [a["id"] for a in ctl.client.get("/api-sessions").data if a["identity"]["name"] == "reader"]
+        assert len(ended) == 1 and ctl.client.delete(f"/api-sessions/{ended[0]}").status == 200
+        mark = len(seen)
+        page.click(NAV.format("Identities"))
+        page.wait_for_url("**/zac/login", timeout=15_000)
+        assert ("POST", "/oidc/oauth/token", 400) in since(mark), since(mark)

@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop.conftest import start_quickstart
-from tests.interop.test_zac45 import CHROMIUM, FLAGS, console, zac_dir  # noqa: F401 - the fixture
+from tests.interop.test_zac45 import console, console_page, zac_dir  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.interop
 
@@ -98,46 +98,37 @@ def seed(url: str, user: str, password: str) -> dict[str, str]:
 def walk(zac: str, controller: str, user: str, password: str, ids: dict[str, str],
          name_controller: bool) -> dict[str, dict[str, list[str]]]:
     """Log in to the console at ``zac`` and open every page: page -> what went wrong there."""
-    from playwright.sync_api import sync_playwright
-
     answers: list[tuple[str, str, int]] = []
     errors: list[str] = []
     out: dict[str, dict[str, list[str]]] = {}
     pages = [*PAGES, *(f"{page}/{id}" for page, id in ids.items())]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            page = browser.new_context(ignore_https_errors=True, viewport={"width": 1400, "height": 900}).new_page()
-            page.on("response", lambda r: answers.append(
-                (r.request.method, urllib.parse.urlsplit(r.url).path.replace("//", "/"), r.status)))
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.goto(zac + "/zac/login", wait_until="networkidle")
-            if name_controller:   # a console served apart from the controller asks which one
-                page.locator("#schema__edgecontrollername").press_sequentially("walk")
-                page.locator("#schema__url").press_sequentially(controller)
-                page.keyboard.press("Tab")
-                page.click("text=SET CONTROLLER")
-                page.wait_for_selector("#Username", timeout=20_000)
-            page.fill("#Username", user)
-            page.fill("#Password", password)
-            page.click("button.login-button")
-            page.wait_for_url("**/zac/dashboard", timeout=30_000)
-            for name in pages:
-                mark, emark = len(answers), len(errors)
-                page.goto(zac + "/zac/" + name, wait_until="networkidle")
-                page.wait_for_timeout(800)
-                growl = page.evaluate("(() => { const g = document.querySelector('#Growler.open.error');"
-                                      " return g ? g.innerText : ''; })()")
-                out[_generic(name, ids)] = {
-                    "reached": [] if page.url.endswith("/zac/" + name) else [page.url],
-                    "answers": sorted({f"{m} {_generic(path, ids)} {st}" for m, path, st in answers[mark:]
-                                       if st >= 400 and (m, path) not in EXPECTED}),
-                    "growl": [growl.strip()] if growl.strip() else [],
-                    "console": sorted({_first_line(e) for e in errors[emark:] if _counts(e)}),
-                }
-            out["identities: create, rename, delete through the console"] = _identity_by_hand(page, zac, answers)
-        finally:
-            browser.close()
+    with console_page(answers) as page:
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(zac + "/zac/login", wait_until="networkidle")
+        if name_controller:   # a console served apart from the controller asks which one
+            page.locator("#schema__edgecontrollername").press_sequentially("walk")
+            page.locator("#schema__url").press_sequentially(controller)
+            page.keyboard.press("Tab")
+            page.click("text=SET CONTROLLER")
+            page.wait_for_selector("#Username", timeout=20_000)
+        page.fill("#Username", user)
+        page.fill("#Password", password)
+        page.click("button.login-button")
+        page.wait_for_url("**/zac/dashboard", timeout=30_000)
+        for name in pages:
+            mark, emark = len(answers), len(errors)
+            page.goto(zac + "/zac/" + name, wait_until="networkidle")
+            page.wait_for_timeout(800)
+            growl = page.evaluate("(() => { const g = document.querySelector('#Growler.open.error');"
+                                  " return g ? g.innerText : ''; })()")
+            out[_generic(name, ids)] = {
+                "reached": [] if page.url.endswith("/zac/" + name) else [page.url],
+                "answers": sorted({f"{m} {_generic(path, ids)} {st}" for m, path, st in answers[mark:]
+                                   if st >= 400 and (m, path) not in EXPECTED}),
+                "growl": [growl.strip()] if growl.strip() else [],
+                "console": sorted({_first_line(e) for e in errors[emark:] if _counts(e)}),
+            }
+        out["identities: create, rename, delete through the console"] = _identity_by_hand(page, zac, answers)
     return out
 
 
