@@ -179,6 +179,26 @@ def test_other_types_fields_are_ignored(admin):
     assert set(_detail(admin, id)) == BASE_KEYS | {"domains"}
 
 
+def test_other_types_fields_are_not_checked(admin):
+    # the admin console sends every type's fields, the unused ones empty (an osType of ""), on
+    # create, replace and patch; upstream reads only the named type's, and so no error
+    unused = {"macAddresses": [], "operatingSystems": [], "semantic": "AllOf", "timeoutSeconds": 0,
+              "processes": [{"hashes": [], "osType": "", "path": "", "signerFingerprints": []}],
+              "process": {"hashes": [], "osType": "", "path": "", "signerFingerprint": ""}}
+    id = admin.create("posture-checks", {"name": "dom3", "typeId": "DOMAIN", "domains": ["x"], **unused})
+    assert set(_detail(admin, id)) == BASE_KEYS | {"domains"}
+    r = admin.put(f"/posture-checks/{id}", json={"name": "dom3b", "typeId": "DOMAIN", "domains": ["y"], **unused})
+    assert r.status_code == 200, r.text
+    r = admin.patch(f"/posture-checks/{id}", json={"name": "dom3c", "typeId": "DOMAIN", **unused})
+    assert r.status_code == 200, r.text
+    d = _detail(admin, id)
+    assert (d["name"], d["domains"]) == ("dom3c", ["y"])
+    # its own type's fields are checked as ever
+    err = _invalid(admin, {"name": "p", "typeId": "PROCESS", "process": {"osType": "", "path": "/x"}, **unused},
+                   "process.osType")
+    assert err["value"] == ""
+
+
 # ------------------------------------------------------------------ validation
 def test_unknown_type_and_patch_without_type(admin):
     # upstream: an unknown type fails its body's discriminator (COULD_NOT_PARSE_BODY); a PATCH

@@ -7,6 +7,7 @@ import re
 import types
 import typing
 import urllib.parse
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import msgspec
@@ -238,6 +239,12 @@ def _fold(doc: Any, t: Any) -> Any:
     return doc
 
 
+# body struct -> a function that narrows the decoded document before it is checked against the
+# struct: a polymorphic body (one struct for every kind) keeps only the keys of the kind it names,
+# the others ignored unchecked, as upstream's discriminated bodies ignore them
+NARROW: dict[Any, Callable[[dict], dict]] = {}
+
+
 def decode(body: bytes, type_: type[T]) -> T:
     dec = _decoders.get(type_)
     if dec is None:
@@ -245,6 +252,11 @@ def decode(body: bytes, type_: type[T]) -> T:
     if not body.strip():
         body = b"{}"
     try:
+        narrow = NARROW.get(type_)
+        if narrow is not None:
+            doc = _json.decode(body)
+            if isinstance(doc, dict):
+                return msgspec.convert(narrow(_fold(doc, type_) if _needs_folding(body, type_) else doc), type_)
         if _needs_folding(body, type_):
             return msgspec.convert(_fold(_json.decode(body), type_), type_)
         return dec.decode(body)

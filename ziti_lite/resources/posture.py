@@ -13,7 +13,10 @@ import json
 import re
 from typing import TYPE_CHECKING, Literal
 
+import msgspec
+
 from .. import semver
+from ..api.context import NARROW
 from ..api.resource import Field, Resource
 from ..errors import CouldNotValidate
 from ..policy.posture_checks import TYPES, WIRE
@@ -181,6 +184,20 @@ POSTURE_CHECKS = Resource(
     create=PostureCheckCreate,
     prepare=prepare_posture_check, render=render_posture_check,
 )
+
+
+# the body names its type, and only that type's fields are read: another type's fields (a console
+# sends every type's, the unused ones empty) are ignored, never checked
+_WIRE = {f.name: f.encode_name for f in msgspec.structs.fields(PostureCheckCreate)}
+_OTHER_TYPES = {t: {_WIRE[c] for c in ALL_TYPE_COLUMNS if c not in kind.columns} for t, kind in TYPES.items()}
+
+
+def _narrow(doc: dict) -> dict:
+    others = _OTHER_TYPES.get(str(doc.get("typeId")))     # an unknown or missing type: the whole body is checked
+    return doc if others is None else {k: v for k, v in doc.items() if k not in others}
+
+
+NARROW[PostureCheckCreate] = NARROW[POSTURE_CHECKS.patch] = _narrow
 
 
 def render_posture_check_type(ctx: Ctx, row: dict, out: dict) -> None:
