@@ -150,7 +150,7 @@ def _identity_by_hand(page, zac: str, answers: list[tuple[str, str, int]]) -> di
         page.fill(name_field, "walk-renamed")
         page.locator(name_field).press("Enter")
         page.wait_for_selector("text=walk-renamed", timeout=15_000)
-        page.click(f"#RowDots_{id}")
+        page.click(f"[id=\"RowDots_{id}\"]")   # upstream ids may hold a dot
         page.get_by_text("Delete", exact=True).last.click()
         page.click("button.confirm")
         page.wait_for_timeout(2000)
