@@ -26,6 +26,7 @@ CREATE TABLE auth_policies (
 
 -- permissions (OpenZiti 2.0's, a JSON array of ziti_lite/permissions.py's names) closes the
 -- column list as version 6's ALTER TABLE ADD COLUMN left it, so a migrated file equals a fresh one
+-- interfaces (schema version 7): the network interfaces the identity's SDK reported (OpenZiti 2.0)
 CREATE TABLE identities (
     id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
     tags TEXT NOT NULL DEFAULT '{}', is_system INTEGER NOT NULL DEFAULT 0,
@@ -46,11 +47,14 @@ CREATE TABLE identities (
     env_info TEXT NOT NULL DEFAULT '{}',
     sdk_info TEXT NOT NULL DEFAULT '{}',
     failed_logins INTEGER NOT NULL DEFAULT 0   -- consecutive password failures (lockout)
-, permissions TEXT NOT NULL DEFAULT '[]') STRICT;
+, permissions TEXT NOT NULL DEFAULT '[]', interfaces TEXT NOT NULL DEFAULT '[]') STRICT;
 CREATE INDEX identities_name_id ON identities(name, id);
 CREATE INDEX identities_created ON identities(created_at, id);
 CREATE INDEX identities_auth_policy ON identities(auth_policy_id);
 
+-- version 7: cert authenticators' extension on request (request-extend: is_extend_requested,
+-- is_key_roll_requested, extend_requested_at), whether the last extend came with a new key and
+-- whether the last cert login sent its chain up to the root
 CREATE TABLE authenticators (
     id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
     tags TEXT NOT NULL DEFAULT '{}', is_system INTEGER NOT NULL DEFAULT 0,
@@ -65,9 +69,10 @@ CREATE TABLE authenticators (
     is_issued_by_network INTEGER NOT NULL DEFAULT 0,
     unverified_cert_pem TEXT,        -- extend: the new certificate until extend-verify
     unverified_fingerprint TEXT
-) STRICT;
+, is_extend_requested INTEGER NOT NULL DEFAULT 0, is_key_roll_requested INTEGER NOT NULL DEFAULT 0, extend_requested_at TEXT, last_extend_rolled_keys INTEGER NOT NULL DEFAULT 0, last_auth_resolved_to_root INTEGER NOT NULL DEFAULT 0) STRICT;
 CREATE INDEX authenticators_identity ON authenticators(identity_id);
 
+-- improper_client_cert_chain (version 7): the cert login's chain needed an intermediate it did not send
 CREATE TABLE api_sessions (
     id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
     tags TEXT NOT NULL DEFAULT '{}', is_system INTEGER NOT NULL DEFAULT 0,
@@ -81,7 +86,7 @@ CREATE TABLE api_sessions (
     is_cert_extendable INTEGER NOT NULL DEFAULT 0,
     last_activity_at TEXT NOT NULL,
     mfa_passed_at TEXT              -- last TOTP pass on this session (posture check MFA); NULL = none
-) STRICT;
+, improper_client_cert_chain INTEGER NOT NULL DEFAULT 0) STRICT;
 CREATE INDEX api_sessions_identity ON api_sessions(identity_id);
 CREATE INDEX api_sessions_activity ON api_sessions(last_activity_at);
 
@@ -151,6 +156,8 @@ CREATE TABLE mfa (
 -- ---------------------------------------------------------------- auth family (resources/auth.py)
 -- external JWT signers; auth policies reference them from their JSON (extJwt.allowedSigners,
 -- requireExtJwtSigner), checked on delete
+-- version 7: enrollment from this identity provider (POST /enroll/token): to a certificate and/or
+-- a token, the claims (JSON pointers) for the identity's name and attributes, its auth policy
 CREATE TABLE external_jwt_signers (
     id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
     tags TEXT NOT NULL DEFAULT '{}', is_system INTEGER NOT NULL DEFAULT 0,
@@ -171,7 +178,7 @@ CREATE TABLE external_jwt_signers (
     common_name TEXT NOT NULL DEFAULT '',
     not_before TEXT,
     not_after TEXT
-) STRICT;
+, enroll_to_cert_enabled INTEGER NOT NULL DEFAULT 0, enroll_to_token_enabled INTEGER NOT NULL DEFAULT 0, enroll_name_claims_selector TEXT NOT NULL DEFAULT '/sub', enroll_attribute_claims_selector TEXT NOT NULL DEFAULT '', enroll_auth_policy_id TEXT NOT NULL DEFAULT 'default') STRICT;
 
 -- third-party CAs (verify / jwt / ca enrollment flows build on these columns)
 CREATE TABLE cas (
@@ -330,6 +337,8 @@ CREATE INDEX identity_service_configs_service ON identity_service_configs(servic
 -- Edge routers and transit routers share one table, hence one name namespace; is_edge tells
 -- them apart (/edge-routers shows is_edge = 1, /routers and /transit-routers show every row).
 -- Enrollments point here through enrollments.edge_router_id / transit_router_id.
+-- version 7: ctrl_chan_listeners (JSON map address -> groups, NULL unless given) and the
+-- interfaces a router reported (JSON list)
 CREATE TABLE routers (
     id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
     tags TEXT NOT NULL DEFAULT '{}', is_system INTEGER NOT NULL DEFAULT 0,
@@ -346,7 +355,7 @@ CREATE TABLE routers (
     role_attributes TEXT NOT NULL DEFAULT '[]',     -- edge routers only
     is_tunneler_enabled INTEGER NOT NULL DEFAULT 0, -- edge routers only
     app_data TEXT NOT NULL DEFAULT '{}'             -- edge routers only
-) STRICT;
+, ctrl_chan_listeners TEXT, interfaces TEXT NOT NULL DEFAULT '[]') STRICT;
 CREATE INDEX routers_edge ON routers(is_edge, id);
 CREATE INDEX routers_fingerprint ON routers(fingerprint);
 CREATE INDEX enrollments_edge_router ON enrollments(edge_router_id);
@@ -570,15 +579,21 @@ CREATE TABLE IF NOT EXISTS audit_log (
 -- an index on created_at; version 5 drops it.)
 -- @end audit
 
--- the OIDC provider's revocation list (ziti_lite/oidc/): ids of refresh and access tokens (their
--- ``jti``) that must no longer be accepted, each kept until the token would have expired anyway
--- (the janitor prunes it then). Schema version 4 added this section: the migration from version 3
--- runs it as written here.
+-- the revocation list (ziti_lite/oidc/, and OpenZiti 2.0's /revocations): ids of refresh and
+-- access tokens (their ``jti``), of API sessions and of identities whose tokens must no longer be
+-- accepted, each kept until the tokens would have expired anyway (the janitor prunes it then).
+-- Schema version 4 added this section (the migration from version 3 runs it as written here);
+-- version 7 rebuilt the table with the entity's columns.
 -- @section oidc
 CREATE TABLE IF NOT EXISTS revocations (
-    id TEXT PRIMARY KEY,               -- the revoked token's jti
+    id TEXT PRIMARY KEY,               -- JTI: the token's jti; API_SESSION: the session's id; IDENTITY: the identity's
     created_at TEXT NOT NULL,
-    expires_at TEXT NOT NULL           -- the token's own expiry: after it, the row is pruned
+    expires_at TEXT NOT NULL,          -- the token's own expiry: after it, the row is pruned
+    -- schema version 7: OpenZiti 2.0's revocations entity (/revocations, resources/revocations.py)
+    updated_at TEXT NOT NULL DEFAULT '',
+    tags TEXT NOT NULL DEFAULT '{}',
+    is_system INTEGER NOT NULL DEFAULT 0,
+    type TEXT NOT NULL DEFAULT 'JTI' CHECK (type IN ('JTI', 'IDENTITY', 'API_SESSION'))
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS revocations_expiry ON revocations(expires_at);
 -- @end oidc

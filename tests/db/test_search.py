@@ -206,7 +206,7 @@ def test_migration_from_version_1_indexes_existing_rows(app, admin, db_path):
     migrated = create_app(Settings(db=str(db_path), admin_user=ADMIN_USER, admin_password=ADMIN_PASSWORD))
     try:
         store = migrated.state.controller.store
-        assert store.value("PRAGMA user_version") == SCHEMA_VERSION == 6
+        assert store.value("PRAGMA user_version") == SCHEMA_VERSION == 7
         assert (
             store.value("SELECT count(*) FROM identities_search WHERE name MATCH ?", (search.phrase("migration-lap"),))
             == 1

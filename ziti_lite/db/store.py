@@ -29,7 +29,7 @@ import apsw.bestpractice
 from .. import clock
 from . import search
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 KEEP_SNAPSHOTS = 3      # snapshots taken before migrations, kept beside the file
 log = logging.getLogger("ziti_lite")
 
@@ -78,9 +78,46 @@ def _v5_to_v6_permissions(conn) -> None:
         conn.execute("ALTER TABLE identities ADD COLUMN permissions TEXT NOT NULL DEFAULT '[]'")
 
 
+# version 7's new columns (OpenZiti 2.0's API): table -> column definitions, added in this order
+V7_COLUMNS: dict[str, tuple[str, ...]] = {
+    "identities": ("interfaces TEXT NOT NULL DEFAULT '[]'",),
+    "authenticators": ("is_extend_requested INTEGER NOT NULL DEFAULT 0",
+                       "is_key_roll_requested INTEGER NOT NULL DEFAULT 0",
+                       "extend_requested_at TEXT",
+                       "last_extend_rolled_keys INTEGER NOT NULL DEFAULT 0",
+                       "last_auth_resolved_to_root INTEGER NOT NULL DEFAULT 0"),
+    "api_sessions": ("improper_client_cert_chain INTEGER NOT NULL DEFAULT 0",),
+    "external_jwt_signers": ("enroll_to_cert_enabled INTEGER NOT NULL DEFAULT 0",
+                             "enroll_to_token_enabled INTEGER NOT NULL DEFAULT 0",
+                             "enroll_name_claims_selector TEXT NOT NULL DEFAULT '/sub'",
+                             "enroll_attribute_claims_selector TEXT NOT NULL DEFAULT ''",
+                             "enroll_auth_policy_id TEXT NOT NULL DEFAULT 'default'"),
+    "routers": ("ctrl_chan_listeners TEXT", "interfaces TEXT NOT NULL DEFAULT '[]'"),
+}
+
+
+def _v6_to_v7_api2(conn) -> None:
+    """Version 7 adds the columns of OpenZiti 2.0's API (``V7_COLUMNS``: certificate extension
+    on request, enrollment from an identity provider, routers' and identities' interfaces) and
+    makes the revocation list the ``/revocations`` entity: the table is rebuilt from schema.sql's
+    oidc section, every existing row a ``JTI`` revocation (what they were)."""
+    for table, defs in V7_COLUMNS.items():
+        have = {c[1] for c in conn.execute(f"PRAGMA table_info({table})")}
+        for d in defs:
+            if d.split()[0] not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {d}")
+    if not any(c[1] == "type" for c in conn.execute("PRAGMA table_info(revocations)")):
+        conn.execute("ALTER TABLE revocations RENAME TO revocations_v6")
+        conn.execute("DROP INDEX IF EXISTS revocations_expiry")
+        conn.execute(schema_section("oidc"))
+        conn.execute("INSERT INTO revocations (id, created_at, expires_at, updated_at)"
+                     " SELECT id, created_at, expires_at, created_at FROM revocations_v6")
+        conn.execute("DROP TABLE revocations_v6")
+
+
 # version n -> the step that brings a version-n database to version n + 1 (in one transaction)
 MIGRATIONS = {1: _v1_to_v2_search_indexes, 2: _v2_to_v3_audit, 3: _v3_to_v4_oidc, 4: _v4_to_v5_audit_index,
-              5: _v5_to_v6_permissions}
+              5: _v5_to_v6_permissions, 6: _v6_to_v7_api2}
 
 
 def schema_sql() -> str:
