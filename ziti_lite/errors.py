@@ -45,6 +45,7 @@ CATALOGUE: dict[str, Code] = {
         401, "The request could not be completed. The session is not authorized or the credentials are invalid"
     ),
     "INVALID_FILTER": Code(400, "The filter query supplied is invalid"),
+    "INVALID_FIELD": Code(400, "The field contains an invalid value"),
     "INVALID_SORT_IDENTIFIER": Code(400, "The sort order supplied is invalid"),
     # requests
     "METHOD_NOT_ALLOWED": Code(405, "The resource requested does not support this HTTP verb"),
@@ -75,6 +76,10 @@ CATALOGUE: dict[str, Code] = {
     "ENROLLMENT_NO_VALID_CAS": Code(400, "No CAs are valid for this request"),
     "ENROLLMENT_EXISTS": Code(409, "ENROLLMENT_EXISTS"),  # sic, upstream's text
     "COULD_NOT_PROCESS_CSR": Code(400, "The supplied csr could not be processed"),
+    "INVALID_ENROLLMENT_NOT_ALLOWED": Code(409, "The configuration does not allow this enrollment"),
+    "ENROLLMENT_IDENTITY_ALREADY_ENROLLED": Code(
+        409, "The token supplied for this enrollment already has a matching identity, cannot enroll a new identity"
+    ),
     "MISSING_OR_INVALID_CSR": Code(400, "The supplied enrollment request is missing or contains an invalid CSR"),
     "EDGE_ROUTER_ENROLL_COMMON_NAME_INVALID": Code(
         400, "The edge router CSR enrollment must have a common name that matches the edge router's id"

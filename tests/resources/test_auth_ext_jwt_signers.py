@@ -175,8 +175,10 @@ def test_client_api_view_is_public_and_enabled_only(admin, anon):
         "scopes",
         "clientId",
         "audience",
-    }
+        "targetToken",
+    }   # OpenZiti 2.0's targetToken; enrollTo*Enabled only when true (upstream's omitempty)
     assert items[on]["clientId"] == "zac" and items[on]["scopes"] == ["openid"]
+    assert items[on]["targetToken"] == "ACCESS"
     assert items[bare]["externalAuthUrl"] is None and items[bare]["scopes"] is None
     assert "clientId" not in items[bare] and "audience" not in items[bare]
     r = anon.as_prefix(CLIENT).get("/external-jwt-signers", params={"filter": 'name = "bare"'})
@@ -190,3 +192,83 @@ def test_management_requires_admin(admin, user, anon):  # noqa: F811
         assert_error(api.get(f"/external-jwt-signers/{id}"), 401, "UNAUTHORIZED")
         assert_error(api.post("/external-jwt-signers", json=signer("nope")), 401, "UNAUTHORIZED")
         assert_error(api.delete(f"/external-jwt-signers/{id}"), 401, "UNAUTHORIZED")
+
+
+# ---------------------------------------------------------------- enrollment fields (OpenZiti 2.0)
+ENROLL_KEYS = ("enrollToCertEnabled", "enrollToTokenEnabled", "enrollNameClaimsSelector",
+               "enrollAttributeClaimsSelector", "enrollAuthPolicyId")
+
+
+def _enroll_fields(d: dict) -> dict:
+    return {k: d[k] for k in (*ENROLL_KEYS, "targetToken") if k in d}
+
+
+def test_enrollment_fields_default_and_false_ones_are_left_out(admin):
+    id = admin.create("external-jwt-signers", signer("plain"))
+    d = admin.get(f"/external-jwt-signers/{id}").json()["data"]
+    # upstream's omitempty: false flags and the empty attribute selector are absent
+    assert _enroll_fields(d) == {"enrollNameClaimsSelector": "/sub", "enrollAuthPolicyId": "default",
+                                 "targetToken": "ACCESS"}
+    listed = admin.get("/external-jwt-signers", params={"filter": 'name = "plain"'}).json()["data"][0]
+    assert _enroll_fields(listed) == _enroll_fields(d)
+
+
+def test_enrollment_fields_round_trip_on_create_update_and_patch(admin):
+    policy = admin.create("auth-policies", _policy("enrolled-ones"))
+    body = signer("enrolling", enrollToCertEnabled=True, enrollToTokenEnabled=True, targetToken="ID",
+                  enrollNameClaimsSelector="/preferred_username", enrollAttributeClaimsSelector="groups",
+                  enrollAuthPolicyId=policy)
+    id = admin.create("external-jwt-signers", body)
+    want = {k: body[k] for k in (*ENROLL_KEYS, "targetToken")}
+    assert _enroll_fields(admin.get(f"/external-jwt-signers/{id}").json()["data"]) == want
+    # PATCH writes what it names: "" selectors and policy go back to their defaults
+    assert admin.patch(f"/external-jwt-signers/{id}", json={"enrollToCertEnabled": False,
+                                                            "enrollNameClaimsSelector": ""}).status_code == 200
+    d = admin.get(f"/external-jwt-signers/{id}").json()["data"]
+    changed = {**want, "enrollNameClaimsSelector": "/sub"}
+    del changed["enrollToCertEnabled"]
+    assert _enroll_fields(d) == changed
+    # PUT replaces: what it leaves out is reset
+    assert admin.put(f"/external-jwt-signers/{id}", json=signer("enrolling")).status_code == 200
+    d = admin.get(f"/external-jwt-signers/{id}").json()["data"]
+    assert _enroll_fields(d) == {"enrollNameClaimsSelector": "/sub", "enrollAuthPolicyId": "default",
+                                 "targetToken": "ACCESS"}
+    found = admin.get("/external-jwt-signers", params={"filter": 'targetToken = "ACCESS" and name = "enrolling"'})
+    assert [x["id"] for x in found.json()["data"]] == [id]
+    assert "enrollToCertEnabled" in found.json()["meta"]["filterableFields"]
+
+
+def test_enrollment_auth_policy_must_exist_and_allow_the_modes(admin):
+    for flags, reason in (({"enrollToTokenEnabled": True}, "the auth policy must be specified if enroll to token"
+                                                            " is enabled"),
+                          ({"enrollToCertEnabled": True}, "the auth policy must be specified if enroll to cert"
+                                                           " is enabled"),
+                          ({}, "the auth policy could not be found")):
+        err = assert_error(admin.post("/external-jwt-signers",
+                                      json=signer("nopolicy", enrollAuthPolicyId="no-such-policy", **flags)),
+                           400, "INVALID_FIELD")
+        assert err["cause"] == {"field": "enrollAuthPolicyId", "reason": reason, "value": "no-such-policy"}
+    strict = _policy("no-ext-jwt-no-cert")
+    strict["primary"]["extJwt"]["allowed"] = False
+    strict["primary"]["cert"]["allowed"] = False
+    policy = admin.create("auth-policies", strict)
+    err = assert_error(admin.post("/external-jwt-signers", json=signer(
+        "strict", enrollAuthPolicyId=policy, enrollToTokenEnabled=True)), 400, "INVALID_FIELD")
+    assert err["cause"]["reason"] == "primary external jwt authentication on auth policy is disabled"
+    err = assert_error(admin.post("/external-jwt-signers", json=signer(
+        "strict", enrollAuthPolicyId=policy, enrollToCertEnabled=True)), 400, "INVALID_FIELD")
+    assert err["cause"]["reason"] == "primary certificate authentication on auth policy is disabled"
+    # a flag turned on later is checked against the stored policy too
+    id = admin.create("external-jwt-signers", signer("strict", enrollAuthPolicyId=policy))
+    assert_error(admin.patch(f"/external-jwt-signers/{id}", json={"enrollToCertEnabled": True}), 400, "INVALID_FIELD")
+    # and the policy cannot go while a signer names it
+    err = assert_error(admin.delete(f"/auth-policies/{policy}"), 409, "CAN_NOT_DELETE_REFERENCED_ENTITY")
+    assert err["cause"]["field"] == "enrollAuthPolicyId" and id in err["cause"]["value"]
+
+
+def test_client_view_shows_the_enrollment_modes(admin, anon):
+    id = admin.create("external-jwt-signers", signer("modes", enrollToCertEnabled=True, targetToken="ID"))
+    [item] = [x for x in anon.as_prefix(CLIENT).get("/external-jwt-signers").json()["data"] if x["id"] == id]
+    assert item["enrollToCertEnabled"] is True and "enrollToTokenEnabled" not in item
+    assert item["targetToken"] == "ID" and "openIdConfigurationUrl" not in item
+    assert not set(item) & {"enrollNameClaimsSelector", "enrollAuthPolicyId", "issuer", "certPem"}

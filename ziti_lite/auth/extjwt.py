@@ -242,8 +242,36 @@ def verify(token: str, header: dict, key: Any, signer: dict) -> dict:
     return claims
 
 
+def claim_at(claims: dict, selector: str) -> Any:
+    """The value a claims selector picks: a JSON pointer (RFC 6901), a selector without the
+    leading ``/`` read as one (``sub`` is ``/sub``), as OpenZiti 2.0 reads a signer's
+    ``claimsProperty`` and enrollment selectors. ``KeyError`` when it picks nothing."""
+    if not selector:
+        raise KeyError(selector)
+    value: Any = claims
+    for part in (selector if selector.startswith("/") else "/" + selector)[1:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(value, dict):
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            raise KeyError(part)
+    return value
+
+
+def claimed_id(signer: dict, claims: dict) -> str | None:
+    """The identity's id (or externalId) in the claims: the string at the signer's
+    ``claimsProperty``; None when there is none."""
+    try:
+        value = claim_at(claims, signer["claims_property"] or "sub")
+    except KeyError:
+        return None
+    return value if isinstance(value, str) and value else None
+
+
 def identity_for(store, signer: dict, claims: dict) -> dict | None:
-    value = claims.get(signer["claims_property"] or "sub")
+    value = claimed_id(signer, claims)
     if not isinstance(value, str) or not value:
         return None
     column = "external_id" if signer["use_external_id"] else "id"

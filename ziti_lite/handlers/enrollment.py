@@ -28,6 +28,7 @@ from ..auth import enrollments as create
 from ..auth import passwords
 from ..auth.methods import Login, method
 from ..enroll import complete as enroll
+from ..enroll import token as token_enroll
 from ..errors import ApiError, CouldNotValidate, NotFound, Unauthorized, field_cause, generic_cause
 from ..resources.cas_enrollments import CAS, ENROLLMENTS
 from ..resources.common import Body, Tags
@@ -145,6 +146,29 @@ for _path, _op_id, _default in (("/enroll", "enroll", None), ("/enroll/ott", "en
 async def extend_router(ctx: Ctx):
     _, doc = await _read_body(ctx)
     return env.ok(enroll.extend_router(ctx, tls.peer_certs(ctx), doc or {}))
+
+
+class TokenEnrollmentRequest(Body):
+    client_csr: str | None = None
+
+
+@op("POST", "/enroll/token", apis=CLIENT, auth="public", op_id="enrollToken", tag="enroll",
+    body=TokenEnrollmentRequest)
+async def enroll_by_token(ctx: Ctx):
+    """Enrollment from an identity provider (``enroll/token.py``): the identity a JWT of an
+    external JWT signer names is made, with a certificate for ``clientCsr`` or to log in with
+    such JWTs. A request without an Authorization header is refused before the body is read
+    (upstream v2.0.3 answers its HTTP 602 there)."""
+    if not ctx.request.headers.getlist("authorization"):
+        raise CouldNotValidate("Authorization", "Authorization in header is required", None)
+    body, doc = await _read_body(ctx)
+    if doc is None and body.strip():
+        raise ApiError("INVALID_CONTENT_TYPE", cause=generic_cause("the body must be application/json"))
+    csr = (doc or {}).get("clientCsr")
+    if csr is not None and not isinstance(csr, str):
+        raise ApiError("COULD_NOT_PARSE_BODY", cause=generic_cause("clientCsr must be a string"))
+    certs = await token_enroll.enroll_token(ctx, csr or "")
+    return env.ok(certs if certs is not None else {"data": None, "meta": None})
 
 
 # ================================================================ CAs

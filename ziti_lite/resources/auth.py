@@ -153,6 +153,11 @@ def before_delete_auth_policy(ctx: Ctx, row: dict) -> None:
     ids = ctx.store.column("SELECT id FROM identities WHERE auth_policy_id = ? ORDER BY id", (row["id"],))
     if ids:
         raise ReferencedEntity("authPolicyId", "authPolicy", "identity", ids)
+    # the policy external JWT signers give the identities they enroll (upstream: a foreign key)
+    ids = ctx.store.column("SELECT id FROM external_jwt_signers WHERE enroll_auth_policy_id = ? ORDER BY id",
+                           (row["id"],))
+    if ids:
+        raise ReferencedEntity("enrollAuthPolicyId", "authPolicy", "externalJwtSigner", ids)
 
 
 def _json_sym(kind: str, column: str, path: str) -> Symbol:
@@ -201,8 +206,54 @@ class ExternalJwtSignerCreate(Body):
     client_id: str | None = None
     scopes: list[str] | None = None
     target_token: Literal["ACCESS", "ID"] | None = None
+    enroll_to_cert_enabled: bool | None = None
+    enroll_to_token_enabled: bool | None = None
+    enroll_name_claims_selector: str | None = None
+    enroll_attribute_claims_selector: str | None = None
+    enroll_auth_policy_id: str | None = None
     tags: Tags | None = None
 
+
+DEFAULT_NAME_SELECTOR = "/sub"     # upstream's default: the name of an enrolled identity is its sub
+DEFAULT_AUTH_POLICY = "default"
+
+
+def _enroll_defaults(values: dict, full: bool) -> None:
+    """Upstream stores an empty name selector or auth policy as its default, and a PUT (or
+    create) resets what it leaves out; the selectors are kept as sent (a leading ``/`` is added
+    where they are read)."""
+    for key, default in (("enroll_name_claims_selector", DEFAULT_NAME_SELECTOR),
+                         ("enroll_auth_policy_id", DEFAULT_AUTH_POLICY)):
+        if key in values or full:
+            values[key] = (values.get(key) or "").strip() or default
+    if "enroll_attribute_claims_selector" in values or full:
+        values["enroll_attribute_claims_selector"] = (values.get("enroll_attribute_claims_selector") or "").strip()
+    for key in ("enroll_to_cert_enabled", "enroll_to_token_enabled"):
+        if key in values or full:
+            values[key] = bool(values.get(key))
+
+
+def _check_enroll_policy(ctx: Ctx, values: dict, existing: dict | None) -> None:
+    """The auth policy enrolled identities get must exist and allow the enrollments the signer
+    allows (upstream checks the stored result of every write)."""
+    def now(key):
+        return values[key] if key in values else (existing or {}).get(key)
+    policy_id = now("enroll_auth_policy_id") or DEFAULT_AUTH_POLICY
+    to_token, to_cert = bool(now("enroll_to_token_enabled")), bool(now("enroll_to_cert_enabled"))
+    row = ctx.store.one("SELECT primary_ FROM auth_policies WHERE id = ?", (policy_id,))
+    primary = normalized_policy(load_json(row["primary_"]), {})[0] if row is not None else None
+    reason = None
+    if primary is None:
+        # upstream's reason when a flag is on is misleading (the id was given, it names nothing)
+        reason = ("the auth policy must be specified if enroll to token is enabled" if to_token else
+                  "the auth policy must be specified if enroll to cert is enabled" if to_cert else
+                  "the auth policy could not be found")
+    elif to_token and not primary["extJwt"]["allowed"]:
+        reason = "primary external jwt authentication on auth policy is disabled"
+    elif to_cert and not primary["cert"]["allowed"]:
+        reason = "primary certificate authentication on auth policy is disabled"
+    if reason is not None:
+        raise ApiError("INVALID_FIELD", cause=field_cause("enrollAuthPolicyId", reason, policy_id))
 
 
 def prepare_signer(ctx: Ctx, values: dict, existing: dict | None) -> None:
@@ -226,6 +277,8 @@ def prepare_signer(ctx: Ctx, values: dict, existing: dict | None) -> None:
         raise bad_request("jwksEndpoint", "only one of jwksEndpoint or certPem may be defined", jwks)
     if "cert_pem" in values or full:
         values.update(_cert_columns(cert))
+    _enroll_defaults(values, full)
+    _check_enroll_policy(ctx, values, existing)
 
 
 def _cert_columns(cert_pem: str | None) -> dict:
@@ -245,6 +298,10 @@ def _cert_columns(cert_pem: str | None) -> dict:
 def render_signer(ctx: Ctx, row: dict, out: dict) -> None:
     out["notBefore"] = row["not_before"] or ZERO_TIME
     out["notAfter"] = row["not_after"] or ZERO_TIME
+    for key in ("enrollToCertEnabled", "enrollToTokenEnabled", "enrollAttributeClaimsSelector",
+                "enrollNameClaimsSelector", "enrollAuthPolicyId"):
+        if not out.get(key):
+            out.pop(key, None)  # upstream's omitempty: false and "" are left out
     # unset audience, clientId, externalAuthUrl, fingerprint, kid and scopes are null, as
     # upstream answers them (its spec marks them required; its clients read null)
 
@@ -273,15 +330,22 @@ EXT_JWT_SIGNERS = Resource(
         Field("externalAuthUrl", nullable=True, empty_null=True),
         Field("clientId", nullable=True, empty_null=True),
         Field("scopes", "set", nullable=True, ordered=True),
-        Field("targetToken", output=False),  # not in the API of 0.26.38: upstream 1.3.3 does not show it
+        Field("targetToken"),  # OpenZiti 2.0's field: the v2 CLI's signer list reads it unguarded
         Field("fingerprint", nullable=True, empty_null=True),
         Field("commonName"),
         Field("notBefore", "datetime", nullable=True),
         Field("notAfter", "datetime", nullable=True),
+        Field("enrollToCertEnabled", "bool"),
+        Field("enrollToTokenEnabled", "bool"),
+        Field("enrollNameClaimsSelector"),
+        Field("enrollAttributeClaimsSelector"),
+        Field("enrollAuthPolicyId"),
     ),
     create=ExternalJwtSignerCreate,
     filters=("name", "fingerprint", "kid", "issuer", "certPem", "commonName", "notAfter", "notBefore", "enabled",
-             "claimsProperty", "useExternalId", "audience", "clientId", "scopes"),
+             "claimsProperty", "useExternalId", "audience", "clientId", "scopes", "targetToken",
+             "enrollToCertEnabled", "enrollToTokenEnabled", "enrollAttributeClaimsSelector",
+             "enrollNameClaimsSelector", "enrollAuthPolicyId"),
     # upstream's scopes symbol is a plain string one (set functions on it are refused)
     extra_symbols={"scopes": Symbol("string", "t.scopes")},
     prepare=prepare_signer, render=render_signer, before_delete=before_delete_signer,
@@ -303,6 +367,11 @@ def _client_signer(ctx: Ctx, r: dict) -> dict:
         item["clientId"] = r["client_id"]
     if r["audience"] is not None:
         item["audience"] = r["audience"]
+    if r["enroll_to_cert_enabled"]:   # upstream's omitempty: a false flag is left out
+        item["enrollToCertEnabled"] = True
+    if r["enroll_to_token_enabled"]:
+        item["enrollToTokenEnabled"] = True
+    item["targetToken"] = r["target_token"] or "ACCESS"
     return item
 
 
