@@ -7,9 +7,10 @@ ziti-lite: each test shows the attack failing here, and every 401 says why in a
 2. Server-side fetches of external signers' JWKS endpoints could be steered to internal
    addresses: here only the URL an admin configured is fetched (admins only may set it), a
    redirect is refused, and nothing in a token (``jku``, ``x5u``, ``iss``) names a URL to fetch.
-3. Token enrollment that skipped audience or issuer checks: ziti-lite has no JWT enrollment
-   method (``/enroll?method=token`` and ``/enroll/token`` enroll nobody), and an external JWT
-   with the wrong audience or issuer neither logs in nor enrolls.
+3. Token enrollment that skipped audience or issuer checks: ``/enroll?method=token`` enrolls
+   nobody, ``/enroll/token`` verifies a JWT as an ext-jwt login does (and enrolls only for a
+   signer that allows it, ``tests/enroll/test_token.py``), and an external JWT with the wrong
+   audience or issuer neither logs in nor enrolls.
 4. Request bodies read without a size limit before authentication: a route that needs a
    session answers 401 without reading the body, and public routes (login, enrollment) stop
    at 4 MiB, refusing a larger declared ``Content-Length`` before reading any of it.

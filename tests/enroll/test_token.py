@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from cryptography import x509
 
-from tests.auth.test_extjwt import AUDIENCE, ISSUER, Keys, claims, ext_login, fp_kid, jwk, jwks, pem, sign  # noqa: F401
+from tests.auth.test_extjwt import AUDIENCE, ISSUER, JwksServer, Keys, claims, ext_login, fp_kid, jwk, pem, sign
 from tests.conftest import CLIENT, assert_error
 from tests.enroll.conftest import csr
 from ziti_lite import clock
@@ -155,6 +155,15 @@ def test_the_issuer_id_header_picks_the_signer(cadmin, certs, signer):
     r = enroll(certs.client, token("hank"), **{"ziti-token-issuer-id": signer})
     assert r.status_code == 200, r.text
     assert len(find(cadmin, "hank")) == 1
+
+
+@pytest.fixture
+def jwks(tmp_path, monkeypatch):
+    """A JWKS served over HTTPS on 127.0.0.1, its certificate trusted through the environment."""
+    server = JwksServer(tmp_path)
+    monkeypatch.setenv("ZITI_LITE_JWKS_CA_FILE", str(server.ca_file))
+    yield server
+    server.close()
 
 
 @pytest.mark.slow

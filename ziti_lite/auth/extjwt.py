@@ -8,8 +8,9 @@ certificate's SHA-1 fingerprint) or in the JWKS fetched from ``jwksEndpoint``. O
 algorithms that fit the key verify (RS*/PS* for RSA, ES* by curve, EdDSA): ``alg: none`` and HMAC
 with a public key or certificate as the secret are refused. ``exp``/``nbf`` are checked against
 the controller clock without leeway, ``aud`` must contain the signer's audience (a signer
-without one never validates), and the claim named by ``claimsProperty`` (default ``sub``) is
-the identity's ``externalId`` (``useExternalId``) or its id.
+without one never validates), and the claim ``claimsProperty`` picks (default ``sub``; a JSON
+pointer, as OpenZiti 2.0 reads it, ``claim_at``) is the identity's ``externalId``
+(``useExternalId``) or its id. ``enroll/token.py`` verifies enrollment tokens the same way.
 
 JWKS keys are cached per controller and signer: fetched on first use and again when a token
 names an unknown ``kid`` (at most once a second per signer); keys accumulate, none are evicted;
