@@ -412,3 +412,13 @@ def test_totp_and_ext_jwt_both_required(net, admin):
             ["authQueries"]] == ["MFA"]
     fresh.post("/authenticate/mfa", json={"code": code(secret)})
     assert fresh.get("/current-identity", headers=_bearer(token)).status_code == 200
+
+
+def test_claims_property_is_a_json_pointer(net, admin):
+    """OpenZiti 2.0 reads ``claimsProperty`` as a JSON pointer (``sub`` is ``/sub``)."""
+    cert_signer(admin, claimsProperty="/ext/ids~1zid")
+    ident = net.identity()
+    body = claims("someone-else", ext={"ids/zid": ident})
+    assert ext_login(net.client, sign(Keys.main, fp_kid(), body)).status_code == 200
+    body = claims(ident, ext={"ids/zid": 7})
+    assert_error(ext_login(net.client, sign(Keys.main, fp_kid(), body)), 401, "INVALID_AUTH")

@@ -272,3 +272,33 @@ def test_client_view_shows_the_enrollment_modes(admin, anon):
     assert item["enrollToCertEnabled"] is True and "enrollToTokenEnabled" not in item
     assert item["targetToken"] == "ID" and "openIdConfigurationUrl" not in item
     assert not set(item) & {"enrollNameClaimsSelector", "enrollAuthPolicyId", "issuer", "certPem"}
+
+
+# the fields ZAC 4.5.1's signer form saves (its JwtSigner model), read from the form or the detail
+ZAC_MODEL = ("name", "audience", "issuer", "clientId", "claimsProperty", "enabled", "useExternalId",
+             "externalAuthUrl", "kid", "scopes", "jwksEndpoint", "certPem", "tags", "targetToken",
+             "enrollToCertEnabled", "enrollToTokenEnabled")
+
+
+def test_zac_signer_form_keeps_target_token_and_enrollment_modes(admin):
+    """The bodies ZAC 4.5.1's form sends: a new signer from its model's defaults and what was typed
+    (an unset certPem left out), then an edit that PUTs the model's fields of the detail it read
+    (fields the detail leaves out, such as a false flag, are left out of the PUT too)."""
+    created = {"name": "zac-jwt", "audience": "zac", "issuer": "https://zac.example", "clientId": "",
+               "claimsProperty": "", "enabled": True, "useExternalId": False, "externalAuthUrl": "", "kid": "",
+               "scopes": [], "jwksEndpoint": "https://zac.example/jwks", "tags": {}, "targetToken": "ID",
+               "enrollToCertEnabled": True, "enrollToTokenEnabled": True}
+    id = admin.create("external-jwt-signers", created)
+    d = admin.get(f"/external-jwt-signers/{id}").json()["data"]
+    assert (d["targetToken"], d["enrollToCertEnabled"], d["enrollToTokenEnabled"]) == ("ID", True, True)
+    edit = {k: d[k] for k in ZAC_MODEL if k in d}
+    edit.update(enrollToTokenEnabled=False, audience="zac2")   # the toggle switched off, a field retyped
+    assert admin.put(f"/external-jwt-signers/{id}", json=edit).status_code == 200
+    d = admin.get(f"/external-jwt-signers/{id}").json()["data"]
+    assert (d["targetToken"], d["enrollToCertEnabled"], d["audience"]) == ("ID", True, "zac2")
+    assert "enrollToTokenEnabled" not in d
+    # a second edit of the detail as read keeps everything
+    again = {k: d[k] for k in ZAC_MODEL if k in d}
+    assert admin.put(f"/external-jwt-signers/{id}", json=again).status_code == 200
+    after = admin.get(f"/external-jwt-signers/{id}").json()["data"]
+    assert {k: after.get(k) for k in ZAC_MODEL} == {k: d.get(k) for k in ZAC_MODEL}
