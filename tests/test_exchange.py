@@ -99,6 +99,7 @@ def test_export_has_upstream_shape(exported):
     (strict,) = doc["authPolicies"]                          # not Default
     assert strict["primary"]["extJwt"]["allowedSigners"] == ["@idp"]
     assert strict["secondary"]["requireExtJwtSigner"] == "@idp"
+    assert doc["externalJwtSigners"][0]["enrollAuthPolicyId"] == "default"   # the same id on every controller
     assert "cannot" in messages and "private keys" in messages
 
 
@@ -166,3 +167,40 @@ def test_the_admin_login_is_untouched(exported, db_path, anon):
     finally:
         store.close()
     assert anon.login(ADMIN_USER, ADMIN_PASSWORD).token
+
+
+ENROLLING_POLICY = {"cert": {"allowed": True, "allowExpiredCerts": False},
+                    "extJwt": {"allowed": True, "allowedSigners": []},
+                    "updb": {"allowed": False, "lockoutDurationMinutes": 0, "maxAttempts": 0, "minPasswordLength": 5,
+                             "requireMixedCase": False, "requireNumberChar": False, "requireSpecialChar": False}}
+
+
+def enrolling_signer(admin) -> None:
+    """A signer whose enrolled identities get a policy that itself names a signer: the two kinds
+    name each other (OpenZiti 2.0's enrollAuthPolicyId), a cycle an import has to break."""
+    idp = admin.create("external-jwt-signers", {"name": "idp-a", "issuer": "https://a.example", "audience": "z",
+                                                "enabled": True, "jwksEndpoint": "https://a.example/jwks"})
+    policy = admin.create("auth-policies", {"name": "idp-a-only", "secondary": {"requireTotp": False},
+                                            "primary": {**ENROLLING_POLICY, "extJwt": {"allowed": True,
+                                                                                       "allowedSigners": [idp]}}})
+    admin.create("external-jwt-signers", {
+        "name": "idp-b", "issuer": "https://b.example", "audience": "z", "enabled": True,
+        "jwksEndpoint": "https://b.example/jwks", "enrollToCertEnabled": True, "enrollToTokenEnabled": False,
+        "enrollAuthPolicyId": policy, "targetToken": "ID", "enrollNameClaimsSelector": "/email"})
+
+
+def test_a_signers_enrollment_policy_round_trips(admin, db_path, template_db, tmp_path):
+    enrolling_signer(admin)
+    out = tmp_path / "net.json"
+    run("export", "--db", str(db_path), str(out))
+    doc = json.loads(out.read_text())
+    signers = {s["name"]: s for s in doc["externalJwtSigners"]}
+    assert signers["idp-b"]["enrollAuthPolicyId"] == "@idp-a-only" and signers["idp-a"]["enrollAuthPolicyId"] == "default"
+    fresh = tmp_path / "fresh.db"
+    shutil.copy(template_db, fresh)
+    run("import", "--db", str(fresh), str(out))
+    again = tmp_path / "again.json"
+    run("export", "--db", str(fresh), str(again))
+    def by_name(d):
+        return sorted(d["externalJwtSigners"], key=lambda s: s["name"])
+    assert by_name(json.loads(again.read_text())) == by_name(doc)

@@ -51,6 +51,7 @@ COLLECTION = {"certificateAuthorities": "cas", "externalJwtSigners": "external-j
 NAMES = {
     "identities": ("authPolicies",),
     "authPolicies": ("externalJwtSigners",),
+    "externalJwtSigners": ("authPolicies",),   # the policy of the identities it enrolls (OpenZiti 2.0)
     "configs": ("configTypes",),
     "services": ("configs",),
     "servicePolicies": ("identities", "services", "postureChecks"),
@@ -301,7 +302,8 @@ def export(api: ApiBase, kinds=None) -> dict[str, list[dict]]:
             out[kind] = [strip(kind, _roles_by_name(kind, m)) for m in api.list(collection)]
 
     if "externalJwtSigners" in wanted:
-        out["externalJwtSigners"] = [strip("externalJwtSigners", m) for m in api.list("external-jwt-signers")]
+        out["externalJwtSigners"] = [_enroll_policy_by_name(strip("externalJwtSigners", m), name_of)
+                                     for m in api.list("external-jwt-signers")]
 
     if "authPolicies" in wanted:
         out["authPolicies"] = [_signers_by_name(strip("authPolicies", json.loads(json.dumps(m))), name_of)
@@ -310,6 +312,27 @@ def export(api: ApiBase, kinds=None) -> dict[str, list[dict]]:
     if "postureChecks" in wanted:
         out["postureChecks"] = [strip("postureChecks", m) for m in api.list("posture-checks")]
     return out
+
+
+def _enroll_policy_by_name(signer: dict, name_of: Callable[[str, str], str]) -> dict:
+    """A signer's ``enrollAuthPolicyId`` as an ``@name`` reference (``default`` is the same id
+    on every controller and stays)."""
+    policy = signer.get("enrollAuthPolicyId")
+    if isinstance(policy, str) and policy and policy != "default":
+        signer["enrollAuthPolicyId"] = "@" + name_of("auth-policies", policy)
+    return signer
+
+
+ENROLL_LATER = ("enrollAuthPolicyId", "enrollToCertEnabled", "enrollToTokenEnabled")
+
+
+def defer_enroll_policy(kind: str, entity: dict) -> dict | None:
+    """A signer naming an auth policy by ``@name`` is created before the policies (they name
+    signers): its enrollment policy and modes are taken out here and patched in at the end."""
+    policy = entity.get("enrollAuthPolicyId") if kind == "externalJwtSigners" else None
+    if not (isinstance(policy, str) and policy.startswith("@")):
+        return None
+    return {k: entity.pop(k) for k in ENROLL_LATER if k in entity}
 
 
 def dumps(document: dict) -> str:
@@ -356,6 +379,10 @@ def to_body(kind: str, entity: dict, ref: Callable[[str, Any], str], create: boo
         secondary = body.get("secondary") or {}
         if secondary.get("requireExtJwtSigner"):
             secondary["requireExtJwtSigner"] = ref("external-jwt-signers", secondary["requireExtJwtSigner"])
+    elif kind == "externalJwtSigners":
+        policy = body.get("enrollAuthPolicyId")
+        if isinstance(policy, str) and policy.startswith("@"):
+            body["enrollAuthPolicyId"] = ref("auth-policies", policy)
     elif kind in ROLES:
         for field, target in ROLES[kind].items():
             if field in body:
@@ -382,6 +409,7 @@ def import_(api: ApiBase, doc: dict[str, list[dict]], say: Callable[[str], None]
         return ids[key]
 
     counts: dict[str, dict[str, int]] = {}
+    later: list[tuple[str, str, dict]] = []   # signers whose enrollment auth policy comes after them
     for kind in IMPORT_ORDER:
         collection = COLLECTION[kind]
         done = counts[kind] = {"created": 0, "skipped": 0}
@@ -393,15 +421,24 @@ def import_(api: ApiBase, doc: dict[str, list[dict]], say: Callable[[str], None]
                 done["skipped"] += 1
                 continue
             what = f"{kind} {name!r}"
+            entity = json.loads(json.dumps(entity))
+            deferred = defer_enroll_policy(kind, entity)
             body = to_body(kind, entity, lambda collection, value: ref(collection, value, what))
             status, reply = api.call("POST", f"/{collection}", body)
-            if status != 201:
-                cause = (reply or {}).get("error", {})
-                raise ExchangeError(
-                    f"creating {what} failed: {status} {cause.get('code')}: "
-                    f"{cause.get('cause') or cause.get('message')}"
-                )
+            _check(status, reply, 201, f"creating {what}")
             ids[(collection, name)] = reply["data"]["id"]
+            if deferred is not None:
+                later.append((reply["data"]["id"], what, deferred))
             done["created"] += 1
             say(f"created {kind}: {name}")
+    for id, what, deferred in later:
+        body = to_body("externalJwtSigners", deferred, lambda collection, value: ref(collection, value, what))
+        status, reply = api.call("PATCH", f"/external-jwt-signers/{id}", body)
+        _check(status, reply, 200, f"setting the enrollment auth policy of {what}")
     return counts
+
+
+def _check(status: int, reply: Any, want: int, doing: str) -> None:
+    if status != want:
+        cause = (reply or {}).get("error", {})
+        raise ExchangeError(f"{doing} failed: {status} {cause.get('code')}: {cause.get('cause') or cause.get('message')}")

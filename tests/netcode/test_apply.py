@@ -151,3 +151,16 @@ def test_fields_the_export_does_not_carry_are_set_on_creation_only(fresh_db, tmp
     finally:
         api.close()
     assert "Plan: nothing to do" in invoke("apply", "--db", fresh_db, f).output    # converges
+
+
+def test_a_signer_and_the_enrollment_policy_naming_it_apply_to_an_empty_network(admin, db_path, fresh_db, tmp_path):
+    from tests.test_exchange import enrolling_signer
+    enrolling_signer(admin)
+    out = tmp_path / "net.json"
+    assert invoke("export", "--db", db_path, out).exit_code == 0
+    r = invoke("apply", "--db", fresh_db, out)
+    assert r.exit_code == 0, r.output
+    def by_name(d):
+        return sorted(d["externalJwtSigners"], key=lambda s: s["name"])
+    assert by_name(export_of(fresh_db)) == by_name(json.loads(out.read_text()))
+    assert "Plan: nothing to do" in invoke("apply", "--db", fresh_db, "--dry-run", out).output

@@ -98,36 +98,54 @@ def execute(api: exchange.ApiBase, changes: list[plan.Change], network: Network,
             raise NetcodeError(f"no {collection[:-1]} named {name!r}")
         return found
 
+    # signers naming their enrollment auth policy by @name come before the policies (which name
+    # signers): that policy and the modes it allows are patched in once the rest is done
+    later: list[plan.Change] = []
     for c in changes:
-        collection = exchange.COLLECTION[c.kind]
-        what = f"{c.kind} {c.name!r}"
-        where = network.where(c.kind, c.name) if c.action != "delete" else f"{network.file}: {what}"
-        try:
-            if c.action == "create":
-                body = exchange.to_body(c.kind, c.entity, ref)
-                status, reply = api.call("POST", f"/{collection}", body)
-                ok = status == 201
-                if ok:
-                    names.setdefault(collection, {})[c.name] = reply["data"]["id"]
-            elif c.action == "update":
-                patch = {k: new for k, (_, new) in c.fields.items()}
-                body = exchange.to_body(c.kind, patch, ref, create=False)
-                status, reply = api.call("PATCH", f"/{collection}/{names[collection][c.name]}", body)
-                ok = status == 200
-            else:
-                status, reply = api.call("DELETE", f"/{collection}/{names[collection][c.name]}")
-                ok = status == 200
-                if ok:
-                    names[collection].pop(c.name, None)
-        except NetcodeError as e:
-            raise Refused(f"{where}: {e}", done) from None
-        if not ok and status == 401:
-            action = "update" if c.action == "update" else c.action
-            raise Refused(f"{where}: {exchange.refused(collection, action)}: {error_text(reply)}", done)
-        if not ok:
-            raise Refused(f"{where}: the controller refused the {c.action} ({status}): {error_text(reply)}", done)
-        done.append(f"{c.action}d {what}")
-        say(f"{c.action}d {what}")
+        entity = dict(c.entity)
+        deferred = exchange.defer_enroll_policy(c.kind, entity) if c.action == "create" else None
+        if deferred is not None:
+            c = plan.Change("create", c.kind, c.name, entity)
+            later.append(plan.Change("update", c.kind, c.name, entity, {k: (None, v) for k, v in deferred.items()}))
+        elif c.action == "update" and exchange.defer_enroll_policy(c.kind, {k: v for k, (_, v) in c.fields.items()}):
+            later.append(c)
+            continue
+        _run(api, c, network, ref, names, done, say)
+    for c in later:
+        _run(api, c, network, ref, names, done, say)
+
+
+def _run(api: exchange.ApiBase, c: plan.Change, network: Network, ref: Callable[[str, Any], str],
+         names: dict[str, dict[str, str]], done: list[str], say: Say) -> None:
+    collection = exchange.COLLECTION[c.kind]
+    what = f"{c.kind} {c.name!r}"
+    where = network.where(c.kind, c.name) if c.action != "delete" else f"{network.file}: {what}"
+    try:
+        if c.action == "create":
+            body = exchange.to_body(c.kind, c.entity, ref)
+            status, reply = api.call("POST", f"/{collection}", body)
+            ok = status == 201
+            if ok:
+                names.setdefault(collection, {})[c.name] = reply["data"]["id"]
+        elif c.action == "update":
+            patch = {k: new for k, (_, new) in c.fields.items()}
+            body = exchange.to_body(c.kind, patch, ref, create=False)
+            status, reply = api.call("PATCH", f"/{collection}/{names[collection][c.name]}", body)
+            ok = status == 200
+        else:
+            status, reply = api.call("DELETE", f"/{collection}/{names[collection][c.name]}")
+            ok = status == 200
+            if ok:
+                names[collection].pop(c.name, None)
+    except NetcodeError as e:
+        raise Refused(f"{where}: {e}", done) from None
+    if not ok and status == 401:
+        action = "update" if c.action == "update" else c.action
+        raise Refused(f"{where}: {exchange.refused(collection, action)}: {error_text(reply)}", done)
+    if not ok:
+        raise Refused(f"{where}: the controller refused the {c.action} ({status}): {error_text(reply)}", done)
+    done.append(f"{c.action}d {what}")
+    say(f"{c.action}d {what}")
 
 
 def prepare(api: exchange.ApiBase, network: Network, prune: bool) -> tuple[list[plan.Change], set]:

@@ -119,6 +119,10 @@ def references(kind: str, entity: dict) -> list[tuple[str, str, str]]:
     elif kind == "services":
         for c in _list(entity, "configs"):
             add("configs", "configs", c)
+    elif kind == "externalJwtSigners":
+        policy = entity.get("enrollAuthPolicyId")   # "default" is the same id everywhere
+        if isinstance(policy, str) and policy.startswith("@"):
+            add("enrollAuthPolicyId", "auth-policies", policy)
     elif kind == "authPolicies":
         primary = entity.get("primary") or {}
         ext = primary.get("extJwt") or {} if isinstance(primary, dict) else {}
