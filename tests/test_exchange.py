@@ -195,7 +195,8 @@ def test_a_signers_enrollment_policy_round_trips(admin, db_path, template_db, tm
     run("export", "--db", str(db_path), str(out))
     doc = json.loads(out.read_text())
     signers = {s["name"]: s for s in doc["externalJwtSigners"]}
-    assert signers["idp-b"]["enrollAuthPolicyId"] == "@idp-a-only" and signers["idp-a"]["enrollAuthPolicyId"] == "default"
+    assert signers["idp-b"]["enrollAuthPolicyId"] == "@idp-a-only"
+    assert signers["idp-a"]["enrollAuthPolicyId"] == "default"
     fresh = tmp_path / "fresh.db"
     shutil.copy(template_db, fresh)
     run("import", "--db", str(fresh), str(out))

@@ -441,4 +441,5 @@ def import_(api: ApiBase, doc: dict[str, list[dict]], say: Callable[[str], None]
 def _check(status: int, reply: Any, want: int, doing: str) -> None:
     if status != want:
         cause = (reply or {}).get("error", {})
-        raise ExchangeError(f"{doing} failed: {status} {cause.get('code')}: {cause.get('cause') or cause.get('message')}")
+        detail = cause.get("cause") or cause.get("message")
+        raise ExchangeError(f"{doing} failed: {status} {cause.get('code')}: {detail}")
