@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import ssl
 from pathlib import Path
 
 import httpx
@@ -96,8 +97,10 @@ def _enrollments(http: httpx.Client, admin: dict, url: str, tmp: Path) -> dict:
     if r.status_code == 200:
         (tmp / "cert.pem").write_text(r.json()["data"]["cert"])
         (tmp / "key.pem").write_text(key_pem)
-        with httpx.Client(base_url=url, verify=False, timeout=30,
-                          cert=(str(tmp / "cert.pem"), str(tmp / "key.pem"))) as with_cert:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE   # loopback, each controller's own PKI
+        tls.load_cert_chain(str(tmp / "cert.pem"), str(tmp / "key.pem"))
+        with httpx.Client(base_url=url, verify=tls, timeout=30) as with_cert:
             out["cert login"] = with_cert.post(CLIENT + "/authenticate?method=cert", json={}).status_code
     ident = http.get(MGMT + "/identities", params={"filter": 'externalId="cert-user"'}, headers=admin).json()["data"]
     out["identity"] = [(x["name"], x["roleAttributes"], x["authPolicyId"]) for x in ident]
