@@ -45,7 +45,6 @@ CATALOGUE: dict[str, Code] = {
         401, "The request could not be completed. The session is not authorized or the credentials are invalid"
     ),
     "INVALID_FILTER": Code(400, "The filter query supplied is invalid"),
-    "INVALID_FIELD": Code(400, "The field contains an invalid value"),
     "INVALID_SORT_IDENTIFIER": Code(400, "The sort order supplied is invalid"),
     # requests
     "METHOD_NOT_ALLOWED": Code(405, "The resource requested does not support this HTTP verb"),

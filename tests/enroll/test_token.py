@@ -109,10 +109,15 @@ def test_refusals_are_4xx_and_enroll_nobody(cadmin, certs, keys, signer):
                 "not-a-jwt"):
         assert_error(enroll(certs.client, bad, good_csr), 400, "INVALID_ENROLLMENT_TOKEN")
     assert_error(enroll(certs.client, token("dave"), {"clientCsr": "garbage"}), 400, "COULD_NOT_PROCESS_CSR")
-    assert_error(enroll(certs.client, token("dave"), {"clientCsr": 7}), 400, "COULD_NOT_PARSE_BODY")
+    err = assert_error(enroll(certs.client, token("dave"), {"clientCsr": 7}), 400, "COULD_NOT_PARSE_BODY")
+    assert "cannot unmarshal number into Go struct field TokenEnrollmentRequest.clientCsr" in err["cause"]["message"]
     r = certs.client.post(ENROLL, content=b"plain text", headers={"authorization": f"Bearer {token('dave')}",
                                                                    "content-type": "text/plain"})
-    assert_error(r, 400, "INVALID_CONTENT_TYPE")
+    err = assert_error(r, 415, "COULD_NOT_VALIDATE")                               # upstream's answer
+    assert err["cause"]["field"] == "Content-Type"
+    r = certs.client.post(ENROLL, headers={"authorization": f"Bearer {token('dave')}"})
+    err = assert_error(r, 400, "COULD_NOT_VALIDATE")                               # v2.0.3: HTTP 602
+    assert err["cause"]["field"] == "tokenEnrollmentRequest"
     assert_error(enroll(certs.client, token("dave"), **{"ziti-token-issuer-id": "no-such-signer"}),
                  400, "INVALID_ENROLLMENT_TOKEN")
     assert find(cadmin, "dave") == []

@@ -239,28 +239,32 @@ def test_enrollment_fields_round_trip_on_create_update_and_patch(admin):
 
 
 def test_enrollment_auth_policy_must_exist_and_allow_the_modes(admin):
+    # upstream v2.0.3's answers, reasons included (the "must be specified" is misleading: it was)
     for flags, reason in (({"enrollToTokenEnabled": True}, "the auth policy must be specified if enroll to token"
                                                             " is enabled"),
                           ({"enrollToCertEnabled": True}, "the auth policy must be specified if enroll to cert"
-                                                           " is enabled"),
-                          ({}, "the auth policy could not be found")):
+                                                           " is enabled")):
         err = assert_error(admin.post("/external-jwt-signers",
                                       json=signer("nopolicy", enrollAuthPolicyId="no-such-policy", **flags)),
-                           400, "INVALID_FIELD")
+                           400, "COULD_NOT_VALIDATE")
         assert err["cause"] == {"field": "enrollAuthPolicyId", "reason": reason, "value": "no-such-policy"}
+    err = assert_error(admin.post("/external-jwt-signers", json=signer("nopolicy", enrollAuthPolicyId="no-such")),
+                       404, "NOT_FOUND")
+    assert err["cause"] == {"code": "UNHANDLED", "message": "authPolicy with id no-such not found"}
     strict = _policy("no-ext-jwt-no-cert")
     strict["primary"]["extJwt"]["allowed"] = False
     strict["primary"]["cert"]["allowed"] = False
     policy = admin.create("auth-policies", strict)
     err = assert_error(admin.post("/external-jwt-signers", json=signer(
-        "strict", enrollAuthPolicyId=policy, enrollToTokenEnabled=True)), 400, "INVALID_FIELD")
+        "strict", enrollAuthPolicyId=policy, enrollToTokenEnabled=True)), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["reason"] == "primary external jwt authentication on auth policy is disabled"
     err = assert_error(admin.post("/external-jwt-signers", json=signer(
-        "strict", enrollAuthPolicyId=policy, enrollToCertEnabled=True)), 400, "INVALID_FIELD")
+        "strict", enrollAuthPolicyId=policy, enrollToCertEnabled=True)), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["reason"] == "primary certificate authentication on auth policy is disabled"
     # a flag turned on later is checked against the stored policy too
     id = admin.create("external-jwt-signers", signer("strict", enrollAuthPolicyId=policy))
-    assert_error(admin.patch(f"/external-jwt-signers/{id}", json={"enrollToCertEnabled": True}), 400, "INVALID_FIELD")
+    assert_error(admin.patch(f"/external-jwt-signers/{id}", json={"enrollToCertEnabled": True}),
+                 400, "COULD_NOT_VALIDATE")
     # and the policy cannot go while a signer names it
     err = assert_error(admin.delete(f"/auth-policies/{policy}"), 409, "CAN_NOT_DELETE_REFERENCED_ENTITY")
     assert err["cause"]["field"] == "enrollAuthPolicyId" and id in err["cause"]["value"]

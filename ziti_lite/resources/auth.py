@@ -19,7 +19,7 @@ from ..api.ops import op
 from ..api.resource import Field, Resource, derive_patch
 from ..auth.defaults import PRIMARY_DEFAULTS, SECONDARY_DEFAULTS
 from ..db.filters import Symbol
-from ..errors import ApiError, CouldNotValidate, ReferencedEntity, field_cause, generic_cause, go_text, redact
+from ..errors import ApiError, CouldNotValidate, NotFound, ReferencedEntity, field_cause, generic_cause, go_text, redact
 from ..pki import ca as pki
 from .common import NAME, Body, Tags, check_name, exists
 from .identities import AUTHENTICATORS, IDENTITIES
@@ -244,16 +244,16 @@ def _check_enroll_policy(ctx: Ctx, values: dict, existing: dict | None) -> None:
     primary = normalized_policy(load_json(row["primary_"]), {})[0] if row is not None else None
     reason = None
     if primary is None:
-        # upstream's reason when a flag is on is misleading (the id was given, it names nothing)
-        reason = ("the auth policy must be specified if enroll to token is enabled" if to_token else
-                  "the auth policy must be specified if enroll to cert is enabled" if to_cert else
-                  "the auth policy could not be found")
+        if not (to_token or to_cert):   # upstream: its foreign key's answer
+            raise NotFound("authPolicy", policy_id)
+        # upstream's reason is misleading (the id was given, it names nothing)
+        reason = f"the auth policy must be specified if enroll to {'token' if to_token else 'cert'} is enabled"
     elif to_token and not primary["extJwt"]["allowed"]:
         reason = "primary external jwt authentication on auth policy is disabled"
     elif to_cert and not primary["cert"]["allowed"]:
         reason = "primary certificate authentication on auth policy is disabled"
     if reason is not None:
-        raise ApiError("INVALID_FIELD", cause=field_cause("enrollAuthPolicyId", reason, policy_id))
+        raise CouldNotValidate("enrollAuthPolicyId", reason, policy_id)
 
 
 def prepare_signer(ctx: Ctx, values: dict, existing: dict | None) -> None:
