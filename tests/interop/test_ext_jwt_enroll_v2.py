@@ -3,11 +3,13 @@ v2.0.3 controller (``ziti edge quickstart``), side by side.
 
 On each: ``ziti edge create ext-jwt-signer ... --enroll-to-cert --enroll-to-token
 --enroll-name-claims-selector ...`` with the tests' own signing certificate, ``ziti edge list
-ext-jwt-signers`` (which reads ``targetToken`` unguarded: it panicked on ziti-lite while that was
+ext-jwt-signers`` (it reads ``targetToken`` unguarded: it panicked on ziti-lite while that was
 not shown), the signer's detail and its client-API view, then ``POST /enroll/token`` with JWTs
 the test signs: to a certificate (which then logs in) and to token logins (the JWT then logs
-in), the same ``sub`` again, no Authorization header, a name already taken. The outcomes must be
-alike but for the documented differences (v2.0.3's HTTP 602 and 500, where ziti-lite answers 400).
+in), the same ``sub`` again, no Authorization header, a name already taken; last ``ziti edge
+update ext-jwt-signer`` of a mode, the auth policy (by name) and the name selector. The outcomes
+must be alike but for the documented differences (v2.0.3's HTTP 602 and 500, where ziti-lite
+answers 400).
 
 Skipped, saying why, without the v2.0.3 binary (the ``ziti2`` fixture)."""
 
@@ -78,6 +80,20 @@ def scenario(url: str, user: str, password: str, cli: Cli, tmp: Path) -> dict:
         client_items = [x for x in http.get(CLIENT + "/external-jwt-signers").json()["data"] if x["name"] == SIGNER]
         out["client view"] = sorted(client_items[0]) if client_items else None
         out["enroll"] = _enrollments(http, admin, url, tmp)
+        http.post(MGMT + "/auth-policies", headers=admin, json={
+            "name": "cli2-enrolled", "secondary": {"requireTotp": False},
+            "primary": {"cert": {"allowed": True, "allowExpiredCerts": False},
+                        "extJwt": {"allowed": True, "allowedSigners": []},
+                        "updb": {"allowed": False, "lockoutDurationMinutes": 0, "maxAttempts": 0,
+                                 "minPasswordLength": 5, "requireMixedCase": False, "requireNumberChar": False,
+                                 "requireSpecialChar": False}}})
+        rc, text = cli.run("edge", "update", "ext-jwt-signer", SIGNER, "--enroll-to-token=false",
+                           "--enroll-auth-policy", "cli2-enrolled", "--enroll-name-claims-selector", "email", ok=False)
+        [detail] = http.get(MGMT + "/external-jwt-signers", params={"filter": f'name="{SIGNER}"'},
+                            headers=admin).json()["data"]
+        policy = http.get(MGMT + f"/auth-policies/{detail.get('enrollAuthPolicyId')}", headers=admin).json()
+        out["update"] = (rc, {k: detail.get(k, "<absent>") for k in ENROLL_FIELDS if k != "enrollAuthPolicyId"},
+                         (policy.get("data") or {}).get("name"))
     finally:
         http.close()
     return out
@@ -128,6 +144,8 @@ def test_signer_cli_and_enrollment_answer_as_upstream(ziti2, template_db, tmp_pa
     assert ours["create"][:2] == (0, True), ours["create"]
     assert ours["list"][:3] == (0, True, False), ours["list"]
     assert ours["enroll"]["to token"][0] == 200 and ours["enroll"]["cert login"] == 200, ours["enroll"]
+    assert ours["update"][0] == 0 and ours["update"][2] == "cli2-enrolled", ours["update"]
+    assert "enrollToTokenEnabled" not in ours["update"][1] or ours["update"][1]["enrollToTokenEnabled"] == "<absent>"
     real = start_quickstart(ziti2, tmp_path / "openziti-v2", V2)
     try:
         theirs = scenario(real.url, real.admin_user, real.admin_password, Cli(ziti2, tmp_path / "home-real"),
@@ -138,6 +156,7 @@ def test_signer_cli_and_enrollment_answer_as_upstream(ziti2, template_db, tmp_pa
         assert ours[key][:-1] == theirs[key][:-1], (key, ours[key], theirs[key])
     assert ours["detail"] == theirs["detail"]
     assert ours["client view"] == theirs["client view"]
+    assert ours["update"] == theirs["update"]
     for step, answer in theirs["enroll"].items():
         if step in DOCUMENTED:
             upstream, lite = DOCUMENTED[step]
