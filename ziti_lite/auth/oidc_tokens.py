@@ -46,6 +46,7 @@ AUDIENCE = "openziti"
 REFRESH_SECONDS = 24 * 60 * 60           # upstream's defaults
 ID_SECONDS = 30 * 60
 TYPE_ACCESS, TYPE_REFRESH = "a", "r"
+TYPE_TOTP = "t"           # a TOTP token: when an API session last gave a TOTP code
 AMR_TOTP = "totp"
 
 
@@ -125,6 +126,17 @@ def issue(ctl: AuthController, *, identity_id: str, api_session_id: str, client_
             ident["nonce"] = nonce
         out["id_token"] = sign_jwt(pair, ident)
     return out
+
+
+def totp_token(ctl: AuthController, access: dict) -> tuple[str, dt.datetime]:
+    """A TOTP token (``POST /current-api-session/totp-token``) for the API session an access token
+    names, and when it was issued: upstream's claims (the access token's subject, audience and
+    ``z_asid``, type ``t``) and no expiry (it lives as long as that session); an SDK hands it to
+    the routers that evaluate MFA posture checks themselves."""
+    now = clock.now()
+    claims = {"iss": issuer(ctl), "sub": access["sub"], "aud": access.get("aud"), "iat": int(now.timestamp()),
+              "jti": str(uuid.uuid4()), "z_asid": access["z_asid"], "z_t": TYPE_TOTP}
+    return sign_jwt(server_keypair(ctl), claims), now
 
 
 def _verify(ctl: AuthController, token: str, want_type: str) -> dict:
