@@ -5,9 +5,16 @@ extend and extend-verify fulfil it; and what a cert login records of the chain t
 
 from __future__ import annotations
 
+import secrets
+import urllib.parse
+
+import jwt
+
 from tests.auth.test_certs import enrolled
 from tests.conftest import CLIENT, MGMT, Api, assert_error
 from tests.enroll.conftest import csr, fingerprint
+from tests.oidc.test_provider import REDIRECT, bearer, challenge, tokens_for
+from tests.oidc.test_provider_steps import finish
 
 FLAGS = ("isExtendRequested", "isKeyRollRequested", "extendRequestedAt", "lastExtendRolledKeys")
 
@@ -114,3 +121,33 @@ def test_a_leaf_sent_alone_is_an_improper_chain(certs, cadmin, keys, ctl):
     assert _cert_auth(cadmin, iid)["lastAuthResolvedToRoot"] is True
     certs.cert_login(leaf)                                            # back to the leaf alone
     assert "lastAuthResolvedToRoot" not in _cert_auth(cadmin, iid)
+
+
+def test_an_oidc_cert_login_carries_the_flags_in_its_claims(certs, cadmin, keys):
+    iid, chain = enrolled(certs, cadmin, keys, "rx-oidc")
+    auth_id = _cert_auth(cadmin, iid)["id"]
+    assert cadmin.post(f"/authenticators/{auth_id}/request-extend", json={"rollKeys": True}).status_code == 200
+    certs.present(_leaf(chain))
+    verifier = secrets.token_urlsafe(40)
+    q = {"client_id": "openziti", "response_type": "code", "scope": "openid offline_access", "state": "st4te",
+         "redirect_uri": REDIRECT, "code_challenge": challenge(verifier), "code_challenge_method": "S256"}
+    r = certs.client.get("/oidc/authorize?" + urllib.parse.urlencode(q), follow_redirects=False)
+    loc = urllib.parse.urlparse(r.headers["location"])
+    assert loc.path == "/oidc/login/cert", loc     # a certificate shown: the cert step
+    req_id = urllib.parse.parse_qs(loc.query)["authRequestID"][0]
+    r = certs.client.post(f"/oidc/login/cert?authRequestID={req_id}", json={}, follow_redirects=False)
+    assert r.status_code == 302, r.text
+    tokens = finish(certs.client, r.headers["location"], verifier)
+    claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
+    assert (claims["z_cer"], claims["z_ckrr"], claims["z_iccc"]) == (True, True, True)
+    current = certs.client.get(CLIENT + "/current-api-session", headers=bearer(tokens["access_token"])).json()["data"]
+    assert current["improperClientCertChain"] is True and current["isCertExtendRequested"] is True
+    # a refresh keeps them
+    r = certs.client.post("/oidc/oauth/token", data={"grant_type": "refresh_token", "client_id": "openziti",
+                                                     "refresh_token": tokens["refresh_token"]})
+    assert r.status_code == 200, r.text
+    assert jwt.decode(r.json()["access_token"], options={"verify_signature": False})["z_iccc"] is True
+    # a password login's tokens say false
+    certs.present()
+    plain = jwt.decode(tokens_for(certs.client)["access_token"], options={"verify_signature": False})
+    assert (plain["z_cer"], plain["z_ckrr"], plain["z_iccc"]) == (False, False, False)

@@ -58,6 +58,20 @@ def issuer(ctl: AuthController) -> str:
     return ctl.settings.base_url.rstrip("/") + "/oidc"
 
 
+# upstream's certificate claims: extension requested, key roll requested, improper client chain
+CERT_CLAIMS = ("z_cer", "z_ckrr", "z_iccc")
+
+
+def cert_claims(store, authenticator_id: str, improper_chain: bool) -> dict:
+    """The certificate claims of a login by ``authenticator_id``, as upstream sets them when the
+    login is made (a certificate authenticator's extension request, the chain the client sent)."""
+    auth = store.one("SELECT is_extend_requested, is_key_roll_requested FROM authenticators"
+                     " WHERE id = ? AND method = 'cert'", (authenticator_id,))
+    return {"z_cer": bool(auth and auth["is_extend_requested"]),
+            "z_ckrr": bool(auth and auth["is_extend_requested"] and auth["is_key_roll_requested"]),
+            "z_iccc": improper_chain}
+
+
 def _b64u(n: int, size: int) -> str:
     return base64.urlsafe_b64encode(n.to_bytes(size, "big")).rstrip(b"=").decode()
 
@@ -97,14 +111,17 @@ def at_hash(access_token: str) -> str:
 def issue(ctl: AuthController, *, identity_id: str, api_session_id: str, client_id: str, amr: list[str],
           config_types: list[str], scopes: list[str], auth_time: int, is_admin: bool, external_id: str | None,
           remote_address: str, cert_extendable: bool = False, cert_fingerprints: list[str] | None = None,
-          nonce: str = "", sdk_info: Any = None, env_info: Any = None, with_id_token: bool = True) -> dict:
-    """A token answer (``access_token``, ``refresh_token``, ``id_token``…) for an API session."""
+          nonce: str = "", sdk_info: Any = None, env_info: Any = None, with_id_token: bool = True,
+          cert_flags: dict | None = None) -> dict:
+    """A token answer (``access_token``, ``refresh_token``, ``id_token``…) for an API session;
+    ``cert_flags``: the certificate claims of :func:`cert_claims` (all false without)."""
     now = _epoch()
     pair = server_keypair(ctl)
     custom: dict[str, Any] = {
         "z_asid": api_session_id, "z_ia": is_admin, "z_ct": config_types or None, "z_aid": client_id,
         "z_cfs": cert_fingerprints or None, "scopes": scopes, "z_sdk": sdk_info, "z_env": env_info,
         "z_ra": remote_address, "z_ice": cert_extendable,
+        **{k: bool((cert_flags or {}).get(k)) for k in CERT_CLAIMS},
     }
     if external_id:
         custom["z_eid"] = external_id
