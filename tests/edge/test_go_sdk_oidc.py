@@ -20,8 +20,8 @@ import pytest
 from tests.auth.conftest import code, secret_of
 from tests.conftest import CLIENT
 from tests.edge.conftest import enroll, running, wait_for
-from ziti_lite import clock
 from tests.edge.test_go_sdk import GoPeer, go_identity, gopeer_v1  # noqa: F401 - gopeer_v1 is a fixture
+from ziti_lite import clock
 
 pytestmark = pytest.mark.interop
 
