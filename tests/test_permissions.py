@@ -40,6 +40,7 @@ management /authenticators/{id} PUT authenticator.update
 management /authenticators/{id} PATCH authenticator.update
 management /authenticators/{id} DELETE authenticator.delete
 management /authenticators/{id}/re-enroll POST authenticator.update
+management /authenticators/{id}/request-extend POST authenticator.update
 management /cas GET ca.read
 management /cas POST ca.create
 management /cas/{id} GET ca.read

@@ -64,6 +64,7 @@ CATALOGUE: dict[str, Code] = {
     "MFA_EXISTS": Code(409, "An MFA record already exists, try removing it"),
     "MFA_INVALID_TOKEN": Code(400, "An invalid token/code was provided"),
     "MFA_NOT_ENROLLED": Code(409, "The current identity is not enrolled in MFA"),
+    "INVALID_BACKING_TOKEN_TYPE": Code(400, "The backing token type is invalid"),
     "INVALID_POSTURE": Code(409, "Posture response data is missing or wrong"),
     "NO_EDGE_ROUTERS_AVAILABLE": Code(
         400, "No edge routers are assigned and online to handle the requested connection"

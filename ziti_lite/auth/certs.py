@@ -18,11 +18,12 @@ import re
 from typing import TYPE_CHECKING
 
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
 
 from .. import clock
 from ..api.context import Ctx
-from ..errors import ApiError, InvalidAuth, Unauthorized, generic_cause
+from ..errors import ApiError, InvalidAuth, NotFound, Unauthorized, generic_cause
 from ..pki import ca as pki
 from ..pki import claims
 from ..pki.csr import CsrError, parse_csr
@@ -126,13 +127,23 @@ def pem_of(cert: x509.Certificate) -> str:
 # ------------------------------------------------------------------ method=cert
 def login(ctx: Ctx, certs: list[x509.Certificate]):
     """Who the presented certificates authenticate: ``(identity_id, authenticator_id,
-    cert_extendable)``; raises INVALID_AUTH for anything else."""
+    cert_extendable, improper_chain)``; raises INVALID_AUTH for anything else.
+
+    As upstream, the chain is tried against the controller's root alone first, then against root
+    and intermediates: a chain that verifies only with the second needed an intermediate the
+    client did not send (``improper_chain``; the authenticator's ``lastAuthResolvedToRoot`` is
+    its negation)."""
     store = ctx.store
     if not certs:
         raise InvalidAuth()
     leaf = certs[0]
     third_party = None
-    if not chains_to(certs, controller_cas(ctx.ctl), check_time=False, eku=None):
+    improper = False
+    if chains_to(certs, [ctx.ctl.state["root_cert"]], check_time=False, eku=None):
+        pass
+    elif chains_to(certs, controller_cas(ctx.ctl), check_time=False, eku=None):
+        improper = True
+    else:
         third_party = first_ca(store, certs, "is_verified = 1 AND is_auth_enabled = 1", check_time=False, eku=None)
         if third_party is None:
             raise InvalidAuth()
@@ -149,8 +160,8 @@ def login(ctx: Ctx, certs: list[x509.Certificate]):
             raise InvalidAuth()
         authenticator_id = "internal"
     else:
-        auth = store.one("SELECT id, identity_id, cert_pem, is_issued_by_network FROM authenticators"
-                         " WHERE method = 'cert' AND fingerprint = ?", (fingerprint(leaf),))
+        auth = store.one("SELECT id, identity_id, cert_pem, is_issued_by_network, last_auth_resolved_to_root"
+                         " FROM authenticators WHERE method = 'cert' AND fingerprint = ?", (fingerprint(leaf),))
         if auth is None:
             raise InvalidAuth()
         identity_id, authenticator_id = auth["identity_id"], auth["id"]
@@ -165,12 +176,25 @@ def login(ctx: Ctx, certs: list[x509.Certificate]):
         now = clock.now()
         if not (leaf.not_valid_before_utc <= now <= leaf.not_valid_after_utc):
             raise InvalidAuth()
-    if auth is not None and not auth["cert_pem"]:
-        with store.write():
-            store.execute("UPDATE authenticators SET cert_pem = ?, updated_at = ? WHERE id = ?",
-                          (pem_of(leaf), clock.stamp(), auth["id"]))
+    if auth is not None:
+        _keep_up_to_date(store, auth, leaf, resolved_to_root=not improper)
     extendable = bool(auth and auth["is_issued_by_network"])
-    return identity_id, authenticator_id, extendable
+    return identity_id, authenticator_id, extendable, improper
+
+
+def _keep_up_to_date(store, auth: dict, leaf: x509.Certificate, *, resolved_to_root: bool) -> None:
+    """Upstream's bookkeeping at a cert login: the certificate stored when missing, and for a
+    network-issued one whether the client sent the chain up to the root."""
+    values: dict = {}
+    if not auth["cert_pem"]:
+        values["cert_pem"] = pem_of(leaf)
+    if auth["is_issued_by_network"] and bool(auth["last_auth_resolved_to_root"]) != resolved_to_root:
+        values["last_auth_resolved_to_root"] = int(resolved_to_root)
+    if values:
+        sets = ", ".join(f"{k} = ?" for k in values)
+        with store.write():
+            store.execute(f"UPDATE authenticators SET {sets}, updated_at = ? WHERE id = ?",
+                          (*values.values(), clock.stamp(), auth["id"]))
 
 
 # ------------------------------------------------------------------ admin-created cert authenticators
@@ -289,9 +313,34 @@ def verify_extension(ctx: Ctx, auth: dict, cert_pem: str) -> None:
         presented = []
     if not presented or fingerprint(presented[0]) != auth["unverified_fingerprint"]:
         raise ApiError("INVALID_CLIENT_CERT")
+    rolled = _public_key_der(presented[0]) != _public_key_der(pki.load_cert(auth["cert_pem"]))
     with ctx.store.write():
+        # as upstream: a pending request to extend (and roll keys) is fulfilled; when it was asked
+        # (extendRequestedAt) stays, and whether this extension brought a new key is kept
         ctx.store.execute(
             "UPDATE authenticators SET cert_pem = unverified_cert_pem, fingerprint = unverified_fingerprint,"
-            " unverified_cert_pem = NULL, unverified_fingerprint = NULL, updated_at = ? WHERE id = ?",
-            (clock.stamp(), auth["id"]),
+            " unverified_cert_pem = NULL, unverified_fingerprint = NULL, is_extend_requested = 0,"
+            " is_key_roll_requested = 0, last_extend_rolled_keys = ?, updated_at = ? WHERE id = ?",
+            (int(rolled), clock.stamp(), auth["id"]),
         )
+
+
+def _public_key_der(cert: x509.Certificate) -> bytes:
+    return cert.public_key().public_bytes(serialization.Encoding.DER,
+                                          serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def request_extend(ctx: Ctx, id: str, roll_keys: bool) -> tuple[dict, dict]:
+    """``POST /authenticators/{id}/request-extend``: flag a certificate authenticator so that its
+    identity's SDK extends it (with a new key when ``roll_keys``). Returns the row before and the
+    values written. Refusals as upstream's: unknown 404; any other method 401 with its cause."""
+    row = ctx.store.one("SELECT * FROM authenticators WHERE id = ?", (id,))
+    if row is None:
+        raise NotFound("authenticator", id)
+    if row["method"] != "cert":
+        raise Unauthorized("authenticator is not a certificate authenticator")
+    values = {"is_extend_requested": True, "is_key_roll_requested": roll_keys, "extend_requested_at": clock.stamp()}
+    ctx.store.execute(
+        "UPDATE authenticators SET is_extend_requested = 1, is_key_roll_requested = ?, extend_requested_at = ?,"
+        " updated_at = ? WHERE id = ?", (int(roll_keys), values["extend_requested_at"], clock.stamp(), id))
+    return row, values

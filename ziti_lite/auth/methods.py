@@ -22,6 +22,9 @@ class Login(msgspec.Struct):
     identity_id: str
     authenticator_id: str
     cert_extendable: bool = False
+    # cert only: the client sent its leaf without the intermediate the chain needed (upstream's
+    # improperClientCertChain of the API session)
+    improper_chain: bool = False
 
 
 Method = Callable[[Ctx, Any], Awaitable[Login]]

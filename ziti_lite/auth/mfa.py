@@ -169,6 +169,12 @@ def pass_session(store, session_id: str, verified_now: bool = False) -> None:
                   (clock.stamp(), session_id))
 
 
+def record_pass(store, session_id: str, at: str) -> None:
+    """The session gave a TOTP code at ``at`` outside a login (a TOTP token): the MFA posture
+    checks count from then; whether the session owes its login's TOTP is left as it was."""
+    store.execute("UPDATE api_sessions SET mfa_passed_at = ? WHERE id = ?", (at, session_id))
+
+
 def passed_at(store, session_id: str) -> str | None:
     """When the API session last passed TOTP (``None`` if never, or since the MFA was removed);
     the posture check of type MFA reads this."""

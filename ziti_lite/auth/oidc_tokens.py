@@ -46,6 +46,7 @@ AUDIENCE = "openziti"
 REFRESH_SECONDS = 24 * 60 * 60           # upstream's defaults
 ID_SECONDS = 30 * 60
 TYPE_ACCESS, TYPE_REFRESH = "a", "r"
+TYPE_TOTP = "t"           # a TOTP token: when an API session last gave a TOTP code
 AMR_TOTP = "totp"
 
 
@@ -55,6 +56,20 @@ class Rejected(ValueError):
 
 def issuer(ctl: AuthController) -> str:
     return ctl.settings.base_url.rstrip("/") + "/oidc"
+
+
+# upstream's certificate claims: extension requested, key roll requested, improper client chain
+CERT_CLAIMS = ("z_cer", "z_ckrr", "z_iccc")
+
+
+def cert_claims(store, authenticator_id: str, improper_chain: bool) -> dict:
+    """The certificate claims of a login by ``authenticator_id``, as upstream sets them when the
+    login is made (a certificate authenticator's extension request, the chain the client sent)."""
+    auth = store.one("SELECT is_extend_requested, is_key_roll_requested FROM authenticators"
+                     " WHERE id = ? AND method = 'cert'", (authenticator_id,))
+    return {"z_cer": bool(auth and auth["is_extend_requested"]),
+            "z_ckrr": bool(auth and auth["is_extend_requested"] and auth["is_key_roll_requested"]),
+            "z_iccc": improper_chain}
 
 
 def _b64u(n: int, size: int) -> str:
@@ -96,14 +111,17 @@ def at_hash(access_token: str) -> str:
 def issue(ctl: AuthController, *, identity_id: str, api_session_id: str, client_id: str, amr: list[str],
           config_types: list[str], scopes: list[str], auth_time: int, is_admin: bool, external_id: str | None,
           remote_address: str, cert_extendable: bool = False, cert_fingerprints: list[str] | None = None,
-          nonce: str = "", sdk_info: Any = None, env_info: Any = None, with_id_token: bool = True) -> dict:
-    """A token answer (``access_token``, ``refresh_token``, ``id_token``…) for an API session."""
+          nonce: str = "", sdk_info: Any = None, env_info: Any = None, with_id_token: bool = True,
+          cert_flags: dict | None = None) -> dict:
+    """A token answer (``access_token``, ``refresh_token``, ``id_token``…) for an API session;
+    ``cert_flags``: the certificate claims of :func:`cert_claims` (all false without)."""
     now = _epoch()
     pair = server_keypair(ctl)
     custom: dict[str, Any] = {
         "z_asid": api_session_id, "z_ia": is_admin, "z_ct": config_types or None, "z_aid": client_id,
         "z_cfs": cert_fingerprints or None, "scopes": scopes, "z_sdk": sdk_info, "z_env": env_info,
         "z_ra": remote_address, "z_ice": cert_extendable,
+        **{k: bool((cert_flags or {}).get(k)) for k in CERT_CLAIMS},
     }
     if external_id:
         custom["z_eid"] = external_id
@@ -125,6 +143,17 @@ def issue(ctl: AuthController, *, identity_id: str, api_session_id: str, client_
             ident["nonce"] = nonce
         out["id_token"] = sign_jwt(pair, ident)
     return out
+
+
+def totp_token(ctl: AuthController, access: dict) -> tuple[str, dt.datetime]:
+    """A TOTP token (``POST /current-api-session/totp-token``) for the API session an access token
+    names, and when it was issued: upstream's claims (the access token's subject, audience and
+    ``z_asid``, type ``t``) and no expiry (it lives as long as that session); an SDK hands it to
+    the routers that evaluate MFA posture checks themselves."""
+    now = clock.now()
+    claims = {"iss": issuer(ctl), "sub": access["sub"], "aud": access.get("aud"), "iat": int(now.timestamp()),
+              "jti": str(uuid.uuid4()), "z_asid": access["z_asid"], "z_t": TYPE_TOTP}
+    return sign_jwt(server_keypair(ctl), claims), now
 
 
 def _verify(ctl: AuthController, token: str, want_type: str) -> dict:

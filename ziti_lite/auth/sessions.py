@@ -145,22 +145,39 @@ def lookup(ctl: AuthController, token: str | None, headers=None) -> Session | No
 
 
 def create(ctl: AuthController, identity_id: str, authenticator_id: str, ip: str, config_types: list[str],
-           mfa_required: bool = False, cert_extendable: bool = False) -> dict:
+           mfa_required: bool = False, cert_extendable: bool = False, improper_chain: bool = False) -> dict:
     now = clock.stamp()
     row = {
         "id": new_sortable_id(), "created_at": now, "updated_at": now, "token": new_token(),
         "identity_id": identity_id, "authenticator_id": authenticator_id, "ip_address": ip,
         "config_types": config_types, "is_mfa_required": int(mfa_required), "is_mfa_complete": 0,
         "is_cert_extendable": int(cert_extendable), "last_activity_at": now,
+        "improper_client_cert_chain": int(improper_chain),
     }
     with ctl.store.write():
         ctl.store.execute(
             "INSERT INTO api_sessions (id, created_at, updated_at, token, identity_id, authenticator_id, ip_address,"
-            " config_types, is_mfa_required, is_mfa_complete, is_cert_extendable, last_activity_at)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " config_types, is_mfa_required, is_mfa_complete, is_cert_extendable, last_activity_at,"
+            " improper_client_cert_chain) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (row["id"], now, now, row["token"], identity_id, authenticator_id, ip, json.dumps(config_types),
-             row["is_mfa_required"], 0, row["is_cert_extendable"], now))
+             row["is_mfa_required"], 0, row["is_cert_extendable"], now, row["improper_client_cert_chain"]))
     return row
+
+
+def cert_flags(store, row: dict) -> dict:
+    """The certificate fields of an API session's detail, as upstream: whether its certificate
+    authenticator was asked to extend (and roll keys), read from the authenticator now, and
+    whether its login needed an intermediate it did not send. A false one is left out."""
+    out = {}
+    auth = store.one("SELECT is_extend_requested, is_key_roll_requested FROM authenticators"
+                     " WHERE id = ? AND method = 'cert'", (row["authenticator_id"],))
+    if auth is not None and auth["is_extend_requested"]:
+        out["isCertExtendRequested"] = True
+        if auth["is_key_roll_requested"]:
+            out["isCertKeyRollRequested"] = True
+    if row.get("improper_client_cert_chain"):
+        out["improperClientCertChain"] = True
+    return out
 
 
 def resolve_config_types(store, requested) -> list[str]:

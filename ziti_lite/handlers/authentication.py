@@ -135,6 +135,7 @@ def session_detail(ctx: Ctx, row: dict, current: bool = True) -> dict:
         "isCertExtendable": bool(row["is_cert_extendable"]),
         "lastActivityAt": row["last_activity_at"],
         "cachedLastActivityAt": cached,
+        **sessions.cert_flags(store, row),
     }
     if current:
         out["expiresAt"] = clock.fmt(clock.parse(cached) + dt.timedelta(seconds=timeout))
@@ -190,6 +191,7 @@ async def authenticate(ctx: Ctx):
             config_types,
             mfa_required=mfa_required,
             cert_extendable=login.cert_extendable,
+            improper_chain=login.improper_chain,
         )
         sessions.record_client_info(
             store, login.identity_id,
@@ -199,7 +201,13 @@ async def authenticate(ctx: Ctx):
     row = store.one("SELECT * FROM api_sessions WHERE id = ?", (created["id"],))
     if row is None:  # ended (deleted) before it could be shown
         raise Unauthorized()
-    return env.ok(session_detail(ctx, row), headers={"zt-session": row["token"]})
+    detail = session_detail(ctx, row)
+    answer = env.ok(detail, headers={"zt-session": row["token"]})
+    # upstream names both requests with the same header (its two constants share one value)
+    for flag in ("isCertExtendRequested", "isCertKeyRollRequested"):
+        if detail.get(flag):
+            answer.raw_headers.append((b"ziti-authenticator-extend-requested", b"true"))
+    return answer
 
 
 @op("GET", "/current-api-session", apis=BOTH, auth="partial", op_id="getCurrentAPISession", tag="current-api-session")

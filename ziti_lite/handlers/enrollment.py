@@ -46,8 +46,8 @@ Password = Annotated[str, Meta(min_length=5, max_length=100)]
 # ================================================================ method=cert
 @method("cert", rank=2)
 async def cert_login(ctx: Ctx, body) -> Login:
-    identity_id, authenticator_id, extendable = certauth.login(ctx, tls.peer_certs(ctx))
-    return Login(identity_id, authenticator_id, extendable)
+    identity_id, authenticator_id, extendable, improper = certauth.login(ctx, tls.peer_certs(ctx))
+    return Login(identity_id, authenticator_id, extendable, improper)
 
 
 @crud.listen(CAS)
@@ -250,6 +250,20 @@ async def reenroll_authenticator(ctx: Ctx):
         crud.changed(ctx, AUTHENTICATORS, id, auth, None)
         crud.changed(ctx, ENROLLMENTS, enr_id, None, {"authenticator_id": id})
     return env.created(enr_id, f"./enrollments/{enr_id}")
+
+
+class RequestExtend(Body):
+    roll_keys: bool = False
+
+
+@op("POST", "/authenticators/{id}/request-extend", op_id="requestExtendAuthenticator", body=RequestExtend,
+    tag="authenticator", perm=("authenticator", "update"))
+async def request_extend_authenticator(ctx: Ctx):
+    body = await ctx.json(RequestExtend)
+    with ctx.store.write():
+        before, values = certauth.request_extend(ctx, ctx.params["id"], body.roll_keys)
+        crud.changed(ctx, AUTHENTICATORS, before["id"], before, values)
+    return env.empty()
 
 
 # ---------------------------------------------------------------- the caller's own

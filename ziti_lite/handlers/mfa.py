@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from .. import clock
 from ..api import envelope as env
 from ..api.context import Ctx, decode
 from ..api.ops import BOTH, op
-from ..auth import mfa, sessions
+from ..auth import mfa, oidc_tokens, sessions
 from ..auth.methods import Login, auth_query, login_outcome
 from ..errors import ApiError, NotFound
 from ..resources.common import Body, refuse_for_admin
@@ -163,6 +164,30 @@ async def verify_mfa(ctx: Ctx):
             raise ApiError("MFA_INVALID_TOKEN")
         mfa.pass_session(ctx.store, ctx.api_session.id, verified_now=True)
     return env.empty()
+
+
+@op("POST", "/current-api-session/totp-token", apis=BOTH, auth="session", op_id="createTotpToken", body=MfaCode,
+    tag="current-api-session")
+async def create_totp_token(ctx: Ctx):
+    """A TOTP code of the caller's MFA (verified or not; no recovery code) for a token saying when
+    this API session last gave one; only for sessions named by an OIDC access token, as upstream.
+    The token's issue counts as the session's MFA pass for the MFA posture checks ziti-lite
+    evaluates (upstream's routers count it once the SDK hands it to them: the SDK asks for one
+    only to do so at once)."""
+    body = await ctx.json(MfaCode)
+    session = ctx.api_session
+    claims = ctx.ctl.oidc_verified.get(session.bearer) if session.bearer else None
+    if claims is None:
+        raise ApiError("INVALID_BACKING_TOKEN_TYPE")
+    rec = mfa.get(ctx.store, ctx.identity_id)
+    if rec is None:
+        raise ApiError("MFA_NOT_ENROLLED")
+    if not mfa.valid_totp(rec["secret"], body.code):
+        raise ApiError("MFA_INVALID_TOKEN")
+    token, issued = oidc_tokens.totp_token(ctx.ctl, claims)
+    with ctx.store.write():
+        mfa.record_pass(ctx.store, session.id, clock.fmt(issued))
+    return env.ok_without_meta({"token": token, "issuedAt": clock.fmt(issued)})
 
 
 @op("GET", "/current-identity/mfa/recovery-codes", apis=BOTH, auth="session", op_id="detailMfaRecoveryCodes",

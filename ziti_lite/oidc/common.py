@@ -62,6 +62,7 @@ class AuthRequest:
     totp_required: bool = False
     totp_enrolled: bool = False
     cert_extendable: bool = False
+    cert_flags: dict = field(default_factory=dict)   # the certificate claims of the login (z_cer, z_ckrr, z_iccc)
     auth_time: int = 0
     sdk_info: Any = None
     env_info: Any = None

@@ -80,7 +80,8 @@ def _code_grant(p: Provider, request: Request, form: dict[str, str]) -> Response
     ip = client.host if client else ""
     with store.write():
         row = sessions.create(p.ctl, r.identity_id, r.authenticator_id, ip, r.config_types,
-                              mfa_required=mfa_verified, cert_extendable=r.cert_extendable)
+                              mfa_required=mfa_verified, cert_extendable=r.cert_extendable,
+                              improper_chain=bool(r.cert_flags.get("z_iccc")))
         if tokens.AMR_TOTP in r.amr:
             store.execute("UPDATE api_sessions SET is_mfa_complete = 1, mfa_passed_at = ? WHERE id = ?",
                           (clock.stamp(), row["id"]))
@@ -89,7 +90,7 @@ def _code_grant(p: Provider, request: Request, form: dict[str, str]) -> Response
         config_types=r.config_types, scopes=r.scopes, auth_time=r.auth_time,
         is_admin=bool(ident["is_admin"] or ident["is_default_admin"]), external_id=ident["external_id"],
         remote_address=ip, cert_extendable=r.cert_extendable, cert_fingerprints=r.fingerprints,
-        nonce=r.nonce, sdk_info=r.sdk_info,
+        cert_flags=r.cert_flags, nonce=r.nonce, sdk_info=r.sdk_info,
         env_info=r.env_info)
     return JSONResponse(answer)
 
@@ -163,6 +164,7 @@ def _renew(p: Provider, claims: dict, exchange: str = "", rotate: bool = True) -
         auth_time=claims.get("auth_time", 0), is_admin=bool(ident["is_admin"] or ident["is_default_admin"]),
         external_id=ident["external_id"], remote_address=claims.get("z_ra", ""),
         cert_extendable=bool(claims.get("z_ice")), cert_fingerprints=claims.get("z_cfs"),
+        cert_flags={k: claims.get(k) for k in tokens.CERT_CLAIMS},
         sdk_info=claims.get("z_sdk"), env_info=claims.get("z_env"), with_id_token=not exchange)
     if exchange:
         answer["issued_token_type"] = exchange

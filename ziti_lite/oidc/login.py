@@ -160,6 +160,7 @@ async def _login(p: Provider, request: Request, method: str) -> Response:
             r.fingerprints.append(fp)
     r.identity_id, r.authenticator_id = login.identity_id, login.authenticator_id
     r.cert_extendable = login.cert_extendable
+    r.cert_flags = tokens.cert_claims(store, login.authenticator_id, login.improper_chain)
     if method not in r.amr:
         r.amr.append(method)
     r.config_types = sessions.resolve_config_types(store, _strings(payload.get("configTypes")))

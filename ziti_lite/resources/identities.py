@@ -16,7 +16,7 @@ from ..api import envelope as env
 from ..api.context import Ctx
 from ..api.ops import op
 from ..api.resource import Field, Ref, Render, Resource, Row
-from ..auth import passwords
+from ..auth import passwords, sessions
 from ..auth.certs import prepare_cert_authenticator  # certificate checks live with the PKI
 from ..auth.enrollments import create_for_identity  # the enrollment module owns JWTs and tokens
 from ..db.filters import Symbol
@@ -431,14 +431,24 @@ def prepare_authenticator(ctx: Ctx, values: dict, existing: dict | None) -> None
         values["password_hash"], values["salt"] = passwords.hash_password(password)
 
 
+_CERT_ONLY = ("certPem", "fingerprint", "isIssuedByNetwork", "isExtendRequested", "isKeyRollRequested",
+              "extendRequestedAt", "lastAuthResolvedToRoot", "lastExtendRolledKeys")
+# upstream's booleans of a certificate authenticator are left out when false (omitempty)
+_CERT_FLAGS = ("isIssuedByNetwork", "isExtendRequested", "isKeyRollRequested", "lastAuthResolvedToRoot",
+               "lastExtendRolledKeys")
+
+
 def render_authenticator(ctx: Ctx, row: dict, out: dict) -> None:
     if row["method"] == "updb":
-        for k in ("certPem", "fingerprint", "isIssuedByNetwork"):
+        for k in _CERT_ONLY:
             out.pop(k, None)
-    else:
-        out.pop("username", None)
-        if not row["is_issued_by_network"]:
-            out.pop("isIssuedByNetwork", None)
+        return
+    out.pop("username", None)
+    for k in _CERT_FLAGS:
+        if not out.get(k):
+            out.pop(k, None)
+    if out.get("extendRequestedAt") is None:
+        out.pop("extendRequestedAt", None)
 
 
 def before_delete_authenticator(ctx: Ctx, row: dict) -> None:
@@ -456,6 +466,12 @@ AUTHENTICATORS = Resource(
         Field("fingerprint", nullable=True),
         Field("certPem", nullable=True),
         Field("isIssuedByNetwork", "bool"),
+        # extension on request (POST /authenticators/{id}/request-extend); false ones are left out
+        Field("isExtendRequested", "bool"),
+        Field("isKeyRollRequested", "bool"),
+        Field("extendRequestedAt", "datetime", nullable=True),
+        Field("lastAuthResolvedToRoot", "bool"),
+        Field("lastExtendRolledKeys", "bool"),
         Field("passwordHash", column="password_hash", output=False),
         Field("salt", output=False),
         Field("caId", column="ca_id", output=False),
@@ -478,6 +494,7 @@ AUTHENTICATORS = Resource(
 def render_api_session(ctx: Ctx, row: dict, out: dict) -> None:
     out["cachedLastActivityAt"] = max(row["last_activity_at"], ctx.ctl.activity.get(row["token"], ""))
     out["authQueries"] = []
+    out.update(sessions.cert_flags(ctx.store, row))
 
 
 API_SESSIONS = Resource(
@@ -502,7 +519,9 @@ API_SESSIONS = Resource(
     extra_symbols={"identity": Symbol("string", "t.identity_id"),
                    "authenticator": Symbol("string", "t.authenticator_id")},
     refs=(Ref("identity", "identity_id", "identities"),),
-    computed=(Field("cachedLastActivityAt", "datetime"), Field("authQueries", "json")),
+    computed=(Field("cachedLastActivityAt", "datetime"), Field("authQueries", "json"),
+              Field("isCertExtendRequested", "bool"), Field("isCertKeyRollRequested", "bool"),
+              Field("improperClientCertChain", "bool")),
     render=render_api_session,
 )
 

@@ -16,14 +16,23 @@
 //	    N times in a row: listens on SERVICE waiting for the router's BindSuccess
 //	    (WaitForNEstablishedListeners = 1), then closes the listener; prints
 //	    {"event":"binds","ok":N_OK,"errors":[...]}.
+//	gosdkpeer totpdial IDENTITY_JSON SERVICE LINE
+//	    logs in, prints {"event":"authenticated"}, waits for a line "dial SECONDS" on stdin (the
+//	    controller's clock is that far ahead of this one), then dials as "dial" does.
 //
+// With ZITI_TOTP_SECRET set, every TOTP code the SDK asks for (at login, and for TOTP tokens) is
+// computed from that base32 secret (SHA-1, 6 digits, 30 s) at now + the offset given.
 // Every failure: {"event":"error","op":...,"message":...}.
 package main
 
 import (
 	"bufio"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha1"
 	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -31,12 +40,34 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/openziti/edge-api/rest_model"
 	"github.com/openziti/sdk-golang/ziti"
 	"github.com/openziti/sdk-golang/ziti/edge"
 )
+
+var totpOffset atomic.Int64 // seconds the controller's clock is ahead of ours
+
+// totpCode is the RFC 6238 code of a base32 secret at t.
+func totpCode(secret string, t time.Time) string {
+	s := strings.ToUpper(secret)
+	if m := len(s) % 8; m != 0 {
+		s += strings.Repeat("=", 8-m)
+	}
+	key, _ := base32.StdEncoding.DecodeString(s)
+	var msg [8]byte
+	binary.BigEndian.PutUint64(msg[:], uint64(t.Unix()/30))
+	mac := hmac.New(sha1.New, key)
+	mac.Write(msg[:])
+	sum := mac.Sum(nil)
+	off := sum[len(sum)-1] & 0x0f
+	v := (binary.BigEndian.Uint32(sum[off:off+4]) & 0x7fffffff) % 1000000
+	return fmt.Sprintf("%06d", v)
+}
 
 var outLock sync.Mutex
 
@@ -61,6 +92,15 @@ func context(op, path string, start time.Time) ziti.Context {
 	ctx, err := ziti.NewContext(cfg)
 	if err != nil {
 		fail(op, err, start)
+	}
+	if secret := os.Getenv("ZITI_TOTP_SECRET"); secret != "" {
+		ctx.Events().AddMfaTotpCodeListener(func(_ ziti.Context, _ *rest_model.AuthQueryDetail, answer ziti.MfaCodeResponse) {
+			at := time.Now().Add(time.Duration(totpOffset.Load()) * time.Second)
+			say(map[string]any{"event": "totp-code"})
+			// answered from another goroutine, as a user would: the SDK may emit the event
+			// synchronously and read the answer only once the emit returned
+			go func() { _ = answer(totpCode(secret, at)) }()
+		})
 	}
 	if err := ctx.Authenticate(); err != nil {
 		fail(op, err, start)
@@ -164,7 +204,25 @@ func host(path, service, name string) {
 
 func dial(path, service, line string) {
 	start := time.Now()
+	echo(context("echo", path, start), service, line, start)
+}
+
+func totpDial(path, service, line string) {
+	start := time.Now()
 	ctx := context("echo", path, start)
+	say(map[string]any{"event": "authenticated", "after": time.Since(start).Seconds()})
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		var seconds int64
+		if _, err := fmt.Sscanf(sc.Text(), "dial %d", &seconds); err == nil {
+			totpOffset.Store(seconds)
+			break
+		}
+	}
+	echo(ctx, service, line, start)
+}
+
+func echo(ctx ziti.Context, service, line string, start time.Time) {
 	conn, err := ctx.Dial(service)
 	if err != nil {
 		fail("echo", err, start)
@@ -262,7 +320,7 @@ func binds(path, service string, n int) {
 
 func main() {
 	if len(os.Args) < 5 {
-		fmt.Fprintln(os.Stderr, "usage: gosdkpeer host|dial|bulk|binds IDENTITY SERVICE NAME|LINE|SIZE|N")
+		fmt.Fprintln(os.Stderr, "usage: gosdkpeer host|dial|totpdial|bulk|binds IDENTITY SERVICE NAME|LINE|SIZE|N")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -270,6 +328,8 @@ func main() {
 		host(os.Args[2], os.Args[3], os.Args[4])
 	case "dial":
 		dial(os.Args[2], os.Args[3], os.Args[4])
+	case "totpdial":
+		totpDial(os.Args[2], os.Args[3], os.Args[4])
 	case "binds":
 		n, err := strconv.Atoi(os.Args[4])
 		if err != nil {
