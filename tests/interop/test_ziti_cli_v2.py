@@ -15,6 +15,7 @@ import os
 import re
 import socket
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,49 @@ def _copy(src, dst: Path) -> Path:
     import shutil
     shutil.copy(src, dst)
     return dst
+
+
+def revocation_outcomes(cli: Cli) -> list[tuple[int, bool]]:
+    """``ziti edge create revocation identity|api-session|jti`` and ``ziti edge list revocations``:
+    each command's exit code and whether its output shows what it must (the ids are the side's)."""
+    _, made = cli.run("edge", "create", "identity", "cli2-revoked")
+    found = re.search(r"created with id: (\S+)", made)
+    assert found, made
+    ident, jti, asid = found.group(1), str(uuid.uuid4()), str(uuid.uuid4())
+    script: list[tuple[tuple[str, ...], str]] = [
+        (("edge", "create", "revocation", "jti", jti), re.escape(jti)),
+        (("edge", "create", "revocation", "api-session", asid), re.escape(asid)),
+        (("edge", "create", "revocation", "identity", ident), re.escape(ident)),
+        (("edge", "create", "revocation", "jti", jti), re.escape(jti)),             # again: replaced
+        (("edge", "create", "revocation", "jti", "not-a-uuid"), r"UUID"),
+        (("edge", "create", "revocation", "identity", str(uuid.uuid4())), r"NOT_FOUND|not found"),
+        (("edge", "list", "revocations", f'id="{jti}"'), re.escape(jti) + r".*JTI"),
+        (("edge", "list", "revocations", 'type="API_SESSION"'), re.escape(asid) + r".*API_SESSION"),
+        (("edge", "list", "revocations", f'type="IDENTITY" and id="{ident}"'), re.escape(ident) + r".*IDENTITY"),
+        (("edge", "list", "revocations", 'type="NOPE"'), r"results: none"),
+        (("edge", "list", "revocations", 'nope="x"'), r"INVALID_FILTER|unknown symbol"),
+    ]
+    out = []
+    for args, shows in script:
+        rc, text = cli.run(*args, ok=False)
+        out.append((rc, re.search(shows, text) is not None))
+    return out
+
+
+def test_revocation_commands_answer_as_upstream(ziti2, template_db, tmp_path):
+    ctl = testing.start(_copy(template_db, tmp_path / "cli2-rev.db"), _admin_password())
+    try:
+        lite = Cli(ziti2, tmp_path / "home-lite")
+        lite.run("edge", "login", ctl.url, "-u", "admin", "-p", _admin_password(), "-y")
+        ours = revocation_outcomes(lite)
+    finally:
+        ctl.stop()
+    real = start_quickstart(ziti2, tmp_path / "openziti-v2", V2)
+    try:
+        upstream = Cli(ziti2, tmp_path / "home-real")
+        upstream.run("edge", "login", real.url, "-u", real.admin_user, "-p", real.admin_password, "-y")
+        theirs = revocation_outcomes(upstream)
+    finally:
+        real.stop()
+    assert ours == theirs, list(zip(ours, theirs, strict=True))
+    assert ours[:4] == [(0, True)] * 4 and all(rc != 0 for rc, _ in ours[4:6]), ours
