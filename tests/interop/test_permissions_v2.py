@@ -265,8 +265,9 @@ def script(p: str) -> list[Step]:
         s(f"{u}: list revocations", "GET", "/revocations", auth=u)
         s(f"{u}: detail revocations", "GET", f"/revocations/{uid('jti')}", auth=u)
         s(f"{u}: create revocations", "POST", "/revocations", {"id": uid("by-" + u), "type": "JTI"}, auth=u)
-    s("identity revocations (deletions and disablings made some)", "GET", '/revocations?filter=type="IDENTITY"',
-      count=True)
+    # (but for the admin adm, which upstream lets idfull disable: a documented difference)
+    s("identity revocations (deletions and disablings made some)", "GET",
+      '/revocations?filter=type="IDENTITY" and id != "{adm}"', count=True)
 
     # --- unknown permission values
     s("create with an unknown permission", "POST", "/identities", ident("bad", permissions=["service", "nope"]))
