@@ -128,6 +128,9 @@ management /posture-checks/{id} GET posture-check.read
 management /posture-checks/{id} PUT posture-check.update
 management /posture-checks/{id} PATCH posture-check.update
 management /posture-checks/{id} DELETE posture-check.delete
+management /revocations GET revocation.read
+management /revocations POST revocation.create
+management /revocations/{id} GET revocation.read
 management /routers GET router.read
 management /routers POST router.create
 management /routers/{id} GET router.read

@@ -89,8 +89,7 @@ def test_patch_struct_mirrors_update(res):
 
 
 # tables with an id and a creation time that hold no entity: never updated, never tagged
-NOT_ENTITIES = {"audit_log": "the audit trail (events/audit.py): rows are written once and only read",
-                "revocations": "the OIDC revocation list (auth/oidc_tokens.py): token ids, written once, pruned"}
+NOT_ENTITIES = {"audit_log": "the audit trail (events/audit.py): rows are written once and only read"}
 
 
 def test_every_resource_table_has_the_base_columns(columns):

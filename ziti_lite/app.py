@@ -290,7 +290,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
             checkpointer.start()
         if renewal.tick not in ctl.periodic:   # certificates renewed while serving
             ctl.periodic.append(renewal.tick)
-        if ctl.oidc is not None and oidc_tokens.prune not in ctl.periodic:   # revocations of expired tokens
+        if oidc_tokens.prune not in ctl.periodic:   # expired revocations (the provider's and /revocations')
             ctl.periodic.append(oidc_tokens.prune)
         task = asyncio.create_task(_janitor(ctl))
         events_runtime.start(ctl)   # the events file, entity counts, audit retention

@@ -34,7 +34,7 @@ ENTITIES: tuple[str, ...] = (
     "terminator",
 )
 # entities an operation may need that no identity can be given (admins only, admin_readonly reads)
-UNGRANTABLE = ("authenticator",)
+UNGRANTABLE = ("authenticator", "revocation")
 
 
 def _allowed() -> tuple[str, ...]:

@@ -43,6 +43,8 @@ MODULES: tuple[tuple[str, str], ...] = (
                                     " listener on services"),
     ("ziti_lite.resources.posture", "posture-check-types, posture-checks"),
     ("ziti_lite.resources.policies", "service-policies, edge-router-policies, service-edge-router-policies"),
+    ("ziti_lite.resources.revocations", "revocations (OpenZiti 2.0); listener: an identity deleted or disabled"
+                                        " is revoked"),
     ("ziti_lite.resources.service_view", "the services list's asIdentity condition (installed by client.services)"),
     # --- the policy engine's hooks
     ("ziti_lite.policy.links", "listeners: membership of policies kept in step with every entity write"),

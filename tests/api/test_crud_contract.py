@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,6 +218,10 @@ SAMPLES: dict[str, Sample] = {
         patch={"cost": 9},
         invalid=({"service": "s", "router": "r", "binding": "transport", "address": "a", "cost": 70000}, "cost"),
         echo_skip=("service", "router"),
+    ),
+    "revocations": Sample(
+        create=lambda api, n: {"id": str(uuid.uuid4()), "type": "JTI", "tags": {"a": "1", "b": 2}},
+        invalid=({"id": str(uuid.uuid4()), "type": "TOKEN"}, "type"),
     ),
     "auth-policies": Sample(
         create=lambda api, n: {"name": uniq("policy"), "tags": {"a": "1", "b": 2}, **_updb_policy()},

@@ -12,6 +12,7 @@ import jwt
 from tests.auth.conftest import code, enroll_totp
 from tests.conftest import CLIENT, MGMT, assert_error
 from tests.oidc.test_provider import bearer, exchange, login, start, tokens_for
+from ziti_lite import clock
 from ziti_lite.auth import oidc_tokens as tokens
 
 
@@ -97,3 +98,79 @@ def test_revocations_are_pruned_once_their_tokens_expired(ctl):
     tokens.revoke(ctl.store, "new", 4_000_000_000)
     tokens.prune(ctl)
     assert not tokens.is_revoked(ctl.store, "old") and tokens.is_revoked(ctl.store, "new")
+
+
+# ------------------------------------------------------------------ OpenZiti 2.0's /revocations
+def _claims(t: dict) -> dict:
+    return jwt.decode(t["access_token"], options={"verify_signature": False})
+
+
+def _refresh(client, t: dict):
+    return client.post("/oidc/oauth/token", data={"grant_type": "refresh_token", "client_id": "openziti",
+                                                  "refresh_token": t["refresh_token"]})
+
+
+def _works(client, t: dict) -> bool:
+    h = bearer(t["access_token"])
+    mine, mgmt = client.get(CLIENT + "/current-identity", headers=h), client.get(MGMT + "/identities", headers=h)
+    assert mine.status_code == mgmt.status_code, (mine.text, mgmt.text)   # both APIs alike
+    if mine.status_code != 200:
+        assert_error(mine, 401, "UNAUTHORIZED")
+    return mine.status_code == 200
+
+
+def test_an_oidc_api_session_id_is_a_uuid_as_upstreams(client):
+    assert tokens.is_uuid(_claims(tokens_for(client))["z_asid"])
+
+
+def test_a_jti_revocation_refuses_that_token_only(client, admin):
+    t = tokens_for(client)
+    assert _works(client, t)
+    assert admin.post("/revocations", json={"id": _claims(t)["jti"], "type": "JTI"}).status_code == 201
+    assert not _works(client, t)
+    # the session lives on: its refresh token gets a new access token, which works
+    r = _refresh(client, t)
+    assert r.status_code == 200, r.text
+    assert _works(client, r.json())
+
+
+def test_an_api_session_revocation_refuses_its_tokens_and_ends_it(client, admin):
+    t, other = tokens_for(client), tokens_for(client)
+    asid = _claims(t)["z_asid"]
+    assert admin.get(f"/api-sessions/{asid}").status_code == 200
+    assert admin.post("/revocations", json={"id": asid, "type": "API_SESSION"}).status_code == 201
+    assert not _works(client, t)
+    r = _refresh(client, t)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_grant"
+    assert_error(admin.get(f"/api-sessions/{asid}"), 404, "NOT_FOUND")   # ended, as a logout ends it
+    assert _works(client, other)      # another session of the same identity is untouched
+
+
+def test_an_identity_revocation_refuses_tokens_issued_up_to_its_second(client, admin):
+    # the controller's clock runs two seconds behind, then one: the revocation comes a second
+    # after the first token, and the clock back on time issues the last one a second after it
+    # (tokens from a clock ahead would not be valid yet)
+    clock.advance(-2)
+    t = tokens_for(client)
+    me = _claims(t)["sub"]
+    legacy = admin.login()            # a zt-session of the same identity
+    clock.advance(1)
+    assert admin.post("/revocations", json={"id": me, "type": "IDENTITY"}).status_code == 201
+    assert not _works(client, t)
+    r = _refresh(client, t)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_grant"
+    assert legacy.get("/current-identity").status_code == 200   # legacy tokens are not affected
+    # a token issued a second after the revocation works (upstream compares whole seconds)
+    clock.reset()
+    later = tokens_for(client)
+    assert _works(client, later)
+
+
+def test_a_token_issued_in_the_revocations_second_is_refused(admin, ctl):
+    me = admin.get("/current-identity").json()["data"]["id"]
+    assert admin.post("/revocations", json={"id": me, "type": "IDENTITY"}).status_code == 201
+    second = int(clock.parse(admin.get(f"/revocations/{me}").json()["data"]["createdAt"]).timestamp())
+    claims = {"jti": "j", "z_asid": "a", "sub": me}
+    assert tokens.refusal(ctl.store, {**claims, "iat": second}) is not None
+    assert tokens.refusal(ctl.store, {**claims, "iat": second - 1}) is not None
+    assert tokens.refusal(ctl.store, {**claims, "iat": second + 1}) is None

@@ -5,6 +5,9 @@ connection only."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
+
 import jwt
 import pytest
 from cryptography import x509
@@ -169,3 +172,28 @@ def test_a_malformed_subscription_closes_that_channel_only(live, admin, net):
     assert bad.wait_closed(5)
     eve = admin.create("identities", {"name": "rdm-eve", "type": "Device", "isAdmin": False})
     good.expect(20501, timeout=1.5, where=lambda m: eve.encode() in m.body)
+
+
+def test_revocations_of_the_api_reach_a_router_with_their_type_and_cut_off(live, admin, net):
+    """What a v2 router closes channels by: an API_SESSION entry (the ``z_asid``), an IDENTITY
+    one with its ``issuedBefore``, a JTI one; each a revocation event of the data model."""
+    _, r, _ = subscribed(live, admin, "rdm-revocations", "sub-rev")
+    target = admin.create("identities", {"name": "rdm-revoked", "type": "Device", "isAdmin": False})
+    jti, asid = str(uuid.uuid4()), str(uuid.uuid4())
+    for id, kind in ((jti, "JTI"), (asid, "API_SESSION"), (target, "IDENTITY")):
+        assert admin.post("/revocations", json={"id": id, "type": kind}).status_code == 201
+    seen: dict[str, dict] = {}
+    while len(seen) < 3:
+        m = r.expect(20501, timeout=2.0, where=lambda m: any(i.encode() in m.body for i in (jti, asid, target)))
+        for action, kind, f in events(read_pb(m.body)[3]):
+            if kind == "revocation":
+                assert action == "create"
+                seen[text(f, 1)] = f
+    assert {i: text(f, 3) for i, f in seen.items()} == {jti: "JTI", asid: "API_SESSION", target: "IDENTITY"}
+    detail = admin.get(f"/revocations/{target}").json()["data"]
+    expires = read_pb(seen[target][2][0])[1][0]
+    assert abs(expires - int(datetime.fromisoformat(detail["expiresAt"]).timestamp())) <= 1
+    cut_off = read_pb(seen[target][4][0])[1][0]
+    assert abs(cut_off - int(datetime.fromisoformat(detail["createdAt"]).timestamp())) <= 1
+    assert 4 not in seen[jti] and 4 not in seen[asid]
+    r.close()

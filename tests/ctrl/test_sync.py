@@ -5,12 +5,15 @@ sessions alive, its session validation after a reconnect; and what the API says 
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
+import jwt
 import pytest
 
 from tests.ctrl.conftest import enroll_router
 from tests.ctrl.fake_router import f_int, f_str, read_pb
 from tests.ctrl.test_terminators import Identity
+from tests.edge.test_router_oidc import OidcWho
 
 pytestmark = pytest.mark.slow   # a live server with its control channel over TLS
 
@@ -123,3 +126,23 @@ def test_connect_events_show_which_identities_are_connected(live):
     while connected() and time.monotonic() < deadline + 9:
         time.sleep(0.05)
     assert connected() is False
+
+
+def test_a_revoked_oidc_api_session_is_removed_from_the_router(live):
+    """A v1 router holds API sessions as the controller lists them: an OIDC login's too. An
+    API_SESSION revocation ends that session, and the router hears ApiSessionRemoved, as after a
+    logout; a legacy session of the same identity stays."""
+    admin = live.admin()
+    who = Identity(live, admin, "sync-revoked", [])
+    router = enroll_router(live, admin, "sync-rev-router")
+    r = router.online()
+    r.expect(20200)
+    oidc = OidcWho(live, SimpleNamespace(cert_pem=who.cert, key_pem=who.key))
+    asid = jwt.decode(oidc.token, options={"verify_signature": False})["z_asid"]
+    added = r.expect(20200, where=lambda m: any(s["id"] == asid for s in api_sessions(m)))
+    (row_token,) = [s["token"] for s in api_sessions(added) if s["id"] == asid]
+    assert admin.post("/revocations", json={"id": asid, "type": "API_SESSION"}).status_code == 201
+    removed = r.expect(20202, where=lambda m: row_token in [v.decode() for v in read_pb(m.body).get(1, [])])
+    assert who.token not in [v.decode() for v in read_pb(removed.body).get(1, [])]
+    assert who.http.get("/edge/client/v1/current-identity", headers={"zt-session": who.token}).status_code == 200
+    r.close()

@@ -11,6 +11,7 @@ import hashlib
 import secrets
 import urllib.parse
 
+import jwt
 import pytest
 
 from tests.conftest import CLIENT
@@ -106,4 +107,26 @@ def test_a_token_with_another_identitys_certificate_is_refused(edge, net):
         await c.hello(host.token)
         assert await closed_soon(c)
         await asyncio.sleep(0)
+    run(scenario())
+
+
+def test_a_revocation_closes_the_channels_of_the_tokens_it_names(edge, net):
+    """As a v2 router closes them: an API_SESSION revocation (the token's ``z_asid``) closes
+    that session's channel, an IDENTITY one every channel of the identity's earlier tokens; the
+    other identity's channel stays, and a revoked token's new hello is refused."""
+    admin, ids = net
+
+    async def scenario():
+        host, client = OidcWho(edge, ids["o-host.id"]), OidcWho(edge, ids["o-client.id"])
+        h, d = await host.channel(), await client.channel()
+        assert await alive(h) and await alive(d)
+        asid = jwt.decode(client.token, options={"verify_signature": False})["z_asid"]
+        assert admin.post("/revocations", json={"id": asid, "type": "API_SESSION"}).status_code == 201
+        assert await closed_soon(d)
+        assert await alive(h)
+        c = await ec.EdgeClient.open("127.0.0.1", edge.ctl.edge_router.port, client.ident)
+        await c.hello(client.token)
+        assert await closed_soon(c)
+        assert admin.post("/revocations", json={"id": ids["o-host"], "type": "IDENTITY"}).status_code == 201
+        assert await closed_soon(h)
     run(scenario())

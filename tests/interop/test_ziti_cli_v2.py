@@ -15,8 +15,12 @@ import os
 import re
 import socket
 import subprocess
+import time
+import uuid
 from pathlib import Path
 
+import httpx
+import jwt
 import pytest
 
 from tests.edge.conftest import enroll, host, wait_for
@@ -175,3 +179,93 @@ def _copy(src, dst: Path) -> Path:
     import shutil
     shutil.copy(src, dst)
     return dst
+
+
+def revocation_outcomes(cli: Cli) -> list[tuple[int, bool]]:
+    """``ziti edge create revocation identity|api-session|jti`` and ``ziti edge list revocations``:
+    each command's exit code and whether its output shows what it must (the ids are the side's)."""
+    _, made = cli.run("edge", "create", "identity", "cli2-revoked")
+    found = re.search(r"created with id: (\S+)", made)
+    assert found, made
+    ident, jti, asid = found.group(1), str(uuid.uuid4()), str(uuid.uuid4())
+    script: list[tuple[tuple[str, ...], str]] = [
+        (("edge", "create", "revocation", "jti", jti), re.escape(jti)),
+        (("edge", "create", "revocation", "api-session", asid), re.escape(asid)),
+        (("edge", "create", "revocation", "identity", "--", ident), re.escape(ident)),   # ids may start with "-"
+        (("edge", "create", "revocation", "jti", jti), re.escape(jti)),             # again: replaced
+        (("edge", "create", "revocation", "jti", "not-a-uuid"), r"UUID"),
+        (("edge", "create", "revocation", "identity", str(uuid.uuid4())), r"NOT_FOUND|not found"),
+        (("edge", "list", "revocations", f'id="{jti}"'), re.escape(jti) + r".*JTI"),
+        (("edge", "list", "revocations", 'type="API_SESSION"'), re.escape(asid) + r".*API_SESSION"),
+        (("edge", "list", "revocations", f'type="IDENTITY" and id="{ident}"'), re.escape(ident) + r".*IDENTITY"),
+        (("edge", "list", "revocations", 'type="NOPE"'), r"results: none"),
+        (("edge", "list", "revocations", 'nope="x"'), r"INVALID_FILTER|unknown symbol"),
+    ]
+    out = []
+    for args, shows in script:
+        rc, text = cli.run(*args, ok=False)
+        out.append((rc, re.search(shows, text) is not None))
+    return out
+
+
+def test_revocation_commands_answer_as_upstream(ziti2, template_db, tmp_path):
+    ctl = testing.start(_copy(template_db, tmp_path / "cli2-rev.db"), _admin_password())
+    try:
+        lite = Cli(ziti2, tmp_path / "home-lite")
+        lite.run("edge", "login", ctl.url, "-u", "admin", "-p", _admin_password(), "-y")
+        ours = revocation_outcomes(lite)
+    finally:
+        ctl.stop()
+    real = start_quickstart(ziti2, tmp_path / "openziti-v2", V2)
+    try:
+        upstream = Cli(ziti2, tmp_path / "home-real")
+        upstream.run("edge", "login", real.url, "-u", real.admin_user, "-p", real.admin_password, "-y")
+        theirs = revocation_outcomes(upstream)
+    finally:
+        real.stop()
+    assert ours == theirs, list(zip(ours, theirs, strict=True))
+    assert ours[:4] == [(0, True)] * 4 and all(rc != 0 for rc, _ in ours[4:6]), ours
+
+
+def revocation_effects(cli: Cli, url: str, password: str) -> list[int]:
+    """What each revocation the CLI makes does to the OIDC token of its own ``ziti edge login``
+    (the access token's status at the client API's /current-identity before and after), and to
+    a legacy session of the same identity."""
+    http = httpx.Client(base_url=url, verify=False, timeout=30)   # loopback, each controller's own PKI
+
+    def token() -> tuple[str, dict]:
+        cli.run("edge", "login", url, "-u", "admin", "-p", password, "-y")
+        t = cli.saved_session()["apiSession"]["oidcAccessToken"]
+        return t, jwt.decode(t, options={"verify_signature": False})
+
+    def status(t: str) -> int:
+        return http.get("/edge/client/v1/current-identity", headers={"authorization": f"Bearer {t}"}).status_code
+    legacy = http.post("/edge/management/v1/authenticate?method=password",
+                       json={"username": "admin", "password": password}).json()["data"]["token"]
+    out = []
+    for kind, claim in (("jti", "jti"), ("api-session", "z_asid"), ("identity", "sub")):
+        t, claims = token()
+        time.sleep(1.1)     # the identity's cut-off is a second after this token's
+        out.append(status(t))
+        cli.run("edge", "create", "revocation", kind, "--", claims[claim])   # an id may start with "-"
+        out.append(status(t))
+    out.append(http.get("/edge/management/v1/current-identity", headers={"zt-session": legacy}).status_code)
+    time.sleep(1.1)
+    t, _ = token()          # a login a second after the identity's revocation
+    out.append(status(t))
+    http.close()
+    return out
+
+
+def test_revocations_refuse_the_tokens_they_name_as_upstream(ziti2, template_db, tmp_path):
+    ctl = testing.start(_copy(template_db, tmp_path / "cli2-rev-effect.db"), _admin_password())
+    try:
+        ours = revocation_effects(Cli(ziti2, tmp_path / "home-lite"), ctl.url, _admin_password())
+    finally:
+        ctl.stop()
+    real = start_quickstart(ziti2, tmp_path / "openziti-v2", V2)
+    try:
+        theirs = revocation_effects(Cli(ziti2, tmp_path / "home-real"), real.url, real.admin_password)
+    finally:
+        real.stop()
+    assert ours == theirs == [200, 401, 200, 401, 200, 401, 200, 200], (ours, theirs)

@@ -7,10 +7,13 @@ without importing the HTTP provider above.
 
 Each OIDC login creates an ``api_sessions`` row whose id is the tokens' ``z_asid``: service
 sessions, the router's checks, admin listing and deletion then work for token-based sessions as
-for legacy ones. A token is accepted while its signature, audience, type and expiry hold, its
-``jti`` is not on the revocation list and its API session row still exists, so logout, admin
+for legacy ones. A token is accepted while its signature, audience, type and expiry hold, no
+revocation refuses it (OpenZiti 2.0's ``/revocations``: its ``jti``, its API session, its
+identity up to a cut-off; ``refusal``) and its API session row still exists, so logout, admin
 deletion, identity disabling or deletion (all of which delete the row) revoke every token of the
-session at once. Refreshing counts as activity on that row.
+session at once. Refreshing counts as activity on that row. The revocation list is this module's
+too: the provider's own entries (rotated and logged-out tokens) and those of the API
+(``resources/revocations.py``), which end the OIDC sessions they leave without a usable token.
 
 Signing key: the TLS server certificate's key (``auth.certs.server_keypair``), ``kid`` the
 certificate's SHA-1 fingerprint, alg from the key (ES256 for ziti-lite's P-256 keys), as upstream
@@ -25,6 +28,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -196,10 +200,92 @@ def revoke(store, jti: str, exp: int, after: float = 0) -> bool:
         if store.value("SELECT 1 FROM revocations WHERE id = ?", (jti,)) is not None:
             if after or is_revoked(store, jti):
                 return False
-            store.execute("UPDATE revocations SET created_at = ? WHERE id = ?", (at, jti))
+            store.execute("UPDATE revocations SET created_at = ?, updated_at = ? WHERE id = ?", (at, at, jti))
             return True
-        store.execute("INSERT INTO revocations (id, created_at, expires_at) VALUES (?,?,?)", (jti, at, expires))
+        store.execute("INSERT INTO revocations (id, created_at, updated_at, expires_at, type) VALUES (?,?,?,?,?)",
+                      (jti, at, at, expires, REVOKE_JTI))
     return True
+
+
+# ------------------------------------------------------------------ OpenZiti 2.0's revocations
+# A revocation names a token (``JTI``: its ``jti``), an API session (``API_SESSION``: the
+# tokens' ``z_asid``) or an identity (``IDENTITY``: the tokens' ``sub`` issued up to the second
+# it was made, as upstream compares ``iat`` with the revocation's time truncated to the second).
+REVOKE_JTI, REVOKE_API_SESSION, REVOKE_IDENTITY = "JTI", "API_SESSION", "IDENTITY"
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+_UUID_HEX = re.compile(r"[0-9a-f]{32}", re.I)
+
+
+def is_uuid(text: str) -> bool:
+    """Whether ``text`` is a UUID in one of the forms upstream's parser takes (36 characters
+    with dashes, optionally ``urn:uuid:``-prefixed or in braces, or 32 hex digits)."""
+    if text[:9].lower() == "urn:uuid:":
+        text = text[9:]
+    elif text[:1] == "{" and text[-1:] == "}":
+        text = text[1:-1]
+    return bool(_UUID.fullmatch(text) or (len(text) == 32 and _UUID_HEX.fullmatch(text)))
+
+
+def new_api_session_id() -> str:
+    """The id of an API session an OIDC login creates: a UUID, as upstream's ``z_asid`` (legacy
+    API sessions keep their sortable ids), so an ``API_SESSION`` revocation, which must name a
+    UUID, can name it, and only sessions whose tokens are JWTs are ever ended by one."""
+    return str(uuid.uuid4())
+
+
+def lifetime(ctl: AuthController) -> int:
+    """Seconds a revocation is kept: the longest any of our tokens lives (upstream's
+    ``MaxTokenDuration``, 24 h by default: the refresh token's)."""
+    return max(REFRESH_SECONDS, ID_SECONDS, ctl.settings.oidc_access_seconds)
+
+
+def put_revocation(ctl: AuthController, id: str, kind: str, tags: str = "{}") -> None:
+    """Create or replace (upstream's ``CreateOrReplace``: a repeat refreshes the cut-off and the
+    expiry) the revocation ``id`` of ``kind`` as of now, and end the API sessions it leaves
+    without a usable token (``end_sessions``). Inside the caller's write."""
+    now = clock.now()
+    at, expires = clock.fmt(now), clock.fmt(now + dt.timedelta(seconds=lifetime(ctl)))
+    with ctl.store.write():
+        ctl.store.execute("DELETE FROM revocations WHERE id = ?", (id,))
+        ctl.store.execute("INSERT INTO revocations (id, created_at, updated_at, expires_at, type, tags)"
+                          " VALUES (?,?,?,?,?,?)", (id, at, at, expires, kind, tags))
+        end_sessions(ctl.store, id, kind)
+
+
+def end_sessions(store, id: str, kind: str) -> int:
+    """Delete the API sessions whose every token a new revocation refuses: the OIDC session an
+    ``API_SESSION`` one names, every OIDC session of an ``IDENTITY`` one's identity (its tokens,
+    refresh tokens included, were all issued before the cut-off). Legacy sessions (zt-session
+    tokens, which revocations do not touch) stay. What else ends with the row (service sessions,
+    the routers' ApiSessionRemoved and SessionRemoved, the embedded router's channels) follows
+    as for a logout. Returns how many went."""
+    if kind == REVOKE_API_SESSION:
+        ids = [id] if is_uuid(id) else []
+    elif kind == REVOKE_IDENTITY:
+        ids = [s for s in store.column("SELECT id FROM api_sessions WHERE identity_id = ?", (id,)) if is_uuid(s)]
+    else:
+        return 0
+    for sid in ids:
+        store.execute("DELETE FROM api_sessions WHERE id = ?", (sid,))
+    return len(ids)
+
+
+def refusal(store, claims: dict) -> str | None:
+    """Why a revocation refuses a token with ``claims``, or None: its ``jti`` revoked (a
+    revocation in force: ``created_at`` not in the future), its API session revoked, or its
+    identity revoked at or after the second it was issued in."""
+    rows = store.all("SELECT id, created_at FROM revocations WHERE id IN (?, ?, ?)",
+                     (claims["jti"], claims["sub"], claims["z_asid"]))
+    now = clock.now()
+    for r in rows:
+        at = clock.parse(r["created_at"])
+        if r["id"] == claims["jti"] and at <= now:
+            return "the token has been revoked"
+        if r["id"] == claims["z_asid"] and at <= now:
+            return "the token's API session has been revoked"
+        if r["id"] == claims["sub"] and int(at.timestamp()) >= int(claims.get("iat") or 0):
+            return "the token's identity has been revoked"
+    return None
 
 
 def prune(ctl: AuthController) -> None:
@@ -217,6 +303,9 @@ def verify_refresh(ctl: AuthController, token: str, grace: int = 0) -> dict:
         since = (clock.now() - clock.parse(revoked_at)).total_seconds()
         if since >= grace:
             raise Rejected("the refresh token has been revoked (used already, or logged out)")
+    why = refusal(ctl.store, {**claims, "jti": ""})    # its own jti: the grace above
+    if why is not None:
+        raise Rejected(why)
     return claims
 
 
@@ -245,8 +334,9 @@ def verify_access(ctl: AuthController, token: str) -> dict:
     elif claims["exp"] <= _epoch():
         cache.pop(token, None)
         raise Rejected("the access token has expired")
-    if is_revoked(ctl.store, claims["jti"]):
-        raise Rejected("the access token has been revoked")
+    why = refusal(ctl.store, claims)
+    if why is not None:
+        raise Rejected(why)
     return claims
 
 

@@ -145,10 +145,12 @@ def lookup(ctl: AuthController, token: str | None, headers=None) -> Session | No
 
 
 def create(ctl: AuthController, identity_id: str, authenticator_id: str, ip: str, config_types: list[str],
-           mfa_required: bool = False, cert_extendable: bool = False, improper_chain: bool = False) -> dict:
+           mfa_required: bool = False, cert_extendable: bool = False, improper_chain: bool = False,
+           id: str | None = None) -> dict:
+    """A new API session row (``id``: the OIDC provider's, a UUID; else a sortable one)."""
     now = clock.stamp()
     row = {
-        "id": new_sortable_id(), "created_at": now, "updated_at": now, "token": new_token(),
+        "id": id or new_sortable_id(), "created_at": now, "updated_at": now, "token": new_token(),
         "identity_id": identity_id, "authenticator_id": authenticator_id, "ip_address": ip,
         "config_types": config_types, "is_mfa_required": int(mfa_required), "is_mfa_complete": 0,
         "is_cert_extendable": int(cert_extendable), "last_activity_at": now,

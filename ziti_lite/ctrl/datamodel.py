@@ -14,8 +14,9 @@ our timeline and an index we still hold the change sets after, just those.
 Entities keep their encoded bytes while their row is unchanged, so a re-read costs the SQL and
 a tuple comparison per row. Revocations: an API session that goes (logout, deletion, expiry) is
 revoked for as long as an access token naming it may live, an identity disabled or deleted is
-revoked as of now, and the OIDC revocation list (``revocations``: token ids) is sent as ``JTI``
-ones. Facts: ``shared/reference/behaviour/ctrl-channel-v2.md`` §4.
+revoked as of now, and the revocation list (``revocations``: OpenZiti 2.0's entity, token ids,
+API sessions and identities) is sent with each entry's type, an identity's with its cut-off.
+Facts: ``shared/reference/behaviour/ctrl-channel-v2.md`` §4.
 """
 
 from __future__ import annotations
@@ -216,10 +217,15 @@ class DataModel(Part):
             out[(REVOCATION, rid)] = pb.encode(messages.RDM_REVOCATION, {
                 "id": rid, "expiresAt": _stamp(expires), "type": kind,
                 "issuedBefore": _stamp(issued) if issued else None})
-        for r in self.server.ctl.store.all("SELECT id, expires_at FROM revocations"):
+        # the revocation list (/revocations and the provider's own): an IDENTITY entry's cut-off
+        # (issuedBefore) is when it was made
+        for r in self.server.ctl.store.all("SELECT id, type, created_at, expires_at FROM revocations"
+                                           " WHERE expires_at >= ?", (clock.stamp(),)):
             expires = clock.parse(r["expires_at"]).timestamp()
+            issued = clock.parse(r["created_at"]).timestamp() if r["type"] == "IDENTITY" else 0.0
             out[(REVOCATION, r["id"])] = pb.encode(messages.RDM_REVOCATION, {
-                "id": r["id"], "expiresAt": _stamp(expires), "type": "JTI"})
+                "id": r["id"], "expiresAt": _stamp(expires), "type": r["type"],
+                "issuedBefore": _stamp(issued) if issued else None})
         return out
 
     # ------------------------------------------------------------------ changes

@@ -107,6 +107,8 @@ async def password_login(ctx: Ctx, body: Authenticate) -> Login:
                     (clock.fmt(now), until, ident["id"]),
                 )
                 store.execute("DELETE FROM api_sessions WHERE identity_id = ?", (ident["id"],))
+                # disabled: its tokens so far are revoked, as any disabling does (resources/revocations.py)
+                oidc_tokens.put_revocation(ctx.ctl, ident["id"], oidc_tokens.REVOKE_IDENTITY)
     if not ok:
         raise InvalidAuth()
     return Login(ident["id"], auth["id"])

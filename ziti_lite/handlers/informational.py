@@ -141,7 +141,7 @@ SUMMARY_TABLES = {
     "mfas": "mfa",
     "postureCheckTypes": "posture_check_types",
     "postureChecks": "posture_checks",
-    "revocations": None,
+    "revocations": "revocations",
     "routers": "routers",
     "routers.edge": "routers WHERE is_edge = 1",
     "serviceEdgeRouterPolicies": "service_edge_router_policies",

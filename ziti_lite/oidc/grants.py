@@ -81,7 +81,8 @@ def _code_grant(p: Provider, request: Request, form: dict[str, str]) -> Response
     with store.write():
         row = sessions.create(p.ctl, r.identity_id, r.authenticator_id, ip, r.config_types,
                               mfa_required=mfa_verified, cert_extendable=r.cert_extendable,
-                              improper_chain=bool(r.cert_flags.get("z_iccc")))
+                              improper_chain=bool(r.cert_flags.get("z_iccc")),
+                              id=tokens.new_api_session_id())
         if tokens.AMR_TOTP in r.amr:
             store.execute("UPDATE api_sessions SET is_mfa_complete = 1, mfa_passed_at = ? WHERE id = ?",
                           (clock.stamp(), row["id"]))

@@ -7,6 +7,7 @@
     routers.py          edge routers, routers, transit routers, terminators
     posture.py          posture check types and posture checks
     policies.py         service, edge router and service edge router policies
+    revocations.py      revocations (OpenZiti 2.0: token ids, API sessions, identities)
 
 Each family module's ``RESOURCES`` are mounted by ``ziti_lite.wiring``, whose ``resources()``
 lists them all.
