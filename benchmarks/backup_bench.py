@@ -110,8 +110,8 @@ def rpo(tmp: Path, rounds: int, out: dict) -> None:
 
 
 # ---------------------------------------------------------------------------------- 2. recovery time
-def restore_and_serve(snapshot: Path, folder: Path, port: int, ca: str, *extra: str) -> tuple[float, float,
-                                                                                            recovery.Process, float]:
+def restore_and_serve(snapshot: Path, folder: Path, port: int, ca: str, ctrl_port: int = 0) -> tuple[
+        float, float, recovery.Process, float]:
     """(restore s, restore start -> API answering s, the server, t0 of the restore)."""
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "net.db"
@@ -120,7 +120,7 @@ def restore_and_serve(snapshot: Path, folder: Path, port: int, ca: str, *extra: 
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     restored = time.monotonic() - t0
-    proc = recovery.start(recovery.serve_args(db, port, "127.0.0.1", *extra), folder / "serve.log")
+    proc = recovery.start(recovery.serve_args(db, port, "127.0.0.1", ctrl_port), folder / "serve.log")
     recovery.wait_ready(f"https://127.0.0.1:{port}", ca, proc, timeout=120)
     return restored, time.monotonic() - t0, proc, t0
 
@@ -174,7 +174,7 @@ def rto_router(folder: Path) -> tuple[float, float] | None:
         subprocess.run([sys.executable, "-m", "ziti_lite", "snapshot", "--db", str(db), str(snapshot)], check=True,
                        capture_output=True, timeout=60)
         old.kill9()
-        _, answering, new, t0 = restore_and_serve(snapshot, folder / "new", port, ca, "--ctrl-port", str(ctrl))
+        _, answering, new, t0 = restore_and_serve(snapshot, folder / "new", port, ca, ctrl)
         try:
             admin = _Admin(testing.Management(f"https://127.0.0.1:{port}", ca, ADMIN_USER, ADMIN_PASSWORD,
                                               str(folder)))

@@ -222,7 +222,8 @@ def test_the_checkpointer_never_restarts_the_log_under_litestream(app, ctl, db_p
     """Litestream copies the WAL's frames to its replicas and holds a read transaction so nobody
     restarts the log before it has them; it runs its own checkpoints. While serving, ours are
     PASSIVE only (they copy frames up to that reader's snapshot and never wait for it or restart
-    the log); the one TRUNCATE is the shutdown's, after the API has stopped."""
+    the log), and so is the shutdown's on a file Litestream replicates (a TRUNCATE would wait for
+    its read lock; on any other file it empties the log, below)."""
     monkeypatch.setattr(checkpoint, "PAGES", 20)
     monkeypatch.setattr(checkpoint, "REWIND_PAGES", 100)     # the rewind logic at work throughout
     modes: list[tuple[int, bool]] = []
@@ -251,6 +252,6 @@ def test_the_checkpointer_never_restarts_the_log_under_litestream(app, ctl, db_p
         finally:
             litestream.execute("COMMIT")
             litestream.close()
-    serving = [mode for mode, stopping in modes if not stopping]
-    assert serving and set(serving) == {apsw.SQLITE_CHECKPOINT_PASSIVE}
-    assert [mode for mode, stopping in modes if stopping][-1] == apsw.SQLITE_CHECKPOINT_TRUNCATE
+    # while serving, and at shutdown on a file Litestream replicates (its table is there): passive only
+    assert modes and {mode for mode, _ in modes} == {apsw.SQLITE_CHECKPOINT_PASSIVE}
+    assert any(stopping for _, stopping in modes) and ck.busy == 0

@@ -102,6 +102,38 @@ def test_litestream_replica_restores_every_write_older_than_two_seconds(litestre
     assert present <= {n for n, _ in writer.acked} | {f"w-{len(writer.acked):06d}"}   # nothing invented
 
 
+def test_a_stop_under_litestream_keeps_every_write(litestream, template_db, tmp_path):
+    """SIGTERM to litestream: it stops ziti-lite (which leaves the log to Litestream: no TRUNCATE
+    that would wait for its read lock), syncs the rest and exits; the replica has every write."""
+    db, ca = box(template_db, tmp_path / "box")
+    config = recovery.write_config(tmp_path / "litestream.yml", db, tmp_path / "replica")
+    port = testing.free_port()
+    url = f"https://127.0.0.1:{port}"
+    proc = recovery.replicate(litestream, config, recovery.serve_args(db, port), tmp_path / "replicate.log")
+    try:
+        recovery.wait_ready(url, ca, proc)
+        admin = testing.Management(url, ca, ADMIN_USER, ADMIN_PASSWORD, str(tmp_path))
+        made = {f"s-{i}" for i in range(40)}
+        for name in sorted(made):
+            admin.create("identities", {"name": name, "type": "User", "isAdmin": False})
+        proc.proc.send_signal(15)
+        assert proc.proc.wait(30) == 0, proc.tail()
+    finally:
+        proc.stop()
+    assert "database busy" not in proc.tail() and "litestream shut down" in proc.tail()
+    for f in db.parent.glob("net.db*"):
+        f.unlink()
+    shutil.rmtree(db.parent / ".net.db-litestream", ignore_errors=True)
+    r = recovery.restore(litestream, config, db)
+    assert r.returncode == 0, r.stdout + r.stderr
+    served = recovery.start(recovery.serve_args(db, port), tmp_path / "restored.log")
+    try:
+        recovery.wait_ready(url, ca, served)
+        assert names(testing.Management(url, ca, ADMIN_USER, ADMIN_PASSWORD, str(tmp_path)), "s") == made
+    finally:
+        served.stop()
+
+
 # ---------------------------------------------------------------------- a move to a new box
 NAME = "localhost"          # the controller's advertised name: what the routers and SDK identities know
 
