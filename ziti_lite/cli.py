@@ -33,13 +33,13 @@ class Duration(click.ParamType):
 
     name = "duration"
 
-    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+    def convert(self, value: Any, param: Any, command: Any) -> float:   # (click's context, positionally)
         if isinstance(value, int | float):
             return float(value)
         try:
             return clock.parse_duration(str(value))
         except ValueError as e:
-            self.fail(str(e), param, ctx)
+            self.fail(str(e), param, command)
 
 # serve's options, each declared here once: (name, default, click type, help). The option is
 # --NAME with dashes, its environment variable ZITI_LITE_NAME, and it goes to the Settings field

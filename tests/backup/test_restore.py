@@ -184,3 +184,26 @@ def test_restore_onto_a_new_machine_needs_no_file_there(snap, tmp_path):
     missing = tmp_path / "nowhere" / "net.db"
     r = invoke("--db", str(missing), str(snap))
     assert r.exit_code == 1 and "no directory" in r.output
+
+
+@pytest.mark.slow
+def test_refused_while_ziti_lite_serve_runs_on_the_file(admin_template, tmp_path):
+    """The same refusal with a real ``ziti-lite serve`` holding the file; once it has stopped the
+    restore goes through."""
+    from ziti_lite import testing
+
+    db = tmp_path / "net.db"
+    shutil.copy(admin_template[0], db)
+    snapshot = tmp_path / "snap.db"
+    assert CliRunner().invoke(cli, ["snapshot", "--db", str(db), str(snapshot)]).exit_code == 0
+    server = testing.start(db, ADMIN_PASSWORD, edge=False)
+    try:
+        server.client.create_identity("while-serving")
+        r = invoke("--db", str(db), str(snapshot))
+        assert r.exit_code == 1 and f"(pid {server.proc.pid})" in r.output and "stop that server first" in r.output
+    finally:
+        assert server.stop() == 0
+    assert named(db, "while-serving") == 1
+    r = invoke("--db", str(db), str(snapshot))
+    assert r.exit_code == 0, r.output
+    assert named(db, "while-serving") == 0
