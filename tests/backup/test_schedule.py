@@ -222,3 +222,19 @@ def test_without_snapshot_every_there_is_no_check_and_no_samples(app):
         text = client.get("/metrics").text
         assert "# TYPE ziti_lite_snapshots_total counter" in text and "ziti_lite_snapshots_total{" not in text
         assert "snapshots" not in {c["id"] for c in client.get("/health-checks").json()["data"]["checks"]}
+
+
+def test_the_options_and_their_environment_variables_reach_the_settings(tmp_path, monkeypatch):
+    from ziti_lite import server
+    seen = []
+    monkeypatch.setattr(server, "serve", lambda settings, log_level: seen.append(settings))
+    monkeypatch.setattr("signal.signal", lambda *args: None)     # serve's handlers stay out of pytest
+    env = {"ZITI_LITE_SNAPSHOT_EVERY": "1h30m", "ZITI_LITE_SNAPSHOT_DIR": str(tmp_path),
+           "ZITI_LITE_SNAPSHOT_KEEP": "7"}
+    r = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "x.db")], env=env)
+    assert r.exit_code == 0, r.output
+    assert (seen[0].snapshot_every, seen[0].snapshot_dir, seen[0].snapshot_keep) == (5400.0, str(tmp_path), 7)
+    r = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "x.db"), "--snapshot-every", "15m"])
+    assert r.exit_code == 0 and seen[1].snapshot_every == 900.0 and seen[1].snapshot_dir is None
+    r = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "x.db"), "--snapshot-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "without --snapshot-every" in r.output

@@ -104,10 +104,18 @@ def restore(db: str, snapshot: str, now: dt.datetime | None = None) -> Restored:
     try:
         version, identities, routers = inspect(snapshot)
         staged = db + ".restoring"
-        _copy(snapshot, staged)
-        aside = _set_aside(db, now or dt.datetime.now(dt.UTC))
-        os.replace(staged, db)
-        _fsync_dir(folder)
+        try:
+            _copy(snapshot, staged)
+        except (OSError, apsw.Error) as e:
+            raise RestoreRefused(f"cannot write the restored copy beside {db} ({e}): free space there or give"
+                                 " ziti-lite write permission; nothing was changed") from None
+        try:
+            aside = _set_aside(db, now or dt.datetime.now(dt.UTC))
+            os.replace(staged, db)
+            _fsync_dir(folder)
+        except OSError as e:
+            raise RestoreRefused(f"the restore stopped half way ({e}): the snapshot's copy is {staged}, the old"
+                                 f" file {db} or {db}.replaced-*; put one of them at {db} by hand") from None
     finally:
         dblock.release(held)
     return Restored(db, snapshot, version, identities, routers, aside)

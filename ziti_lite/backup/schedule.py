@@ -158,6 +158,7 @@ class Snapshotter:
         self.error: str | None = None        # the last attempt's failure, None once one succeeds
         self.failing_since: float | None = None
         self.running = False                 # a snapshot is being written
+        self._last_attempt = 0.0
         self._logged: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -208,8 +209,6 @@ class Snapshotter:
                         os.remove(os.path.join(self.folder, name))
 
     # ------------------------------------------------------------------ one snapshot
-    _last_attempt = 0.0
-
     def take(self) -> Outcome:
         """Write one snapshot now and prune; never raises (a failure is reported and counted)."""
         when = self._last_attempt = self.now()
