@@ -34,11 +34,11 @@ test-slow: install  ## the slow tests only (test + test-slow = test-all: what CI
 test-all: install  ## every test but the interop ones, in one session
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not interop"
 
-interop: install  ## interop with real SDKs and the ziti CLI built here (needs go and the Go module proxy), and the console
+interop: install  ## interop with real SDKs, the ziti CLI and litestream built here (needs go and the Go module proxy), and the console
 	$(VENV)/bin/pip install -q playwright   # its Python API drives Debian's chromium (tests/interop/test_zac45.py)
 	$(PY) -m pytest -m interop -q
 
-bench: install  ## benchmarks: one table (vs bare stack, logins, router, OpenZiti), then policy, client API, real routers, the router data model, scale, fabric, events, permission check
+bench: install  ## benchmarks: one table (vs bare stack, logins, router, OpenZiti), then policy, client API, real routers, the router data model, scale, fabric, events, permission check, backups (recovery point and time, snapshot cost)
 	$(PY) benchmarks/table.py
 	$(PY) benchmarks/policy_bench.py
 	$(PY) benchmarks/client_bench.py
@@ -48,6 +48,7 @@ bench: install  ## benchmarks: one table (vs bare stack, logins, router, OpenZit
 	$(PY) benchmarks/fabric_bench.py
 	$(PY) benchmarks/events_bench.py
 	$(PY) benchmarks/permissions_bench.py
+	$(PY) benchmarks/backup_bench.py
 
 fuzz: install  ## schemathesis against the served spec
 	$(VENV)/bin/pip install -q schemathesis

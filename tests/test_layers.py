@@ -29,6 +29,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the OpenZiti channel codec every channel peer shares (SDKs, real routers, the ws-api)
     ("channel", ("ziti_lite.channel.*",)),
     ("db", ("ziti_lite.db.*", "ziti_lite.integrity")),
+    # backups of the one file: timed snapshots while serving, restore (on the store and its lock)
+    ("backup", ("ziti_lite.backup.*",)),
     ("pki", ("ziti_lite.pki.*",)),
     # the controller's own certificates over time: renewal, live TLS contexts, expiry, start-up checks
     ("lifecycle", ("ziti_lite.lifecycle.*",)),
@@ -75,6 +77,7 @@ LAZY: dict[tuple[str, str], str] = {
     ("ziti_lite.cli", "ziti_lite.netcode.why"): "CLI start-up: only `apply`/`test`/`why` load netcode",
     ("ziti_lite.cli", "ziti_lite.wiring"): "CLI start-up: `version` and `--help` load no controller",
     ("ziti_lite.cli", "ziti_lite.db.store"): "CLI start-up: only commands that open a database load apsw",
+    ("ziti_lite.cli", "ziti_lite.backup.restore"): "CLI start-up: only `restore` loads it (and apsw)",
     ("ziti_lite.cli", "ziti_lite.events.audit"): "CLI start-up: only `audit` loads the audit trail's queries",
     ("ziti_lite.testing", "ziti_lite.app"): "pytest plugin (entry point pytest11) loaded by every pytest run"
                                             " where ziti-lite is installed: stdlib only until a fixture runs",

@@ -30,6 +30,7 @@ from .api.context import Ctx, not_parsable, too_deep
 from .api.ops import AFTER_CHANGE, WEBSOCKETS
 from .api.router import AuthLevel, Router
 from .auth import oidc_tokens, sessions
+from .backup.schedule import Snapshotter
 from .config import Settings
 from .ctrl.server import CtrlServer
 from .db.checkpoint import Checkpointer
@@ -66,7 +67,7 @@ class Controller:
     """Everything a request handler may need, created once per process. Every attribute is
     declared here (``__slots__``): state a module keeps per controller has its slot below."""
 
-    __slots__ = ("settings", "store", "activity", "state", "instance_id", "router", "jobs", "checkpointer",
+    __slots__ = ("settings", "store", "activity", "state", "instance_id", "router", "jobs", "checkpointer", "snapshots",
                  "ssl_context", "edge_ssl_context", "edge_sock", "edge_router", "router_states", "periodic",
                  "router_lines", "ctrl_ssl_context", "ctrl_sock", "ctrl_server",
                  "session_rows", "extjwt_keys", "posture_states", "service_change_memory", "service_override_sigs",
@@ -80,6 +81,7 @@ class Controller:
     router: Router                          # the route table (wiring.load)
     jobs: dict[str, Any]                    # the integrity job and the snapshot rate limit (handlers/database.py)
     checkpointer: Checkpointer | None       # made by the first lifespan (serving)
+    snapshots: Snapshotter | None           # timed snapshots while serving (backup/schedule.py; --snapshot-every)
     ssl_context: ssl.SSLContext | None      # the API's TLS context (server.build sets it)
     edge_ssl_context: ssl.SSLContext | None  # the edge router's (server.build sets it)
     edge_sock: socket.socket | None         # a pre-bound socket for the edge router (tests)
@@ -112,6 +114,7 @@ class Controller:
         self.instance_id = self.state["instance_id"]
         self.jobs = {}
         self.checkpointer = None
+        self.snapshots = None
         self.ssl_context = None
         self.edge_ssl_context = None
         self.edge_sock = None
@@ -288,6 +291,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
                 ctl.checkpointer = Checkpointer(ctl.store)
             checkpointer = ctl.checkpointer
             checkpointer.start()
+        snapshots = _start_snapshots(ctl)
         if renewal.tick not in ctl.periodic:   # certificates renewed while serving
             ctl.periodic.append(renewal.tick)
         if oidc_tokens.prune not in ctl.periodic:   # expired revocations (the provider's and /revocations')
@@ -305,6 +309,8 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            if snapshots is not None:
+                snapshots.stop()
             if checkpointer is not None:
                 checkpointer.stop()
 
@@ -316,6 +322,20 @@ def create_app(settings: Settings, store: Store | None = None) -> Starlette:
     app.specials = dict.fromkeys(PATHS, observer.special)
     app.state.controller = ctl
     return app
+
+
+def _start_snapshots(ctl: Controller) -> Snapshotter | None:
+    """The timed snapshots of ``--snapshot-every`` (the first lifespan starts them; a nested one
+    shares them)."""
+    settings = ctl.settings
+    if not settings.snapshot_every or (ctl.snapshots is not None and ctl.snapshots.started):
+        return None
+    if settings.db in ("", ":memory:") or settings.db.startswith("file:"):
+        log.warning("--snapshot-every: %s is no file; no snapshots are taken", settings.db)
+        return None
+    ctl.snapshots = Snapshotter(settings.db, settings.snapshot_every, settings.snapshot_dir, settings.snapshot_keep)
+    ctl.snapshots.start()
+    return ctl.snapshots
 
 
 class _App(Starlette):

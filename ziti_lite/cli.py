@@ -1,4 +1,4 @@
-"""The ``ziti-lite`` command: serve, snapshot, check, export, import, apply, test, why, routes, version.
+"""The ``ziti-lite`` command: serve, snapshot, restore, check, export, import, apply, test, why, routes, version.
 
 Each command imports what it runs when it runs (``ziti-lite version`` loads no server), and every
 command that opens a database first loads the whole controller (``wiring.load``) so that its
@@ -26,6 +26,20 @@ def cli() -> None:
 
 
 REQUIRED = object()
+
+
+class Duration(click.ParamType):
+    """A duration as ``90s``, ``15m``, ``1h30m``, ``1d`` (or seconds), converted to seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: Any, command: Any) -> float:   # (click's context, positionally)
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return clock.parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, command)
 
 # serve's options, each declared here once: (name, default, click type, help). The option is
 # --NAME with dashes, its environment variable ZITI_LITE_NAME, and it goes to the Settings field
@@ -68,6 +82,11 @@ SERVE_OPTIONS: tuple[tuple[str, Any, Any, str | None], ...] = (
     ("audit_days", 90.0, click.FloatRange(min=0), "keep audit rows this long (0: no audit trail)"),
     ("audit_max_rows", 1_000_000, click.IntRange(min=1), "keep at most this many audit rows"),
     ("loop", "auto", click.Choice(["auto", "uvloop", "asyncio"]), "event loop (auto: uvloop when installed)"),
+    ("snapshot_every", None, Duration(),
+     "take a consistent snapshot of the database this often (90s, 15m, 1h, 1d) [default: never]"),
+    ("snapshot_dir", None, click.Path(file_okay=False),
+     "folder of the timed snapshots (must exist) [default: snapshots/ beside --db, created]"),
+    ("snapshot_keep", 24, click.IntRange(min=1), "timed snapshots kept; the oldest beyond are removed"),
 )
 
 
@@ -96,6 +115,9 @@ def serve(log_level: str, events_types: str | None, zac: str | None, **options: 
         types = parse_types(events_types)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--events-types") from None
+    if options.get("snapshot_dir") and not options.get("snapshot_every"):
+        raise click.BadParameter("a snapshot folder without --snapshot-every: say how often too (e.g. 1h)",
+                                 param_hint="--snapshot-dir")
     if zac and not os.path.isfile(os.path.join(zac, "index.html")):
         raise click.BadParameter(f"{zac} has no index.html (a built console has one)", param_hint="--zac")
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the handler
@@ -119,6 +141,30 @@ def snapshot(db, out) -> None:
     store.snapshot(out)
     store.close()
     click.echo(f"snapshot written to {out}")
+
+
+@cli.command()
+@click.option("--db", "db", required=True, type=click.Path(dir_okay=False), envvar="ZITI_LITE_DB",
+              help="the controller database to replace (its server must be stopped)")
+@click.argument("snapshot", type=click.Path(exists=True, dir_okay=False))
+def restore(db, snapshot) -> None:
+    """Put SNAPSHOT (ziti-lite snapshot, serve --snapshot-every, litestream restore) back as the
+    database --db; the file it replaces is kept aside as DB.replaced-<time>."""
+    from .backup import restore as restoring
+
+    try:
+        done = restoring.restore(db, snapshot)
+    except restoring.RestoreRefused as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"restored {db} from {snapshot}: {done.identities} identities, {done.routers} routers"
+               f" (schema version {done.version})")
+    if done.aside:
+        click.echo(f"the file it replaced is kept as {done.aside}")
+    if done.upgrade:
+        click.echo(f"the snapshot is from an older ziti-lite: the server upgrades it to schema version"
+                   f" {restoring.SCHEMA_VERSION} at its next start (a snapshot of it is written beside it first)")
+    click.echo(f"start the controller: ziti-lite serve --db {db}"
+               " (with the --advertise name and the ports its routers know)")
 
 
 @cli.command()

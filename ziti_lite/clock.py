@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import overload
 
 UTC = dt.UTC
@@ -56,3 +57,22 @@ def parse(text: str) -> dt.datetime:
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
     return t
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a duration as an operator writes it: ``90s``, ``15m``, ``1h30m``, ``1d``, ``500ms``,
+    or a bare number of seconds. ValueError names what is accepted."""
+    s = text.strip().lower()
+    try:
+        seconds = float(s)
+    except ValueError:
+        parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", s)
+        if not parts or "".join(n + u for n, u in parts) != s:
+            raise ValueError(f"{text!r} is no duration: write it as 90s, 15m, 1h30m or 1d") from None
+        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise ValueError(f"{text!r}: a duration must be more than zero")
+    return seconds

@@ -26,6 +26,10 @@ class Settings:
     zac: str | None = None                  # a built admin console (ZAC) served at /zac/
     log_format: str = "text"                # "json": JSON lines, access records with request ids
     checkpointer: bool = True               # WAL checkpoints in a worker thread while serving (tests: off)
+    # timed snapshots (backup/schedule.py)
+    snapshot_every: float | None = None     # seconds between two snapshots; None: no timed snapshots
+    snapshot_dir: str | None = None         # their folder; None: "snapshots" beside the database
+    snapshot_keep: int = 24                 # snapshots kept; the oldest beyond are removed
     # connection hardening (connections.py)
     idle_timeout: float = 5.0               # seconds a connection may take to send a request head
     handshake_timeout: float = 5.0          # seconds a client may take to finish the TLS handshake

@@ -6,14 +6,16 @@
 ids and verdicts only; ``/health-checks/controller/raft`` adds ``raft``, never enabled here).
 The checks run when asked: ``sqlite.read`` (a read of the database), ``tls.server-certificate``
 (healthy with ``"warning": true`` once the certificate is in its renewal window and was not
-renewed, failing once it has ended) and, when the embedded router is configured,
-``edge-router`` (it listens).
+renewed, failing once it has ended), when the embedded router is configured,
+``edge-router`` (it listens), and with ``--snapshot-every`` ``snapshots`` (the newest good
+snapshot's age; failing while the last attempt failed or the newest is over twice the interval old).
 
 ``GET /metrics`` is the Prometheus text exposition format (0.0.4), rendered here (a handful of
 series do not need the ``prometheus_client`` dependency): requests by API, operation, method and
 status; request latency histograms by API and operation; logins by method and result; API
 sessions and sessions in the database; seconds until the controller's certificates and the
-soonest identity and router certificates end, and renewals of the controller's; the edge
+soonest identity and router certificates end, and renewals of the controller's; the timed
+snapshots (attempts by result, age of the newest good one, its duration, failing); the edge
 router's channels, connections, terminators, connected identities, circuits since start, bytes
 since start and bytes of its open channels.
 
@@ -36,6 +38,7 @@ from starlette.responses import Response
 from . import __version__, clock
 from .api import envelope as env
 from .auth.methods import METHODS
+from .backup.schedule import Snapshotter
 from .ctrl.server import CtrlController
 from .edge.controller import EdgeController
 from .errors import ApiError
@@ -51,6 +54,8 @@ PATHS = ("/health-checks", "/health-checks/controller/raft", "/metrics")
 class ObservedController(EdgeController, CtrlController, LifecycleController, Protocol):
     """The controller as metrics and health checks see it (a Protocol: ``app`` imports this
     module, so naming ``app.Controller`` here would close a folder cycle)."""
+
+    snapshots: Snapshotter | None
 
 
 class Metrics:
@@ -74,7 +79,8 @@ class Metrics:
     def render(self, ctl: ObservedController) -> str:
         """The Prometheus text of every family, section by section."""
         out = _Lines()
-        for section in (self._process, self._http, _database, _certificates, _events, _edge_router, _ctrl):
+        for section in (self._process, self._http, _database, _snapshots, _certificates, _events, _edge_router,
+                        _ctrl):
             section(ctl, out)
         return "\n".join(out) + "\n"
 
@@ -123,6 +129,30 @@ def _database(ctl: ObservedController, out: _Lines) -> None:
     out.family("ziti_lite_sessions", "gauge", "service (Dial/Bind) sessions in the database, by type")
     for kind, n in store.conn.execute("SELECT type, count(*) FROM sessions GROUP BY type ORDER BY type"):
         out.append(f'ziti_lite_sessions{{type="{_esc(kind)}"}} {n}')
+
+
+def _snapshots(ctl: ObservedController, out: _Lines) -> None:
+    """The timed snapshots (``--snapshot-every``, ``backup/schedule.py``): families always, samples
+    while they run."""
+    snaps = ctl.snapshots
+    out.family("ziti_lite_snapshots_total", "counter", "timed snapshots attempted by this process, by result")
+    out.family("ziti_lite_snapshot_age_seconds", "gauge",
+               "seconds since the newest good snapshot in the snapshot folder was taken")
+    out.family("ziti_lite_snapshot_last_success_timestamp_seconds", "gauge",
+               "when the newest good snapshot was taken (unix time)")
+    out.family("ziti_lite_snapshot_duration_seconds", "gauge", "seconds the last good snapshot took to write")
+    out.family("ziti_lite_snapshot_failing", "gauge", "1 while the last snapshot attempt failed (the log says why)")
+    if snaps is None:
+        return
+    out.append(f'ziti_lite_snapshots_total{{result="success"}} {snaps.ok}')
+    out.append(f'ziti_lite_snapshots_total{{result="failure"}} {snaps.failed}')
+    age = snaps.age()
+    if age is not None and snaps.last_good is not None:
+        out.append(f"ziti_lite_snapshot_age_seconds {age:.3f}")
+        out.append(f"ziti_lite_snapshot_last_success_timestamp_seconds {snaps.last_good:.3f}")
+    if snaps.last_seconds is not None:
+        out.append(f"ziti_lite_snapshot_duration_seconds {snaps.last_seconds:.3f}")
+    out.append(f"ziti_lite_snapshot_failing {int(snaps.error is not None)}")
 
 
 def _certificates(ctl: ObservedController, out: _Lines) -> None:
@@ -265,6 +295,11 @@ class Health:
         return f"listening on {ctrl.address}, {len(online)} router(s) online" + (f": {', '.join(online)}" if online
                                                                                    else "")
 
+    def _snapshots(self, ctl: ObservedController) -> str:
+        if ctl.snapshots is None:
+            raise RuntimeError("timed snapshots are configured but not running")
+        return ctl.snapshots.health()
+
     def _server_cert(self, ctl: ObservedController) -> str:
         level, text = expiry.server_state(ctl.state)
         if level == "failing":
@@ -277,6 +312,8 @@ class Health:
             checks.append(("edge-router", self._router))
         if ctl.settings.ctrl_port or ctl.ctrl_sock is not None:
             checks.append(("ctrl.listener", self._ctrl))
+        if ctl.settings.snapshot_every:
+            checks.append(("snapshots", self._snapshots))
         results = []
         for id, fn in checks:
             start = time.time()

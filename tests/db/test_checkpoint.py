@@ -210,3 +210,48 @@ def test_server_stopped_by_a_signal_leaves_no_log_behind(tmp_path, sig):
     assert code == 0, s.output
     assert wal_size(db) == 0, s.output
     assert rows_in_main_file(db, tmp_path, "SELECT count(*) FROM identities WHERE name LIKE 'served-%'") == 25
+
+
+def wal_salts(db) -> bytes:
+    """The WAL header's salts: they change whenever the log is restarted from its start."""
+    with open(f"{db}-wal", "rb") as f:
+        return f.read(32)[16:24]
+
+
+def test_the_checkpointer_never_restarts_the_log_under_litestream(app, ctl, db_path, monkeypatch):
+    """Litestream copies the WAL's frames to its replicas and holds a read transaction so nobody
+    restarts the log before it has them; it runs its own checkpoints. While serving, ours are
+    PASSIVE only (they copy frames up to that reader's snapshot and never wait for it or restart
+    the log), and so is the shutdown's on a file Litestream replicates (a TRUNCATE would wait for
+    its read lock; on any other file it empties the log, below)."""
+    monkeypatch.setattr(checkpoint, "PAGES", 20)
+    monkeypatch.setattr(checkpoint, "REWIND_PAGES", 100)     # the rewind logic at work throughout
+    modes: list[tuple[int, bool]] = []
+    real = Checkpointer._checkpoint
+
+    def spy(self, conn, mode):
+        modes.append((mode, self._stopping))
+        return real(self, conn, mode)
+    monkeypatch.setattr(Checkpointer, "_checkpoint", spy)
+    with TestClient(app) as c:
+        admin = Api(c).login()
+        ck = ctl.checkpointer
+        admin.create("identities", {"name": "first", "type": "User", "isAdmin": False})
+        litestream = apsw.Connection(str(db_path))      # Litestream's read lock, as it takes it
+        litestream.execute("CREATE TABLE IF NOT EXISTS _litestream_seq (id INTEGER PRIMARY KEY, seq INTEGER)")
+        litestream.execute("BEGIN")
+        litestream.execute("SELECT COUNT(1) FROM _litestream_seq").fetchall()
+        salts, size = wal_salts(db_path), wal_size(db_path)
+        try:
+            for i in range(120):
+                admin.create("identities", {"name": f"ls-{i}", "type": "User", "isAdmin": False,
+                                            "appData": {"k": "v" * 2000}})
+            wait_for(lambda: ck.passes >= 3, "passive checkpoints under the reader")
+            assert wal_salts(db_path) == salts, "the log was restarted under Litestream's read lock"
+            assert wal_size(db_path) > size and ck.busy == 0
+        finally:
+            litestream.execute("COMMIT")
+            litestream.close()
+    # while serving, and at shutdown on a file Litestream replicates (its table is there): passive only
+    assert modes and {mode for mode, _ in modes} == {apsw.SQLITE_CHECKPOINT_PASSIVE}
+    assert any(stopping for _, stopping in modes) and ck.busy == 0

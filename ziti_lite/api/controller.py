@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..backup.schedule import Snapshotter
     from ..config import Settings
     from ..db.checkpoint import Checkpointer
     from ..db.store import Generation, Store
@@ -35,6 +36,7 @@ class ApiController(Protocol):
     router: Router
     jobs: dict[str, Any]
     checkpointer: Checkpointer | None
+    snapshots: Snapshotter | None
     ssl_context: ssl.SSLContext | None
     edge_ssl_context: ssl.SSLContext | None
     edge_sock: socket.socket | None

@@ -30,6 +30,13 @@ and a :class:`Checkpointer` does the work:
 after a final TRUNCATE checkpoint, so every committed row is in the database file and the WAL is
 empty, and gives the serving connection SQLite's automatic checkpoint back: CLI commands and
 tests that keep using a Store outside a lifespan behave as before.
+
+Litestream (continuous replication, README) reads the log before anything is copied out of it,
+holds a read transaction so nobody restarts it meanwhile, and runs its own checkpoints. So while
+serving only PASSIVE checkpoints run here, which copy frames up to its read mark and never wait
+for it or restart the log. On a file Litestream replicates (its ``_litestream_seq`` table is
+there) the shutdown's checkpoint is PASSIVE too: a TRUNCATE would wait ``FINAL_BUSY_MS`` for
+Litestream's read lock and give up, or restart the log under it.
 """
 
 from __future__ import annotations
@@ -49,6 +56,12 @@ SIZE_LIMIT = 64 * 1024 * 1024   # journal_size_limit: the WAL file is trimmed to
 MAX_WAIT_S = 2.0                # the longest a write waits for a pass (only a stalled disk takes that)
 FINAL_BUSY_MS = 5000            # the checkpoint at shutdown may wait this long for other connections
 SQLITE_AUTOCHECKPOINT = 1000
+
+
+def replicated(conn: apsw.Connection) -> bool:
+    """Litestream replicates this file: its ``_litestream_seq`` table is there (it makes it when it
+    first syncs the file)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = '_litestream_seq'").fetchone() is not None
 
 
 class Checkpointer:
@@ -179,7 +192,11 @@ class Checkpointer:
             self._idle.set()
             conn.setbusytimeout(FINAL_BUSY_MS)
             self._checkpoint(conn, apsw.SQLITE_CHECKPOINT_PASSIVE)
-            self.final = self._checkpoint(conn, apsw.SQLITE_CHECKPOINT_TRUNCATE)
+            if replicated(conn):
+                log.info("WAL checkpoint at shutdown: Litestream replicates this file, so the log is left to it")
+                self.final = self.last
+            else:
+                self.final = self._checkpoint(conn, apsw.SQLITE_CHECKPOINT_TRUNCATE)
         finally:
             conn.close()
 
