@@ -131,7 +131,7 @@ SUMMARY_TABLES = {
     "cas": "cas",
     "configTypes": "config_types",
     "configs": "configs",
-    "controllers": None,
+    "controllers": "controllers",   # ziti-lite itself (bootstrap._list_self), as upstream counts its one
     "edgeRouterPolicies": "edge_router_policies",
     "enrollments": "enrollments",
     "eventualEvents": None,
