@@ -106,9 +106,10 @@ def upstream_config_type_schemas(store) -> None:
 UPGRADES = (("builtin-config-types-as-upstream", upstream_config_type_schemas),)
 
 
-# the APIs /controllers names for each controller (upstream lists every binding of its web
-# listener; v2.0.3's quickstart shows these three); the client API shows edge-client and edge-oidc
-API_PATHS = {"edge-client": "/edge/client/v1", "edge-management": "/edge/management/v1", "edge-oidc": "/oidc"}
+# the APIs /controllers names for each controller (upstream lists the bindings of its web listener,
+# as v2.0.3's quickstart shows them); the client API shows edge-client and edge-oidc only
+API_PATHS = {"edge-client": "/edge/client/v1", "edge-management": "/edge/management/v1", "edge-oidc": "/oidc",
+             "fabric": "/fabric/v1"}
 
 
 def _list_self(store, settings) -> None:

@@ -47,6 +47,17 @@ def test_a_body_is_validated_before_the_501(admin):
                  400, "COULD_NOT_PARSE_BODY")
 
 
+@pytest.mark.parametrize(("method", "path"), [("POST", "/controller-settings"),
+                                             ("PUT", "/controller-settings/x/effective"),
+                                             ("PATCH", "/controller-settings/x/effective")])
+def test_a_write_without_a_body_is_a_400_naming_it(admin, method, path):
+    """Upstream answers HTTP 602 with this cause (a bug: README, Documented differences)."""
+    r = admin.request(method, path)
+    assert_error(r, 400, "COULD_NOT_VALIDATE")
+    assert r.json()["error"]["cause"] == {"field": "controllerSetting", "reason": "controllerSetting in body is required",
+                                          "value": ""}
+
+
 def test_the_operations_are_in_the_served_spec(admin):
     doc = admin.client.get("/edge/management/v1/specs/edge-management/spec").json()
     ops = {(m.upper(), p): item["operationId"] for p, methods in doc["paths"].items() for m, item in methods.items()

@@ -394,7 +394,7 @@ def test_controllers_lists_ziti_lite_itself_on_both_apis(admin, user, anon, ctl)
         assert c["lastJoinedAt"] and "isPreferredLeader" not in c and "ctrlAddress" not in c
         expected = {"edge-client": "/edge/client/v1", "edge-oidc": "/oidc"}
         if view == "management":
-            expected["edge-management"] = "/edge/management/v1"
+            expected |= {"edge-management": "/edge/management/v1", "fabric": "/fabric/v1"}
         assert c["apiAddresses"] == {k: [{"url": base + p, "version": "v1"}] for k, p in expected.items()}
     assert admin.get("/controllers", params={"filter": "isOnline = true"}).json()["data"][0]["name"] == "ziti-lite"
     assert admin.get("/controllers", params={"filter": "isPreferredLeader = true"}).json()["data"] == []
@@ -412,7 +412,7 @@ def test_controllers_show_the_control_channel_address_and_follow_the_settings(db
             admin = Api(client).login(ADMIN_USER, ADMIN_PASSWORD)
             (c,) = admin.get("/controllers").json()["data"]
             assert c["ctrlAddress"] == "tls:ctrl.example.test:6262"
-            assert set(c["apiAddresses"]) == {"edge-client", "edge-management"}    # no OIDC provider
+            assert set(c["apiAddresses"]) == {"edge-client", "edge-management", "fabric"}   # no OIDC provider
             assert c["apiAddresses"]["edge-client"][0]["url"] == "https://ctrl.example.test:1280/edge/client/v1"
             (c,) = admin.as_prefix(CLIENT).get("/controllers").json()["data"]
             assert "ctrlAddress" not in c and set(c["apiAddresses"]) == {"edge-client"}

@@ -51,5 +51,5 @@ OPERATIONS: tuple[tuple[str, str, str, type | None, str], ...] = (
 
 for _method, _path, _op_id, _body, _name in OPERATIONS:
     not_implemented(_method, _path, apis=("management",), auth="session", op_id=_op_id, name=_name,
-                    tag="controller-settings", body=_body,
+                    tag="controller-settings", body=_body, body_name="controllerSetting",
                     query=("limit", "offset", "filter") if _op_id == "listControllerSettings" else ())
