@@ -54,8 +54,8 @@ def test_a_write_without_a_body_is_a_400_naming_it(admin, method, path):
     """Upstream answers HTTP 602 with this cause (a bug: README, Documented differences)."""
     r = admin.request(method, path)
     assert_error(r, 400, "COULD_NOT_VALIDATE")
-    assert r.json()["error"]["cause"] == {"field": "controllerSetting", "reason": "controllerSetting in body is required",
-                                          "value": ""}
+    assert r.json()["error"]["cause"] == {"field": "controllerSetting", "value": "",
+                                          "reason": "controllerSetting in body is required"}
 
 
 def test_the_operations_are_in_the_served_spec(admin):

@@ -151,4 +151,4 @@ def document_bytes(ctl: HandlersController, api: str) -> bytes:
 @functools.lru_cache(maxsize=8)
 def document_yaml(ctl: HandlersController, api: str) -> bytes:
     """The same document as YAML (what a request that accepts YAML gets, as upstream serves it)."""
-    return yaml.safe_dump(msgspec.json.decode(document_bytes(ctl, api)), sort_keys=False).encode()
+    return yaml.safe_dump(build(ctl, api), sort_keys=False).encode()
