@@ -320,10 +320,12 @@ CLIENT_API_ADDRESSES = ("edge-client", "edge-oidc")
 
 def render_controller(ctx: Ctx, row: dict, out: dict) -> None:
     """Upstream's two views of a controller: the management API shows every API address and the
-    control-channel address (when there is one), the client API its own and the OIDC provider's."""
-    if ctx.api == "client" or row["ctrl_address"] is None:
+    control-channel address ("" while ziti-lite runs without one: upstream always has it), the
+    client API its own and the OIDC provider's, and no control-channel address."""
+    if ctx.api == "management":
+        out["ctrlAddress"] = row["ctrl_address"] or ""
+    else:
         out.pop("ctrlAddress", None)
-    if ctx.api == "client":
         addresses = msgspec.json.decode(row["api_addresses"] or "{}")
         out["apiAddresses"] = {k: v for k, v in addresses.items() if k in CLIENT_API_ADDRESSES}
 
