@@ -1,6 +1,7 @@
-"""The redirect URIs the OIDC provider allows: upstream's loopback defaults, and those ``serve``
-adds (``--oidc-redirect-uri``, ``--oidc-post-logout-uri``): a console served from another origin
-is refused before its URI is added and logs in after (the same file, served again)."""
+"""``oidc/common.py``'s redirect URI patterns (Go's path.Match) and the URIs the OIDC provider
+allows: upstream's loopback defaults, and those ``serve`` adds (``--oidc-redirect-uri``,
+``--oidc-post-logout-uri``): a console served from another origin is refused before its URI is
+added and logs in after (the same file, served again)."""
 
 from __future__ import annotations
 
