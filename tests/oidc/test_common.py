@@ -96,7 +96,7 @@ def test_uri_patterns_read_as_go_path_match(pattern, yes, no):
     assert all(p.match(u) for u in yes) and not any(p.match(u) for u in no)
 
 
-@pytest.mark.parametrize("bad", ["https://a.test/[cb", "https://a.test/cb\\"])
+@pytest.mark.parametrize("bad", ["https://a.test/[cb", "https://a.test/cb\\", "https://a.test/[]", "https://a.test/[z-a]"])
 def test_a_malformed_pattern_is_refused(bad):
     with pytest.raises(ValueError):
         uri_pattern(bad)

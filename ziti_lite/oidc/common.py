@@ -102,13 +102,18 @@ def uri_pattern(pattern: str) -> re.Pattern[str]:
                 raise ValueError(f"{pattern!r}: an unclosed [")
             body = pattern[i + 1:end]
             negated = body.startswith("^")
+            if not body[negated:]:
+                raise ValueError(f"{pattern!r}: an empty class")
             members = "".join(re.escape(ch) if ch != "-" else "-" for ch in body[negated:])
             out.append(f"[^/{members}]" if negated else f"(?!/)[{members}]")
             i = end
         else:
             out.append(re.escape(c))
         i += 1
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
+    try:
+        return re.compile("".join(out) + r"\Z", re.DOTALL)
+    except re.error as e:   # a class's range out of order
+        raise ValueError(f"{pattern!r}: {e}") from None
 
 
 def patterns(uris: Iterable[str]) -> tuple[re.Pattern[str], ...]:
