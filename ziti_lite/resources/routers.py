@@ -56,7 +56,8 @@ CtrlChanListeners = dict[str, list[str]]
 def _v2_fields(values: dict) -> None:
     """A write's OpenZiti 2.0 fields: ``configs`` is taken (a list of strings) and dropped, as
     upstream v2.0.3 does (unknown ids unchecked, nothing stored, the detail's ``configs`` null);
-    ``ctrlChanListeners`` is stored as given (a PUT without it, or null, clears it)."""
+    ``ctrlChanListeners`` is stored as given (a PUT without it clears it, a PATCH of ``{}``
+    too; a PATCH's null changes nothing, as any PATCH's null)."""
     values.pop("configs", None)
 
 
