@@ -150,3 +150,42 @@ def test_serve_options_are_declared_once_and_name_settings_fields():
     params = {p.name: p for p in cli_module.serve.params}
     assert list(params) == names
     assert all(p.envvar == f"ZITI_LITE_{p.name.upper()}" for p in params.values())
+
+
+def _served_settings(runner, tmp_path, monkeypatch, args, env):
+    import signal
+
+    from ziti_lite import server
+    seen: list = []
+    monkeypatch.setattr(server, "serve", lambda settings, **kw: seen.append(settings))
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        r = runner.invoke(cli, ["serve", "--db", str(tmp_path / "x.db"), *args], env=env)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return r, seen
+
+
+CONSOLE = "https://console.example.test/auth/callback"
+
+
+@pytest.mark.parametrize(("args", "env", "uris"), [
+    ([], {}, []),
+    (["--oidc-redirect-uri", CONSOLE, "--oidc-redirect-uri", "https://*.example.test/auth/callback"], {},
+     [CONSOLE, "https://*.example.test/auth/callback"]),
+    ([], {"ZITI_LITE_OIDC_REDIRECT_URI": f"{CONSOLE} https://b.example.test/cb"},
+     [CONSOLE, "https://b.example.test/cb"]),
+])
+def test_serve_oidc_redirect_uris_from_options_or_environment(runner, tmp_path, monkeypatch, args, env, uris):
+    r, seen = _served_settings(runner, tmp_path, monkeypatch,
+                               [*args, "--oidc-post-logout-uri", "https://console.example.test/"], env)
+    assert r.exit_code == 0, r.output
+    assert seen[0].oidc_redirect_uri == uris
+    assert seen[0].oidc_post_logout_uri == ["https://console.example.test/"]
+
+
+def test_serve_refuses_a_malformed_redirect_uri_pattern_in_one_line(runner, tmp_path, monkeypatch):
+    r, seen = _served_settings(runner, tmp_path, monkeypatch, ["--oidc-redirect-uri", "https://a.test/[cb"], {})
+    assert r.exit_code != 0 and "--oidc-redirect-uri" in r.output and "unclosed" in r.output
+    assert "Traceback" not in r.output and not seen

@@ -79,6 +79,7 @@ LAZY: dict[tuple[str, str], str] = {
     ("ziti_lite.cli", "ziti_lite.db.store"): "CLI start-up: only commands that open a database load apsw",
     ("ziti_lite.cli", "ziti_lite.backup.restore"): "CLI start-up: only `restore` loads it (and apsw)",
     ("ziti_lite.cli", "ziti_lite.events.audit"): "CLI start-up: only `audit` loads the audit trail's queries",
+    ("ziti_lite.cli", "ziti_lite.oidc.common"): "CLI start-up: only `serve` checks OIDC redirect URI patterns",
     ("ziti_lite.testing", "ziti_lite.app"): "pytest plugin (entry point pytest11) loaded by every pytest run"
                                             " where ziti-lite is installed: stdlib only until a fixture runs",
     ("ziti_lite.testing", "ziti_lite.config"): "pytest plugin: stdlib only until a fixture runs",

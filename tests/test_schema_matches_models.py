@@ -19,6 +19,11 @@ SQL_TYPE = {"string": "TEXT", "datetime": "TEXT", "json": "TEXT", "set": "TEXT",
 NON_COLUMN_ATTRIBUTES: dict[str, set[str]] = {
     "identities": {"type", "enrollment"},            # type -> type_id; enrollment -> an enrollments row
     "authenticators": {"password"},                  # -> password_hash + salt
+    # OpenZiti 2.0's, checked and dropped by the prepare hooks, as upstream v2.0.3 stores neither
+    "config-types": {"target"},
+    "edge-routers": {"configs"},
+    "routers": {"configs"},
+    "transit-routers": {"configs"},
 }
 
 RESOURCES = registry()

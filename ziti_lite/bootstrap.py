@@ -83,6 +83,7 @@ def ensure(ctl: LifecycleController) -> dict:
             _upgrade(store)
         # the controller's certificates: renewed when due, the server's when its hosts changed
         renewed = renewal.renew(store, hosts, server_days=settings.server_cert_days)
+        _list_self(store, settings)
     ctl.state = {k: v for k, v in store.conn.execute("SELECT key, value FROM controller")}
     renewal.apply(ctl, renewed)   # logged and counted
     return ctl.state
@@ -103,6 +104,33 @@ def upstream_config_type_schemas(store) -> None:
 
 
 UPGRADES = (("builtin-config-types-as-upstream", upstream_config_type_schemas),)
+
+
+# the APIs /controllers names for each controller (upstream lists the bindings of its web listener,
+# as v2.0.3's quickstart shows them); the client API shows edge-client and edge-oidc only
+API_PATHS = {"edge-client": "/edge/client/v1", "edge-management": "/edge/management/v1", "edge-oidc": "/oidc",
+             "fabric": "/fabric/v1"}
+
+
+def _list_self(store, settings) -> None:
+    """ziti-lite itself as the one row of ``controllers``, as upstream lists the controllers of its
+    cluster (itself when alone): its id, the server certificate's CN as its name, that certificate
+    and its fingerprint, online, joined at this start, and the addresses of its APIs. Written at
+    every start (a certificate renewal while serving updates the certificate, ``renewal.renew``)."""
+    cert = _get(store, "server_cert") or ""
+    base = settings.base_url
+    addresses = {api: [{"url": base + path, "version": "v1"}] for api, path in API_PATHS.items()
+                 if api != "edge-oidc" or settings.oidc}
+    ctrl = f"tls:{settings.public_host}:{settings.ctrl_port}" if settings.ctrl_port else None
+    now = clock.stamp()
+    store.execute(
+        "INSERT INTO controllers (id, created_at, updated_at, name, ctrl_address, cert_pem, fingerprint, is_online,"
+        " last_joined_at, api_addresses) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+        " updated_at = excluded.updated_at, name = excluded.name, ctrl_address = excluded.ctrl_address,"
+        " cert_pem = excluded.cert_pem, fingerprint = excluded.fingerprint, is_online = 1,"
+        " last_joined_at = excluded.last_joined_at, api_addresses = excluded.api_addresses",
+        (_get(store, "instance_id"), now, now, ca.cert_info(cert)["cn"] or "ziti-lite", ctrl, cert,
+         ca.fingerprint(cert), now, json.dumps(addresses)))
 
 
 def _upgrade(store) -> None:

@@ -44,7 +44,8 @@ class Duration(click.ParamType):
 # serve's options, each declared here once: (name, default, click type, help). The option is
 # --NAME with dashes, its environment variable ZITI_LITE_NAME, and it goes to the Settings field
 # of its name (config.py, whose defaults are the in-process ones: no router ports there); a bool
-# default makes an --X/--no-X flag. log_level is serve's own (uvicorn's and the loggers').
+# default makes an --X/--no-X flag, a tuple one an option that may be given more than once (its
+# environment variable: values separated by spaces). log_level is serve's own (uvicorn's and the loggers').
 SERVE_OPTIONS: tuple[tuple[str, Any, Any, str | None], ...] = (
     ("db", REQUIRED, click.Path(dir_okay=False), "SQLite file (created when new)"),
     ("host", "127.0.0.1", None, "address to listen on"),
@@ -61,6 +62,13 @@ SERVE_OPTIONS: tuple[tuple[str, Any, Any, str | None], ...] = (
     ("oidc", True, None,
      "serve the OIDC provider under /oidc (the oauth2 scheme: newer SDKs log in through it and"
      " /version advertises OIDC_AUTH); --no-oidc leaves clients on legacy API sessions"),
+    ("oidc_redirect_uri", (), None,
+     "a redirect URI the OIDC provider allows beyond the loopback /auth/callback ones, or a pattern"
+     " (Go's path.Match: * and ? stop at /), e.g. https://console.example.com/auth/callback for a"
+     " console served from there; repeatable (the environment variable: separated by spaces)"),
+    ("oidc_post_logout_uri", (), None,
+     "a post-logout redirect URI (or pattern) the OIDC provider allows beyond the loopback"
+     " /auth/logout ones; repeatable"),
     ("zac", None, click.Path(exists=True, file_okay=False), "serve this built admin console (ZAC) at /zac/"),
     ("log_level", "info", click.Choice(["critical", "error", "warning", "info", "debug", "trace"],
                                        case_sensitive=False), None),
@@ -96,7 +104,8 @@ def _serve_options(command: Callable) -> Callable:
         declared = f"{flag}/--no-{flag[2:]}" if isinstance(default, bool) else flag
         required = default is REQUIRED
         command = click.option(declared, name, required=required, default=None if required else default,
-                               show_default=not required, type=kind, envvar=f"ZITI_LITE_{name.upper()}",
+                               show_default=not required and default != (), type=kind,
+                               multiple=isinstance(default, tuple), envvar=f"ZITI_LITE_{name.upper()}",
                                help=help)(command)
     return command
 
@@ -109,6 +118,7 @@ def serve(log_level: str, events_types: str | None, zac: str | None, **options: 
     Every option can also come from its environment variable: ZITI_LITE_ and the option's
     name in capitals with underscores (ZITI_LITE_DB, ZITI_LITE_PORT, ZITI_LITE_LOG_FORMAT, ...).
     """
+    from .oidc.common import uri_pattern
     from .server import serve as run
 
     try:
@@ -118,6 +128,13 @@ def serve(log_level: str, events_types: str | None, zac: str | None, **options: 
     if options.get("snapshot_dir") and not options.get("snapshot_every"):
         raise click.BadParameter("a snapshot folder without --snapshot-every: say how often too (e.g. 1h)",
                                  param_hint="--snapshot-dir")
+    for name in ("oidc_redirect_uri", "oidc_post_logout_uri"):
+        options[name] = list(options[name])
+        for uri in options[name]:
+            try:
+                uri_pattern(uri)
+            except ValueError as e:
+                raise click.BadParameter(str(e), param_hint="--" + name.replace("_", "-")) from None
     if zac and not os.path.isfile(os.path.join(zac, "index.html")):
         raise click.BadParameter(f"{zac} has no index.html (a built console has one)", param_hint="--zac")
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the handler

@@ -23,6 +23,10 @@ class Settings:
     ctrl_heartbeat_timeout: float = 30.0    # seconds a router may leave our heartbeats unanswered
     oidc: bool = True                       # serve the OIDC provider under /oidc (the oauth2 scheme)
     oidc_access_seconds: int = 30 * 60      # OIDC access token life (upstream's default)
+    # redirect and post-logout URIs (or path.Match patterns) the OIDC provider allows beyond its
+    # loopback defaults: a console served from another origin (oidc/common.py)
+    oidc_redirect_uri: list[str] = field(default_factory=list)
+    oidc_post_logout_uri: list[str] = field(default_factory=list)
     zac: str | None = None                  # a built admin console (ZAC) served at /zac/
     log_format: str = "text"                # "json": JSON lines, access records with request ids
     checkpointer: bool = True               # WAL checkpoints in a worker thread while serving (tests: off)

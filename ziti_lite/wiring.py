@@ -64,6 +64,7 @@ MODULES: tuple[tuple[str, str], ...] = (
     ("ziti_lite.handlers.enrollment", "ops: /enroll*, authenticator re-enroll/extend, CA verify; method cert;"
                                       " listener on cas"),
     ("ziti_lite.auth.extjwt", "method ext-jwt; the EXT-JWT auth query"),
+    ("ziti_lite.handlers.settings", "ops: /controller-settings (in upstream's spec, answered 501 as upstream)"),
     ("ziti_lite.handlers.database", "ops: /database/* (integrity check and fix, snapshot)"),
     ("ziti_lite.integrity", "integrity checks of foreign keys and search indexes"),
     # --- the fabric management API (/fabric/v1)

@@ -174,6 +174,29 @@ def test_mfa_check_reads_the_sessions_mfa_state(net, ctl):
     assert _dial(alice, net.web).status_code == 201
 
 
+def test_an_mfa_query_carries_its_prompts_and_when_it_times_out(net, ctl):
+    """As v2.0.3: promptOnWake/promptOnUnlock when set (left out when false), timeoutAt = now +
+    timeoutRemaining while there is a timeout, no promptGracePeriodSeconds."""
+    _guard_web(net, {"name": "mfa-q", "typeId": "MFA", "timeoutSeconds": 600, "promptOnUnlock": True})
+    alice = net.login(net.alice)
+    q = alice.get(f"/services/{net.web}").json()["data"]["postureQueries"][0]["postureQueries"][0]
+    assert q["promptOnUnlock"] is True and "promptOnWake" not in q and "promptGracePeriodSeconds" not in q
+    assert q["timeoutRemaining"] == 0 and abs((clock.parse(q["timeoutAt"]) - clock.now()).total_seconds()) < 1
+    with ctl.store.write():
+        mfa.pass_session(ctl.store, alice.get("/current-api-session").json()["data"]["id"])
+    q = alice.get(f"/services/{net.web}").json()["data"]["postureQueries"][0]["postureQueries"][0]
+    at = clock.parse(q["timeoutAt"]) - clock.now()
+    assert q["timeoutRemaining"] > 590 and abs(at.total_seconds() - q["timeoutRemaining"]) < 1
+
+
+def test_a_query_without_a_timeout_has_no_timeout_at(net):
+    _guard_web(net, {"name": "mfa-nt", "typeId": "MFA", "timeoutSeconds": -1, "promptOnWake": True})
+    alice = net.login(net.alice)
+    q = alice.get(f"/services/{net.web}").json()["data"]["postureQueries"][0]["postureQueries"][0]
+    assert q["timeoutRemaining"] == -1 and "timeoutAt" not in q and q["promptOnWake"] is True
+    assert "promptOnUnlock" not in q
+
+
 def test_bad_posture_responses_are_400(net):
     alice = net.login(net.alice)
     assert_error(alice.post("/posture-response", json={"typeId": "MAC", "macAddresses": []}), 400, "COULD_NOT_VALIDATE")

@@ -248,7 +248,8 @@ class FakeRouter:
 
     def hello_v2(self, router_id: str, *, first: bool = True, underlay: str = "ctrl.default",
                  connection_id: str | None = None, secret: bytes | None = None,
-                 version: str = "v2.0.3|fake|2026-01-01|linux|amd64", link_listener: str | None = None) -> Msg:
+                 version: str = "v2.0.3|fake|2026-01-01|linux|amd64", link_listener: str | None = None,
+                 extra: dict[int, bytes] | None = None) -> Msg:
         """The hello of a v2.0 router's grouped channel: 9 grouped, 7 underlay type, 11 first
         underlay, 1002 its capabilities (bit 1: the 1000+ header ids), listeners in 1000; a later
         underlay or a reconnect names the group (0) and its secret (10)."""
@@ -261,6 +262,7 @@ class FakeRouter:
             headers[10] = secret
         if link_listener is not None:
             headers[1000] = f_str(1, f_str(1, link_listener) + f_str(2, "tls"))
+        headers.update(extra or {})
         seq = self.send(0, headers, router_id.encode(), seq=-1)
         return self.expect_reply(seq)
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from tests.conftest import assert_error
 
 ROUTER_FIELDS = {"id", "createdAt", "updatedAt", "tags", "_links", "name", "fingerprint", "connected", "cost",
-                 "noTraversal", "disabled", "listenerAddresses"}
+                 "noTraversal", "disabled", "listenerAddresses", "interfaces"}   # interfaces: v2.0.3's, null
 TERMINATOR_FIELDS = {"id", "createdAt", "updatedAt", "tags", "_links", "serviceId", "service", "routerId", "router",
                      "binding", "address", "instanceId", "cost", "precedence", "dynamicCost", "hostId"}
 
@@ -40,7 +40,7 @@ def test_routers_list_in_upstreams_shape(admin, fabric):
     assert set(edge) == ROUTER_FIELDS      # no versionInfo while offline, as upstream
     assert edge["id"] == ids["edge"] and edge["cost"] == 7 and edge["noTraversal"] is True
     assert edge["connected"] is False and edge["disabled"] is False
-    assert edge["fingerprint"] is None and edge["listenerAddresses"] is None
+    assert edge["fingerprint"] is None and edge["listenerAddresses"] is None and edge["interfaces"] is None
     assert edge["_links"] == {"self": {"href": f"./routers/{ids['edge']}"},
                               "terminators": {"href": f"./routers/{ids['edge']}/terminators"}}
     assert by_name["tr-b"]["id"] == ids["transit"]     # edge and transit routers alike

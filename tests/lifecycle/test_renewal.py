@@ -68,6 +68,15 @@ def test_in_its_window_the_server_certificate_is_renewed_with_its_key(ctl):
     assert renewal.renew(ctl.store, _settings(ctl), now=now) == []
 
 
+def test_controllers_shows_the_renewed_server_certificate(ctl, admin):
+    old = ctl.state["server_cert"]
+    now = renewal.renew_at(old) + dt.timedelta(minutes=1)
+    renewal.apply(ctl, renewal.renew(ctl.store, _settings(ctl), now=now))
+    assert ctl.state["server_cert"] != old
+    (c,) = admin.get("/controllers").json()["data"]
+    assert c["certPem"] == ctl.state["server_cert"] and c["fingerprint"] == ca.fingerprint(ctl.state["server_cert"])
+
+
 def test_replaced_server_certificates_stay_published_to_routers_after_a_restart(ctl):
     first = ctl.state["server_cert"]
     now = renewal.renew_at(first) + dt.timedelta(minutes=1)

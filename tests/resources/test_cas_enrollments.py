@@ -11,8 +11,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.conftest import CLIENT, Api, assert_error
+from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, CLIENT, Api, assert_error
+from tests.fastclient import FastClient
 from ziti_lite import clock
+from ziti_lite.app import create_app
+from ziti_lite.config import Settings
+from ziti_lite.pki import ca as pki
 from ziti_lite.pki import tokens
 
 
@@ -373,17 +377,49 @@ def test_enrollments_non_admin_refused(admin, user, anon):
         assert_error(api.get(f"/identities/{iid}/authenticators"), 401, "UNAUTHORIZED")
 
 
-def test_controllers_is_an_empty_list_for_any_session(admin, user, anon):  # noqa: F811
-    for api in (admin, user, user.as_prefix(CLIENT)):
+def test_controllers_lists_ziti_lite_itself_on_both_apis(admin, user, anon, ctl):  # noqa: F811
+    """As v2.0.3 lists its one controller: name, certificate and fingerprint, online, when it
+    joined, and the API addresses of each view (the client API: its own and the OIDC provider's)."""
+    base = ctl.settings.base_url
+    cert = ctl.state["server_cert"]
+    for api, view in ((admin, "management"), (user.as_prefix(CLIENT), "client")):
         r = api.get("/controllers")
         assert r.status_code == 200, r.text
         body = r.json()
-        assert body["data"] == []
-        assert body["meta"]["pagination"] == {"limit": 10, "offset": 0, "totalCount": 0}
-        assert {"id", "name", "isOnline", "fingerprint"} <= set(body["meta"]["filterableFields"])
-    assert admin.get("/controllers", params={"filter": "isOnline = true"}).json()["data"] == []
+        assert body["meta"]["pagination"] == {"limit": 10, "offset": 0, "totalCount": 1}
+        assert body["meta"]["filterableFields"][-1] == "isPreferredLeader"
+        (c,) = body["data"]
+        assert c["id"] == ctl.instance_id and c["name"] == "ziti-lite" and c["isOnline"] is True
+        assert c["certPem"] == cert and c["fingerprint"] == pki.fingerprint(cert)
+        assert c["lastJoinedAt"] and "isPreferredLeader" not in c
+        # no control channel here: the management view says so with "" (upstream always has one)
+        assert c.get("ctrlAddress") == ("" if view == "management" else None)
+        expected = {"edge-client": "/edge/client/v1", "edge-oidc": "/oidc"}
+        if view == "management":
+            expected |= {"edge-management": "/edge/management/v1", "fabric": "/fabric/v1"}
+        assert c["apiAddresses"] == {k: [{"url": base + p, "version": "v1"}] for k, p in expected.items()}
+    assert admin.get("/controllers", params={"filter": "isOnline = true"}).json()["data"][0]["name"] == "ziti-lite"
+    assert admin.get("/controllers", params={"filter": "isPreferredLeader = true"}).json()["data"] == []
+    assert len(admin.get("/controllers", params={"filter": "isPreferredLeader = false"}).json()["data"]) == 1
+    assert_error(admin.get("/controllers", params={"filter": "bogus = 1"}), 400, "INVALID_FILTER")
     assert_error(anon.get("/controllers"), 401, "UNAUTHORIZED")
     assert_error(anon.as_prefix(CLIENT).get("/controllers"), 401, "UNAUTHORIZED")
+    assert admin.get("/summary").json()["data"]["controllers"] == 1
+
+
+def test_controllers_show_the_control_channel_address_and_follow_the_settings(db_path):
+    app = create_app(Settings(db=str(db_path), ctrl_port=6262, oidc=False, advertise="ctrl.example.test"))
+    try:
+        with FastClient(app) as client:
+            admin = Api(client).login(ADMIN_USER, ADMIN_PASSWORD)
+            (c,) = admin.get("/controllers").json()["data"]
+            assert c["ctrlAddress"] == "tls:ctrl.example.test:6262"
+            assert set(c["apiAddresses"]) == {"edge-client", "edge-management", "fabric"}   # no OIDC provider
+            assert c["apiAddresses"]["edge-client"][0]["url"] == "https://ctrl.example.test:1280/edge/client/v1"
+            (c,) = admin.as_prefix(CLIENT).get("/controllers").json()["data"]
+            assert "ctrlAddress" not in c and set(c["apiAddresses"]) == {"edge-client"}
+    finally:
+        app.state.controller.store.close()
 
 
 def test_an_enrollment_create_refused_names_the_field_as_upstream(admin):

@@ -250,3 +250,47 @@ def test_non_admin_refused(anon, collection):
 
 def test_re_enroll_needs_admin(anon):
     assert_error(anon.post("/edge-routers/someId/re-enroll"), 401, "UNAUTHORIZED")
+
+
+# ------------------------------------------------------------------ OpenZiti 2.0's fields
+CCL = {"tls:10.0.0.1:6262": ["ctrl.default", "ctrl.high"]}
+
+
+@pytest.mark.parametrize(("collection", "views"), [("edge-routers", ("edge-routers", "routers")),
+                                                   ("routers", ("routers", "transit-routers"))])
+def test_ctrl_chan_listeners_configs_and_interfaces_as_v2(admin, client, collection, views):
+    """As v2.0.3: ctrlChanListeners echoed when set (left out when none), a PUT without them
+    clears them, a PATCH sets them; configs taken, unchecked and shown null; interfaces null
+    until the router reports some (tests/ctrl/test_reported.py)."""
+    set_ = admin.create(collection, {"name": f"v2-{collection}", "ctrlChanListeners": CCL,
+                                     "configs": ["no-such-config"]})
+    bare = admin.create(collection, {"name": f"v2-{collection}-bare"})
+    for view in views:
+        d = _detail(admin, view, set_)
+        assert d["ctrlChanListeners"] == CCL and d["configs"] is None and d["interfaces"] is None
+        d = _detail(admin, view, bare)
+        assert "ctrlChanListeners" not in d and d["configs"] is None and d["interfaces"] is None
+    fabric = client.get(f"/fabric/v1/routers/{set_}", headers={"zt-session": admin.token}).json()["data"]
+    assert fabric["ctrlChanListeners"] == CCL and fabric["interfaces"] is None and "configs" not in fabric
+
+    assert admin.patch(f"/{collection}/{set_}", json={"tags": {"a": 1}}).status_code == 200
+    assert _detail(admin, collection, set_)["ctrlChanListeners"] == CCL
+    assert admin.put(f"/{collection}/{set_}", json={"name": f"v2-{collection}"}).status_code == 200
+    assert "ctrlChanListeners" not in _detail(admin, collection, set_)
+    assert admin.patch(f"/{collection}/{bare}", json={"ctrlChanListeners": {"tls:b:1": []}}).status_code == 200
+    assert _detail(admin, collection, bare)["ctrlChanListeners"] == {"tls:b:1": []}
+    assert admin.patch(f"/{collection}/{bare}", json={"ctrlChanListeners": {}}).status_code == 200
+    assert "ctrlChanListeners" not in _detail(admin, collection, bare)
+
+    for body in ({"ctrlChanListeners": {"tls:1": "x"}}, {"ctrlChanListeners": [1]}, {"configs": "x"}):
+        assert_error(admin.post(f"/{collection}", json={"name": "v2-bad", **body}), 400, "COULD_NOT_PARSE_BODY")
+
+
+def test_identities_show_interfaces_null_until_reported(admin):
+    iid = admin.create("identities", {"name": "v2-ifaces", "type": "User", "isAdmin": False})
+    assert admin.get(f"/identities/{iid}").json()["data"]["interfaces"] is None
+    assert admin.get("/current-identity").json()["data"]["interfaces"] is None
+    # reported only: a body naming them sets nothing
+    other = admin.create("identities", {"name": "v2-ifaces-2", "type": "User", "isAdmin": False,
+                                        "interfaces": [{"name": "eth0"}]})
+    assert admin.get(f"/identities/{other}").json()["data"]["interfaces"] is None

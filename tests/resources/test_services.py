@@ -25,6 +25,23 @@ def config(admin, name, type_id, data):
 
 
 # ------------------------------------------------------------------ config types
+def test_a_config_types_target_is_checked_then_neither_stored_nor_answered(admin):
+    """As v2.0.3: ``target`` (service or router) is validated on create only; the detail, the
+    list and the filters know nothing of it, and PUT/PATCH bodies have none (ignored)."""
+    err = assert_error(admin.post("/config-types", json={"name": "tg-bad", "target": "nope"}), 400,
+                       "COULD_NOT_VALIDATE")
+    assert err["cause"] == {"field": "target", "reason": "target in body should be one of [service router]",
+                            "value": "nope"}
+    assert_error(admin.post("/config-types", json={"name": "tg-num", "target": 5}), 400, "COULD_NOT_PARSE_BODY")
+    for target in ("router", "service", None):
+        id = admin.create("config-types", {"name": f"tg-{target}", "target": target})
+        assert "target" not in admin.get(f"/config-types/{id}").json()["data"]
+    assert admin.put(f"/config-types/{id}", json={"name": "tg-None", "target": "bad"}).status_code == 200
+    assert admin.patch(f"/config-types/{id}", json={"target": "bad"}).status_code == 200
+    assert "target" not in admin.get(f"/config-types/{id}").json()["data"]
+    assert_error(admin.get('/config-types?filter=target="router"'), 400, "INVALID_FILTER")
+
+
 def test_builtin_config_types(admin):
     r = admin.get("/config-types?limit=-1")
     rows = {c["id"]: c for c in r.json()["data"]}

@@ -14,7 +14,7 @@ from ..api import crud
 from ..api import envelope as env
 from ..api import render as rendering
 from ..api.context import Ctx
-from ..api.ops import op
+from ..api.ops import not_implemented, op
 from ..api.router import AuthLevel
 from ..errors import NotFound, Unauthorized
 from ..policy import access
@@ -53,23 +53,17 @@ async def detail_service(ctx: Ctx):
     return env.ok(rendering.render(ctx, SERVICES, row))
 
 
-def _not_implemented(op_id: str, method: str, path: str, auth: AuthLevel) -> None:
-    async def handler(ctx: Ctx):
-        # upstream's client API declares these operations but does not implement them
-        return env.JSON(b'"operation ' + op_id.encode() + b' has not yet been implemented"', status_code=501)
-    handler.__name__ = op_id
-    op(method, path, apis=CLIENT, auth=auth, op_id=op_id, tag=path.split("/")[1])(handler)
-
-
-_NOT_IMPLEMENTED: tuple[tuple[str, str, str, AuthLevel], ...] = (
-    ("PUT", "updateService", "/services/{id}", "session"),
-    ("PATCH", "patchService", "/services/{id}", "session"),
-    ("DELETE", "deleteService", "/services/{id}", "session"),
-    ("POST", "enrollmentChallenge", "/enroll/challenge", "public"),
-    ("GET", "enrollmentJwks", "/enroll/jwks", "public"),
+# upstream's client API declares these operations but does not implement them:
+# (method, operationId, path, auth level, go-swagger's name of the operation)
+_NOT_IMPLEMENTED: tuple[tuple[str, str, str, AuthLevel, str], ...] = (
+    ("PUT", "updateService", "/services/{id}", "session", "service.UpdateService"),
+    ("PATCH", "patchService", "/services/{id}", "session", "service.PatchService"),
+    ("DELETE", "deleteService", "/services/{id}", "session", "service.DeleteService"),
+    ("POST", "enrollmentChallenge", "/enroll/challenge", "public", "enroll.EnrollmentChallenge"),
+    ("GET", "enrollmentJwks", "/enroll/jwks", "public", "enroll.GetEnrollmentJwks"),
 )
-for _method, _op_id, _path, _auth in _NOT_IMPLEMENTED:
-    _not_implemented(_op_id, _method, _path, _auth)
+for _method, _op_id, _path, _auth, _name in _NOT_IMPLEMENTED:
+    not_implemented(_method, _path, apis=CLIENT, auth=_auth, op_id=_op_id, name=_name, tag=_path.split("/")[1])
 
 
 @op("GET", "/services/{id}/edge-routers", apis=CLIENT, auth="session", op_id="listServiceEdgeRouters",

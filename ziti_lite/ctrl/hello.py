@@ -51,6 +51,7 @@ class Hello:
     new_headers: bool      # listeners and metadata in 1000+ (v2) rather than 10/11 (v1)
     listeners: bytes | None
     metadata: bytes | None
+    ctrl_listeners: bytes | None = None    # v2: the control-channel listeners it advertises (1003)
 
     @classmethod
     def read(cls, m: Message) -> Hello:
@@ -64,7 +65,8 @@ class Hello:
             secret=h.get(H.GROUP_SECRET, b"") if grouped else b"",
             new_headers=new,
             listeners=h.get(H.LISTENERS_V2 if new else H.LISTENERS),
-            metadata=h.get(H.ROUTER_METADATA_V2 if new else H.ROUTER_METADATA))
+            metadata=h.get(H.ROUTER_METADATA_V2 if new else H.ROUTER_METADATA),
+            ctrl_listeners=h.get(H.CTRL_CHAN_LISTENERS))
 
 
 def answer(hello: Hello, m: Message, controller_id: str, version: str, group: tuple[str, bytes] | None) -> dict:

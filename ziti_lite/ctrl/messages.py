@@ -87,6 +87,7 @@ class H:
     LISTENERS_V2 = 1000
     ROUTER_METADATA_V2 = 1001
     CAPABILITIES_V2 = 1002
+    CTRL_CHAN_LISTENERS = 1003    # v2 routers: the control-channel listeners they advertise
     # the router data model
     RDM_SUBSCRIPTION_ID = 1026
     # RouteResult
@@ -145,6 +146,12 @@ LISTENER = Msg("Listener", (Field(1, "address", "string"), Field(2, "protocol", 
                             Field(5, "localBinding", "string")))
 LISTENERS = Msg("Listeners", (Field(1, "listeners", LISTENER, True),))
 ROUTER_METADATA = Msg("RouterMetadata", (Field(1, "capabilities", "enum", True),))
+CTRL_CHAN_LISTENER = Msg("CtrlChanListener", (Field(1, "address", "string"), Field(2, "groups", "string", True)))
+CTRL_CHAN_LISTENERS = Msg("CtrlChanListeners", (Field(1, "listeners", CTRL_CHAN_LISTENER, True),))
+INTERFACE = Msg("Interface", (Field(1, "name", "string"), Field(2, "hardwareAddress", "string"),
+                              Field(3, "mtu", "int64"), Field(4, "index", "int64"), Field(5, "flags", "uint64"),
+                              Field(6, "addresses", "string", True)))
+ROUTER_INTERFACES_UPDATE = Msg("RouterInterfacesUpdate", (Field(1, "interfaces", INTERFACE, True),))
 FAULT = Msg("Fault", (Field(1, "subject", "enum"), Field(2, "id", "string"), Field(3, "iteration", "uint32")))
 EGRESS = Msg("Egress", (Field(1, "binding", "string"), Field(2, "address", "string"),
                         Field(3, "destination", "string"), Field(4, "peerData", "map", key="uint32", value="bytes")))

@@ -24,7 +24,9 @@ from .common import FABRIC, names, ref
 ROUTERS = Resource(
     name="routers", entity="router", table="routers", ops=(),
     fields=(Field("name"), Field("fingerprint", nullable=True), Field("cost", "int"), Field("noTraversal", "bool"),
-            Field("disabled", "bool")),
+            Field("disabled", "bool"),
+            # OpenZiti 2.0's (resources/routers.py): left out when none; reported ones, null when none
+            Field("ctrlChanListeners", "json", nullable=True), Field("interfaces", "json", empty_null=True)),
     links=("terminators",),
     computed=(Field("connected", "bool"), Field("listenerAddresses", "json"), Field("versionInfo", "json")),
     # online: a real router after its ClientHello, the embedded router while it runs
@@ -65,6 +67,8 @@ TERMINATORS = Resource(
 # ---------------------------------------------------------------- rendering
 def render_router(ctx: Ctx, row: dict) -> dict:
     out = rendering.render_fields(ROUTERS, row)
+    if row["ctrl_chan_listeners"] in (None, "{}", "null"):
+        out.pop("ctrlChanListeners", None)
     live = presence.state(ctx.ctl, row["id"])
     connected = bool(live.get("isOnline"))
     out["connected"] = connected

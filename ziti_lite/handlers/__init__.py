@@ -8,6 +8,7 @@ resources, the policy engine and auth; below wiring). The generic CRUD of every 
     enrollment.py       /enroll*, authenticator re-enroll and extend, CA verify; the cert method
     informational.py    /version, /, /specs, the EST CA certs, /network-jwts, /summary
     spec.py             the OpenAPI documents /specs serves, built from the resource table
+    settings.py         /controller-settings: upstream's 501s (not implemented there either)
     database.py         /database/* (integrity check and fix, snapshot)
     relations.py        the relationship lists (/identities/{id}/services, ...)
     roles.py            roleFilter on entity lists and the role-attribute lists

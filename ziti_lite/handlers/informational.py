@@ -109,6 +109,8 @@ async def spec_body(ctx: Ctx):
     id = ctx.params["id"]
     if id not in SPEC_IDS:
         raise NotFound("spec", id)
+    if "yaml" in (ctx.request.headers.get("accept") or ""):   # text/yaml, application/x-yaml
+        return Response(spec.document_yaml(ctx.ctl, SPEC_IDS[id]), media_type="text/yaml")
     return env.JSON(spec.document_bytes(ctx.ctl, SPEC_IDS[id]))
 
 
@@ -131,7 +133,7 @@ SUMMARY_TABLES = {
     "cas": "cas",
     "configTypes": "config_types",
     "configs": "configs",
-    "controllers": None,
+    "controllers": "controllers",   # ziti-lite itself (bootstrap._list_self), as upstream counts its one
     "edgeRouterPolicies": "edge_router_policies",
     "enrollments": "enrollments",
     "eventualEvents": None,

@@ -10,6 +10,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+import yaml
 
 from .. import __version__, permissions
 from ..auth.methods import METHODS  # the primary methods registered in this process
@@ -57,6 +58,16 @@ def _query_schema(route, name: str) -> dict:
     if name == "method" and route.path == "/authenticate":
         return {"type": "string", "enum": sorted(METHODS)}
     return dict(_QUERY.get(name, {"type": "string"}))
+
+
+# each API's title, description and the edition of upstream's spec it serves: those of OpenZiti
+# v2.0.3 (edge API 0.29.0, fabric API 0.16.54); the document is built from ziti-lite's own route
+# table, so ziti-lite's own operations (x-ziti-lite-permission, /ziti-lite/v1/...) are in it too
+EDITIONS = {
+    "management": ("Ziti Edge Management", "OpenZiti Edge Management API", "0.29.0"),
+    "client": ("Ziti Edge Client", "OpenZiti Edge Client API", "0.29.0"),
+    "fabric": ("Ziti Fabric", "OpenZiti Fabric API", "0.16.54"),
+}
 
 
 def build(ctl: HandlersController, api: str) -> dict:
@@ -117,9 +128,12 @@ def build(ctl: HandlersController, api: str) -> dict:
         }
         paths.setdefault(r.path, {})[r.method.lower()] = item
     base = {"management": "/edge/management/v1", "fabric": "/fabric/v1"}.get(api, "/edge/client/v1")
+    title, description, edition = EDITIONS[api]
     return {
         "openapi": "3.1.0",
-        "info": {"title": f"ziti-lite {'fabric' if api == 'fabric' else 'edge ' + api} API", "version": __version__},
+        # the edition of upstream's API these operations are (v2.0.3's), with ziti-lite's own among them
+        "info": {"title": title, "description": description, "version": edition,
+                 "x-ziti-lite-version": __version__},
         "servers": [{"url": base}],
         "paths": paths,
         "components": {
@@ -132,3 +146,9 @@ def build(ctl: HandlersController, api: str) -> dict:
 @functools.lru_cache(maxsize=8)
 def document_bytes(ctl: HandlersController, api: str) -> bytes:
     return msgspec.json.encode(build(ctl, api))
+
+
+@functools.lru_cache(maxsize=8)
+def document_yaml(ctl: HandlersController, api: str) -> bytes:
+    """The same document as YAML (what a request that accepts YAML gets, as upstream serves it)."""
+    return yaml.safe_dump(build(ctl, api), sort_keys=False).encode()

@@ -151,6 +151,9 @@ def renew(store, hosts: list[str], *, server_days: int = ca.SERVER_DAYS, now: dt
                 # the embedded router is known by the server certificate's fingerprint
                 store.execute("UPDATE routers SET fingerprint = ? WHERE fingerprint = ?",
                               (ca.fingerprint(new.cert_pem), ca.fingerprint(pair.cert_pem)))
+                # and ziti-lite itself in /controllers by its certificate
+                store.execute("UPDATE controllers SET cert_pem = ?, fingerprint = ? WHERE fingerprint = ?",
+                              (new.cert_pem, ca.fingerprint(new.cert_pem), ca.fingerprint(pair.cert_pem)))
             _put(store, f"{k}_cert", new.cert_pem)
             _put(store, f"{k}_key", new.key_pem)
             _put(store, f"{k}_renewed_at", clock.fmt(now) or "")

@@ -5,12 +5,12 @@ the constants of upstream's provider. Package-internal: the underscored names ar
 
 from __future__ import annotations
 
-import fnmatch
 import html
 import json
 import logging
+import re
 import urllib.parse
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +28,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("ziti_lite")
 
 AUTH_REQUEST_SECONDS = 10 * 60      # upstream drops auth requests older than ten minutes
+# the redirect and post-logout URIs upstream's provider allows when its configuration names none
+# (patterns as Go's path.Match reads them); serve's --oidc-redirect-uri and --oidc-post-logout-uri
+# add to them (``Provider.redirect_uris``, ``logout_uris``)
 REDIRECT_GLOBS = ("openziti://auth/callback", "https://127.0.0.1:*/auth/callback", "http://127.0.0.1:*/auth/callback",
                   "https://localhost:*/auth/callback", "http://localhost:*/auth/callback")
-LOGOUT_GLOBS = ("https://127.0.0.1:*/auth/logout", "http://127.0.0.1:*/auth/logout",
+LOGOUT_GLOBS = ("openziti://auth/logout", "https://127.0.0.1:*/auth/logout", "http://127.0.0.1:*/auth/logout",
                 "https://localhost:*/auth/logout", "http://localhost:*/auth/logout")
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 TT_REFRESH = "urn:ietf:params:oauth:token-type:refresh_token"
@@ -77,8 +80,49 @@ def oauth_error(error: str, description: str, status: int = 400) -> JSONResponse
     return JSONResponse({"error": error, "error_description": description}, status_code=status)
 
 
-def _allowed(uri: str, globs: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(uri, g) for g in globs)
+def uri_pattern(pattern: str) -> re.Pattern[str]:
+    """A redirect URI pattern as upstream's provider matches it (Go's ``path.Match``): ``*`` any
+    run of characters but ``/``, ``?`` one such character, ``[...]`` a class (``^`` negates, never
+    ``/``), ``\\`` quotes the next one; anything else stands for itself. A malformed pattern
+    (an unclosed class, a trailing backslash) is a ValueError."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "\\":
+            if i + 1 == n:
+                raise ValueError(f"{pattern!r}: a trailing backslash")
+            i += 1
+            out.append(re.escape(pattern[i]))
+        elif c == "[":
+            end = pattern.find("]", i + 2 if pattern[i + 1:i + 2] == "^" else i + 1)
+            if end < 0:
+                raise ValueError(f"{pattern!r}: an unclosed [")
+            body = pattern[i + 1:end]
+            negated = body.startswith("^")
+            if not body[negated:]:
+                raise ValueError(f"{pattern!r}: an empty class")
+            members = "".join(re.escape(ch) if ch != "-" else "-" for ch in body[negated:])
+            out.append(f"[^/{members}]" if negated else f"(?!/)[{members}]")
+            i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    try:
+        return re.compile("".join(out) + r"\Z", re.DOTALL)
+    except re.error as e:   # a class's range out of order
+        raise ValueError(f"{pattern!r}: {e}") from None
+
+
+def patterns(uris: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+    return tuple(uri_pattern(u) for u in uris)
+
+
+def _allowed(uri: str, allowed: tuple[re.Pattern[str], ...]) -> bool:
+    return any(p.match(uri) for p in allowed)
 
 
 def _redirect_error(req_uri: str, error: str, description: str, state: str) -> Response:

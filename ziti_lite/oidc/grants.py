@@ -16,7 +16,6 @@ from ..auth import oidc_tokens as tokens
 from ..auth import sessions
 from .common import (
     ID_TOKEN_GRACE_SECONDS,
-    LOGOUT_GLOBS,
     REUSE_SECONDS,
     TOKEN_EXCHANGE,
     TT_ACCESS,
@@ -212,7 +211,7 @@ async def end_session(p: Provider, request: Request) -> Response:
     if request.method == "POST":
         q.update(await _form(request))
     target = q.get("post_logout_redirect_uri", "")
-    if not _allowed(target, LOGOUT_GLOBS):
+    if not _allowed(target, p.logout_uris):
         target = "/oidc/logged-out"
     elif q.get("state"):
         target += ("&" if "?" in target else "?") + urllib.parse.urlencode({"state": q["state"]})

@@ -33,7 +33,6 @@ from ..handlers.authentication import Authenticate
 from ..handlers.enrollment import cert_login as _cert_login  # noqa: F401
 from .common import (
     _CONTACT,
-    REDIRECT_GLOBS,
     AuthRequest,
     Handler,
     _allowed,
@@ -65,7 +64,7 @@ async def authorize(p: Provider, request: Request) -> Response:
     if client_id not in tokens.CLIENT_IDS:
         return PlainTextResponse("unable to retrieve client by id", status_code=400)
     redirect_uri = q.get("redirect_uri", "")
-    if not _allowed(redirect_uri, REDIRECT_GLOBS):
+    if not _allowed(redirect_uri, p.redirect_uris):
         return PlainTextResponse("The requested redirect_uri is missing in the client configuration." + _CONTACT,
                                  status_code=400)
     state = q.get("state", "")

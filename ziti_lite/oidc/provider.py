@@ -32,7 +32,18 @@ from ..auth import oidc_tokens as tokens
 from ..auth.methods import METHODS
 from ..errors import ApiError
 from . import grants, login
-from .common import AUTH_REQUEST_SECONDS, TOKEN_EXCHANGE, AuthRequest, Handler, jwks_alg, log, oauth_error
+from .common import (
+    AUTH_REQUEST_SECONDS,
+    LOGOUT_GLOBS,
+    REDIRECT_GLOBS,
+    TOKEN_EXCHANGE,
+    AuthRequest,
+    Handler,
+    jwks_alg,
+    log,
+    oauth_error,
+    patterns,
+)
 
 if TYPE_CHECKING:
     from ..api.controller import ApiController
@@ -47,6 +58,11 @@ class Provider:
         self.requests: dict[str, AuthRequest] = {}
         self.codes: dict[str, str] = {}
         self.grants: collections.Counter[str] = collections.Counter()   # tokens issued, by grant type
+        # the redirect URIs an authorize request may name, and the post-logout ones: upstream's
+        # defaults and those serve was given (--oidc-redirect-uri, --oidc-post-logout-uri)
+        settings = ctl.settings
+        self.redirect_uris = patterns((*REDIRECT_GLOBS, *settings.oidc_redirect_uri))
+        self.logout_uris = patterns((*LOGOUT_GLOBS, *settings.oidc_post_logout_uri))
 
     @staticmethod
     def handles(path: str) -> bool:

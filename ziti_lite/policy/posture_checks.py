@@ -240,9 +240,6 @@ def query(check: dict, subj: Subject, passing: bool) -> dict:
     """A ``postureQuery`` of a service's ``postureQueries``."""
     timeout, remaining = timeouts(check, subj)
     updated = check["updated_at"]
-    if check["type_id"] == "MFA":
-        sess = subj.session
-        updated = max([updated] + [t for t in (sess.woken_at, sess.unlocked_at) if t])
     out = {
         **env.base(check, "posture-checks"),
         "updatedAt": updated,
@@ -252,6 +249,15 @@ def query(check: dict, subj: Subject, passing: bool) -> dict:
         "timeoutRemaining": remaining,
         "processes": None,
     }
+    if check["type_id"] == "MFA":
+        sess = subj.session
+        out["updatedAt"] = max([updated] + [t for t in (sess.woken_at, sess.unlocked_at) if t])
+        # the check's prompts, left out when false (upstream's promptGracePeriodSeconds is never filled)
+        for name, column in (("promptOnWake", "prompt_on_wake"), ("promptOnUnlock", "prompt_on_unlock")):
+            if check[column]:
+                out[name] = True
+    if remaining >= 0:   # when the query times out, as upstream: now plus what remains
+        out["timeoutAt"] = clock.fmt(clock.now() + dt.timedelta(seconds=remaining))
     ev = TYPES.get(check["type_id"])
     if ev is not None and ev.query is not None:
         ev.query(check, out)

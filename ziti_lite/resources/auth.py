@@ -383,6 +383,23 @@ async def identity_authenticators(ctx: Ctx):
 
 
 # ================================================================ controllers
+# the APIs a client learns of from /controllers (upstream's client API keeps these two)
+CLIENT_API_ADDRESSES = ("edge-client", "edge-oidc")
+
+
+def render_controller(ctx: Ctx, row: dict, out: dict) -> None:
+    """Upstream's two views of a controller: the management API shows every API address and the
+    control-channel address ("" while ziti-lite runs without one: upstream always has it), the
+    client API its own and the OIDC provider's, and no control-channel address."""
+    if ctx.api == "management":
+        out["ctrlAddress"] = row["ctrl_address"] or ""
+    else:
+        out.pop("ctrlAddress", None)
+        addresses = msgspec.json.decode(row["api_addresses"] or "{}")
+        out["apiAddresses"] = {k: v for k, v in addresses.items() if k in CLIENT_API_ADDRESSES}
+
+
+# ziti-lite itself is the one row (written at every start: ``bootstrap._list_self``)
 CONTROLLERS = Resource(
     name="controllers", entity="controller",
     fields=(
@@ -395,7 +412,10 @@ CONTROLLERS = Resource(
         Field("apiAddresses", "map"),
     ),
     ops=("list",), apis=("management", "client"), auth={"list": "session"},
-    filters=("name", "ctrlAddress", "certPem", "fingerprint", "isOnline", "lastJoinedAt"),
+    filters=("name", "ctrlAddress", "certPem", "fingerprint", "isOnline", "lastJoinedAt", "isPreferredLeader"),
+    # a filter may name it; no item has it (upstream leaves false out; ziti-lite is no raft member)
+    extra_symbols={"isPreferredLeader": Symbol("bool", "(0 = 1)")},
+    render=render_controller,
 )
 
 RESOURCES = (AUTH_POLICIES, EXT_JWT_SIGNERS, CONTROLLERS)

@@ -317,6 +317,8 @@ IDENTITIES = Resource(
         Field("envInfo", "json"),
         Field("sdkInfo", "json"),
         Field("permissions", "set"),   # stored sorted, without duplicates (upstream v2.0.3)
+        # the interfaces its tunneler-enabled edge router reported (ctrl/), null when none (v2.0.3)
+        Field("interfaces", "json", empty_null=True),
     ),
     create=IdentityCreate,
     update=IdentityUpdate,

@@ -49,6 +49,24 @@ VERSION_INFO = {"version": "", "revision": "", "buildDate": "", "os": "", "arch"
 
 
 # ---------------------------------------------------------------- shared router behaviour
+# OpenZiti 2.0's control-channel listeners of a router: address -> the channel groups it serves
+CtrlChanListeners = dict[str, list[str]]
+
+
+def _v2_fields(values: dict) -> None:
+    """A write's OpenZiti 2.0 fields: ``configs`` is taken (a list of strings) and dropped, as
+    upstream v2.0.3 does (unknown ids unchecked, nothing stored, the detail's ``configs`` null);
+    ``ctrlChanListeners`` is stored as given (a PUT without it clears it, a PATCH of ``{}``
+    too; a PATCH's null changes nothing, as any PATCH's null)."""
+    values.pop("configs", None)
+
+
+def render_v2_fields(row: dict, out: dict) -> None:
+    """``ctrlChanListeners`` only when there are some (upstream leaves an empty map out)."""
+    if row["ctrl_chan_listeners"] in (None, "{}", "null"):
+        out.pop("ctrlChanListeners", None)
+
+
 def _defaults(values: dict, defaults: dict) -> None:
     """Create/PUT: an absent (or null) optional field takes its zero value."""
     for key, default in defaults.items():
@@ -109,7 +127,8 @@ class EdgeRouterCreate(Body):
     role_attributes: Attributes | None = None
     app_data: Tags | None = None
     tags: Tags | None = None
-
+    ctrl_chan_listeners: CtrlChanListeners | None = None
+    configs: list[str] | None = None
 
 
 EDGE_DEFAULTS = {"cost": 0, "no_traversal": False, "disabled": False, "is_tunneler_enabled": False,
@@ -117,6 +136,7 @@ EDGE_DEFAULTS = {"cost": 0, "no_traversal": False, "disabled": False, "is_tunnel
 
 
 def prepare_edge_router(ctx: Ctx, values: dict, existing: dict | None) -> None:
+    _v2_fields(values)
     check_name(values)
     check_attributes(values)
     _defaults(values, EDGE_DEFAULTS)
@@ -129,6 +149,7 @@ def render_edge_router(ctx: Ctx, row: dict, out: dict) -> None:
     out["supportedProtocols"] = dict(live.get("supportedProtocols") or {})
     out["syncStatus"] = live.get("syncStatus", "SYNC_UNKNOWN")
     out["versionInfo"] = dict(live.get("versionInfo") or VERSION_INFO)
+    render_v2_fields(row, out)
     if not row["fingerprint"]:
         out.pop("fingerprint", None)  # omitempty upstream
     if not row["is_verified"]:
@@ -149,6 +170,13 @@ _CERT_FIELDS = (
     Field("unverifiedFingerprint", nullable=True),
     Field("unverifiedCertPem", nullable=True),
 )
+# OpenZiti 2.0's: the control-channel listeners a write set, the network interfaces the router
+# reported (``ctrl/`` stores them, in the API's shape), and ``configs``, always null
+_V2_FIELDS = (
+    Field("ctrlChanListeners", "json", nullable=True),
+    Field("interfaces", "json", empty_null=True),
+)
+_V2_CONSTANTS = {"configs": None}
 
 EDGE_ROUTERS = Resource(
     name="edge-routers", entity="edgeRouter", table="routers", permission="router",
@@ -160,7 +188,9 @@ EDGE_ROUTERS = Resource(
         Field("appData", "map"),
         Field("certPem", nullable=True),
         *_CERT_FIELDS,
+        *_V2_FIELDS,
     ),
+    constants=_V2_CONSTANTS,
     create=EdgeRouterCreate,
     links=("edge-router-policies",),
     computed=(Field("isOnline", "bool"), Field("hostname"), Field("supportedProtocols", "map"), Field("syncStatus"),
@@ -197,12 +227,14 @@ class RouterCreate(Body):
     no_traversal: bool | None = None
     disabled: bool | None = None
     tags: Tags | None = None
-
+    ctrl_chan_listeners: CtrlChanListeners | None = None
+    configs: list[str] | None = None
 
 
 def prepare_router(ctx: Ctx, values: dict, existing: dict | None) -> None:
     if existing is not None and existing["is_edge"]:
         raise ApiError("CAN_NOT_UPDATE_ROUTER")
+    _v2_fields(values)
     check_name(values)
     if existing is None:
         values["disabled"] = False  # upstream's router create ignores disabled
@@ -211,6 +243,7 @@ def prepare_router(ctx: Ctx, values: dict, existing: dict | None) -> None:
 
 def render_router(ctx: Ctx, row: dict, out: dict) -> None:
     out["isOnline"] = presence.is_online(ctx.ctl, row["id"])
+    render_v2_fields(row, out)
     if row["is_edge"]:
         # no transit sub-record: upstream reports the edge router as verified, no enrollment
         out["isVerified"] = True
@@ -223,7 +256,8 @@ def render_router(ctx: Ctx, row: dict, out: dict) -> None:
 def _router_resource(name: str, entity: str, patch: type | None = None) -> Resource:
     return Resource(
         name=name, entity=entity, table="routers", permission="router",
-        fields=(*_ROUTER_FIELDS, Field("isVerified", "bool"), *_CERT_FIELDS),
+        fields=(*_ROUTER_FIELDS, Field("isVerified", "bool"), *_CERT_FIELDS, *_V2_FIELDS),
+        constants=_V2_CONSTANTS,
         computed=(Field("isOnline", "bool"), *_ENROLLMENT_FIELDS),
         create=RouterCreate, patch=patch,
         filters=("name", "fingerprint", "cost", "noTraversal", "disabled"),

@@ -24,13 +24,26 @@ TERMINATOR_STRATEGIES = ("smartrouting", "weighted", "random", "sticky")
 
 
 # ---------------------------------------------------------------- config types
-class ConfigTypeCreate(Body):
+class ConfigTypeUpdate(Body):
     name: str
     schema: Any = None   # an object; any other JSON value is refused by prepare_config_type
     tags: Tags | None = None
 
 
+class ConfigTypeCreate(ConfigTypeUpdate):
+    # what a config of the type configures (OpenZiti 2.0): checked, then neither stored nor
+    # answered, as upstream v2.0.3 does; its update and patch bodies have no target
+    target: str | None = None
+
+
+CONFIG_TYPE_TARGETS = ("service", "router")
+
+
 def prepare_config_type(ctx: Ctx, values: dict, existing: dict | None) -> None:
+    target = values.pop("target", None)
+    if target is not None and target not in CONFIG_TYPE_TARGETS:
+        raise CouldNotValidate("target", f"target in body should be one of [{' '.join(CONFIG_TYPE_TARGETS)}]",
+                               target)
     check_name(values)
     if values.get("name") == "all":
         raise CouldNotValidate("name", "name 'all' is reserved", "all")
@@ -66,7 +79,7 @@ def render_config_type(ctx: Ctx, row: dict, out: dict) -> None:
 CONFIG_TYPES = Resource(
     name="config-types", entity="configType", table="config_types", permission="config-type",
     fields=(NAME, Field("schema", "json", empty_null=True)),
-    create=ConfigTypeCreate,
+    create=ConfigTypeCreate, update=ConfigTypeUpdate,
     filters=("name", "schema"),
     prepare=prepare_config_type, before_delete=before_delete_config_type, render=render_config_type,
     auth={"delete": "admin"},
