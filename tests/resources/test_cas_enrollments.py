@@ -147,12 +147,16 @@ def test_external_id_claim(admin):
     got = admin.get(f"/cas/{id}").json()["data"]["externalIdClaim"]
     assert got == {"location": "SAN_URI", "matcher": "SCHEME", "matcherCriteria": "spiffe", "parser": "SPLIT",
                    "parserCriteria": "/", "index": 2}
-    # a PATCH of another field keeps the claim; the SCHEME matcher needs a SAN_URI location
+    # a PATCH of another field, or with an empty claim (older CLIs send one), keeps the claim; the
+    # SCHEME matcher needs a SAN_URI location: the merged claim is checked (OpenZiti 2.0)
     assert admin.patch(f"/cas/{id}", json={"name": "claims-2"}).status_code == 200
+    assert admin.patch(f"/cas/{id}", json={"externalIdClaim": {}}).status_code == 200
     assert admin.get(f"/cas/{id}").json()["data"]["externalIdClaim"]["index"] == 2
     err = assert_error(admin.patch(f"/cas/{id}", json={"externalIdClaim": {"location": "COMMON_NAME"}}),
                        400, "REFERENCED_ENTITY_NOT_FOUND")
-    assert "for 'matcher' is invalid" in err["cause"]["message"]
+    assert err["cause"]["message"] == ("the value 'location=COMMON_NAME matcher=SCHEME parser=SPLIT' for "
+                                       "'externalIdClaim' is invalid: unsupported matcher [SCHEME] for location "
+                                       "[COMMON_NAME]")
     bad = dict(claim, location="SAN_EMAIL")
     r = admin.post("/cas", json=ca_body("claims-bad", externalIdClaim=bad))
     assert_error(r, 400, "REFERENCED_ENTITY_NOT_FOUND")
@@ -162,6 +166,38 @@ def test_external_id_claim(admin):
         "COULD_NOT_VALIDATE",
     )
     assert err["cause"]["field"] == "externalIdClaim.location"
+
+
+@pytest.mark.parametrize("claim, reason", [
+    ({"location": "SAN_URI", "matcher": "PREFIX", "matcherCriteria": "spiffe://", "parser": "NONE"},
+     "'location=SAN_URI matcher=PREFIX parser=NONE' for 'externalIdClaim' is invalid: "
+     "unsupported matcher [PREFIX] for location [SAN_URI]"),
+    ({"location": "SAN_URI", "matcher": "SUFFIX", "matcherCriteria": "x", "parser": "NONE"},
+     "unsupported matcher [SUFFIX] for location [SAN_URI]"),
+    ({"location": "COMMON_NAME", "matcher": "PREFIX", "matcherCriteria": None, "parser": "NONE"},
+     "invalid criteria [] for matcher [PREFIX]"),
+    ({"location": "SAN_EMAIL", "matcher": "ALL", "parser": "SPLIT", "parserCriteria": ""},
+     "invalid criteria [] for parser [SPLIT]"),
+    ({"location": None, "matcher": "ALL", "parser": "NONE"},
+     "the value '' for 'externalIdClaim.location' is invalid: unsupported location []"),
+    ({"location": "COMMON_NAME", "matcher": "ALL", "parser": "NONE", "index": -1},
+     "the value '-1' for 'externalIdClaim.index' is invalid: index must be greater than or equal to zero"),
+])
+def test_a_claim_that_could_never_match_is_refused_when_written_as_openziti_2(admin, claim, reason):
+    """v2.0.3 checks the claim on create and replace (v1.3.3 stored PREFIX on SAN_URI and failed
+    every login with it): 400 with upstream's bad-request cause, the claim named."""
+    full = {"index": 0, "matcherCriteria": "", "parserCriteria": "", **claim}
+    err = assert_error(admin.post("/cas", json=ca_body("claims-2x", externalIdClaim=full)),
+                       400, "REFERENCED_ENTITY_NOT_FOUND")
+    assert reason in err["cause"]["message"]
+    ok = {"location": "COMMON_NAME", "matcher": "ALL", "matcherCriteria": "", "parser": "NONE",
+          "parserCriteria": "", "index": 0}
+    id = admin.create("cas", ca_body("claims-2y", externalIdClaim=ok))
+    body = admin.get(f"/cas/{id}").json()["data"]
+    put = {k: body[k] for k in ("name", "isAutoCaEnrollmentEnabled", "isOttCaEnrollmentEnabled", "isAuthEnabled",
+                                "identityRoles", "identityNameFormat")}
+    assert_error(admin.put(f"/cas/{id}", json={**put, "externalIdClaim": full}), 400, "REFERENCED_ENTITY_NOT_FOUND")
+    assert admin.get(f"/cas/{id}").json()["data"]["externalIdClaim"] == ok
 
 
 def test_identity_roles(admin):
@@ -374,7 +410,7 @@ def test_enrollments_non_admin_refused(admin, user, anon):
 
 
 def test_controllers_is_an_empty_list_for_any_session(admin, user, anon):  # noqa: F811
-    for api in (admin, user, user.as_prefix(CLIENT)):
+    for api in (admin, user.as_prefix(CLIENT)):
         r = api.get("/controllers")
         assert r.status_code == 200, r.text
         body = r.json()

@@ -325,7 +325,9 @@ CONTROLLERS = Resource(
         Field("lastJoinedAt", "datetime"),
         Field("apiAddresses", "map"),
     ),
-    ops=("list",), apis=("management", "client"), auth={"list": "session"},
+    # OpenZiti 2.0: the management list needs admin_readonly (the entity, "controller", is none
+    # an identity can hold); the client list is for any session (v1.3.3: any session on both)
+    ops=("list",), apis=("management", "client"), client_auth={"list": "session"}, permission="controller",
     filters=("name", "ctrlAddress", "certPem", "fingerprint", "isOnline", "lastJoinedAt"),
 )
 
