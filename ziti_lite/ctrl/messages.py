@@ -169,6 +169,10 @@ ROUTER_LINKS = Msg("RouterLinks", (Field(1, "links", ROUTER_LINK, True),))
 LINK_CONN = Msg("LinkConn", (Field(1, "id", "string"), Field(2, "localAddr", "string"),
                              Field(3, "remoteAddr", "string")))
 LINK_CONNECTED = Msg("LinkConnected", (Field(1, "id", "string"), Field(2, "conns", LINK_CONN, True)))
+INTERFACE = Msg("Interface", (Field(1, "name", "string"), Field(2, "hardwareAddress", "string"),
+                              Field(3, "mtu", "int64"), Field(4, "index", "int64"), Field(5, "flags", "uint64"),
+                              Field(6, "addresses", "string", True)))
+ROUTER_INTERFACES_UPDATE = Msg("RouterInterfacesUpdate", (Field(1, "interfaces", INTERFACE, True),))
 VERIFY_ROUTER = Msg("VerifyRouter", (Field(1, "routerId", "string"), Field(2, "fingerprints", "string", True)))
 
 # ---------------------------------------------------------------- edge (edge_ctrl_pb)

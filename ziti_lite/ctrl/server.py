@@ -14,7 +14,8 @@ router's ClientHello (its edge listeners and version) makes it online in the API
   faults and circuit confirmations;
 * ``tunnel.py`` serves tunneler-enabled routers;
 * ``links.py`` tells routers of their peers, keeps the link table and computes paths;
-* ``datamodel.py`` keeps the router data model v2 routers subscribe to.
+* ``datamodel.py`` keeps the router data model v2 routers subscribe to;
+* ``interfaces.py`` keeps the network interfaces v1.6 and v2.0 routers report.
 
 Each is a ``Part`` (``part.py``), declared once in the list at the top of ``CtrlServer``: the
 server builds them, merges their handlers (one per content type) and tells each of a router's
@@ -44,7 +45,7 @@ from ..events.runtime import EventsController
 from ..pki import ca as pki
 from ..routing import presence, version
 from ..routing.checks import RoutingController
-from . import circuits, datamodel, hello, links, messages, pb, sync, terminators, tunnel
+from . import circuits, datamodel, hello, interfaces, links, messages, pb, sync, terminators, tunnel
 from .channel import RouterChannel
 from .messages import C
 from .part import Handler, Part
@@ -76,6 +77,7 @@ class CtrlServer:
     tunnel: tunnel.Tunnel
     links: links.Links
     datamodel: datamodel.DataModel
+    interfaces: interfaces.Interfaces
 
     @classmethod
     def part_types(cls) -> list[tuple[str, type[Part]]]:

@@ -21,8 +21,7 @@ from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca as pki
-from ..pki import claims
-from ..pki import tokens
+from ..pki import claims, tokens
 from .auth import bad_request, blank, load_json, merge_leaves
 from .common import NAME, Body, Tags, check_name, exists, non_admin_caller, refuse_for_admin
 from .identities import IDENTITIES
