@@ -431,8 +431,12 @@ def import_(api: ApiBase, doc: dict[str, list[dict]], say: Callable[[str], None]
             if system_policy(kind, entity):
                 done["skipped"] += 1   # a router's own: it comes with its router (tunneler-enabled)
                 continue
-            if api.by_name(collection, name) is not None:
-                done["skipped"] += 1
+            existing = api.by_name(collection, name)
+            if existing is not None:
+                if kind == "identities" and system_identity(existing):
+                    _set_attributes(api, existing, entity, done, say)   # 2.0's importer: by the existing one
+                else:
+                    done["skipped"] += 1
                 continue
             what = f"{kind} {name!r}"
             body = to_body(kind, entity, lambda collection, value: ref(collection, value, what))
@@ -452,25 +456,31 @@ def import_(api: ApiBase, doc: dict[str, list[dict]], say: Callable[[str], None]
 
 def _system_identities(api: ApiBase, doc: dict, done: dict[str, int], say: Callable[[str], None]) -> None:
     """The router identities and the default admin of a 2.0 export: matched by name, their role
-    attributes set from the document; never created (a router's comes with its router)."""
+    attributes set; never created (a router's comes with its router; upstream's importer would
+    create another network's default admin of another name as an admin without credentials)."""
     for entity in doc.get("identities") or []:
         if not system_identity(entity):
             continue
-        name = entity["name"]
-        row = api.by_name("identities", name)
+        row = api.by_name("identities", entity["name"])
         if row is None:
             whose = "the default admin" if entity.get("isDefaultAdmin") is True else "a router's identity"
-            say(f"skipped identities: {name} ({whose}, which this network does not have)")
+            say(f"skipped identities: {entity['name']} ({whose}, which this network does not have)")
             done["skipped"] += 1
-            continue
-        attributes = entity.get("roleAttributes") or []
-        if sorted(set(attributes)) == sorted(set(row.get("roleAttributes") or [])):
-            done["skipped"] += 1
-            continue
-        status, reply = api.call("PATCH", f"/identities/{row['id']}", {"roleAttributes": attributes})
-        if status != 200:
-            cause = (reply or {}).get("error", {})
-            raise ExchangeError(f"updating identities {name!r} failed: {status} {cause.get('code')}: "
-                                f"{cause.get('cause') or cause.get('message')}")
-        done["updated"] += 1
-        say(f"updated identities: {name} (role attributes)")
+        else:
+            _set_attributes(api, row, entity, done, say)
+
+
+def _set_attributes(api: ApiBase, row: dict, entity: dict, done: dict[str, int], say: Callable[[str], None]) -> None:
+    """A router's identity or the default admin found by name: the document's role attributes
+    set on it (the only thing 2.0's importer changes of an existing identity)."""
+    attributes = entity.get("roleAttributes") or []
+    if sorted(set(attributes)) == sorted(set(row.get("roleAttributes") or [])):
+        done["skipped"] += 1
+        return
+    status, reply = api.call("PATCH", f"/identities/{row['id']}", {"roleAttributes": attributes})
+    if status != 200:
+        cause = (reply or {}).get("error", {})
+        raise ExchangeError(f"updating identities {entity['name']!r} failed: {status} {cause.get('code')}: "
+                            f"{cause.get('cause') or cause.get('message')}")
+    done["updated"] += 1
+    say(f"updated identities: {entity['name']} (role attributes)")

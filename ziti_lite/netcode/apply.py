@@ -151,8 +151,9 @@ def prepare(api: exchange.ApiBase, network: Network, prune: bool) -> tuple[list[
 
 
 def system(api: exchange.ApiBase, network: Network) -> dict[str, dict]:
-    """The network's router identities and default admin, where the file (a 2.0 export) names some."""
-    if not any(exchange.system_identity(e) for e in network.entities.get("identities", [])):
+    """The network's router identities and default admin, where the file has identities (a 2.0
+    export lists them; any file may name one)."""
+    if not network.entities.get("identities"):
         return {}
     return exchange.system_identities(api)
 

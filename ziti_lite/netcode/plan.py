@@ -69,13 +69,14 @@ def desired_entity(kind: str, entity: dict) -> dict:
 
 
 def _system_changes(network: Network, system: dict[str, dict]) -> list[Change]:
-    """The router identities and default admin a 2.0 export lists, as 2.0's importer takes
-    them: never created, matched by name, their role attributes set. A router's identity the
-    same run creates (with its router) gets its attributes after the router."""
+    """The router identities and default admin a 2.0 export lists (or any identity of the file
+    named as one of the network's), as 2.0's importer takes them: never created, matched by
+    name, their role attributes set. A router's identity the same run creates (with its router)
+    gets its attributes after the router."""
     new_routers = {e["name"] for e in network.entities.get("edgeRouters", [])}
     out = []
     for entity in network.entities.get("identities", []):
-        if not exchange.system_identity(entity):
+        if not (exchange.system_identity(entity) or entity["name"] in system):
             continue
         name, want = entity["name"], entity.get("roleAttributes")
         old = system.get(name)
@@ -100,8 +101,8 @@ def compute(current: dict[str, list[dict]], network: Network, prune: bool,
         have = {e["name"]: e for e in current.get(kind) or []}
         fields = comparable(kind)
         for entity in network.entities[kind]:
-            if kind == "identities" and exchange.system_identity(entity):
-                continue   # after the edge routers: _system_changes
+            if kind == "identities" and (exchange.system_identity(entity) or entity["name"] in (system or {})):
+                continue   # a router's identity or the default admin, after the edge routers: _system_changes
             if exchange.system_policy(kind, entity):
                 continue   # a router's own, which comes with it (and is never exported)
             want = desired_entity(kind, entity)
