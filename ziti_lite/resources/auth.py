@@ -35,14 +35,15 @@ def blank(v):
 
 
 def bad_request(field: str, reason: str, value) -> ApiError:
-    """Upstream's "bad request field error": 400 REFERENCED_ENTITY_NOT_FOUND.
+    """Upstream's "bad request field error": 400 INVALID_FIELD, as OpenZiti 2.0 answers it
+    (v1.3.3 named the same error REFERENCED_ENTITY_NOT_FOUND; no client reads the code).
 
     Upstream hands its field error over by value, so its renderer does not know it for one and
     writes it as a generic cause whose message is the field error's text. Where upstream's text
     prints a pointer's address for the value, ziti-lite prints the value.
     """
     text = go_text(redact(field, value))
-    return ApiError("REFERENCED_ENTITY_NOT_FOUND",
+    return ApiError("INVALID_FIELD",
                     cause=generic_cause(f"the value '{text}' for '{field}' is invalid: {reason}"))
 
 
