@@ -94,7 +94,8 @@ def jwks_alg(ctl: AuthController) -> str:
 
 
 def _api_error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}, "meta": {}}, status_code=status)
+    """A login step's API error as upstream's OIDC provider writes it: the bare error, no envelope."""
+    return JSONResponse({"code": code, "message": message}, status_code=status)
 
 
 def refusal(e: ApiError) -> JSONResponse:
