@@ -5,7 +5,8 @@ nothing of it lost.
 v2.0's export also writes each tunneler-enabled edge router's identity and the default admin
 (v1.3.3's left them out); the way back reads them as 2.0's importer does (``exchange.py``). The
 network is built with the v2.0 CLI on ziti-lite, exported from it, imported into
-``ziti edge quickstart`` v2.0.3, exported from there, imported into a fresh ziti-lite with
+``ziti edge quickstart`` v2.0.3 (where ``ziti-lite apply --controller`` of the same file then
+plans nothing), exported from there, imported into a fresh ziti-lite with
 ``ziti-lite import --db`` and exported again: the entities built, the router identity's and the
 default admin's role attributes included, are the same at every step.
 
@@ -106,6 +107,11 @@ def test_a_network_built_on_ziti_lite_moves_to_v2_and_back(ziti2, ziti_lite_temp
         upstream.run("edge", "login", real.url, "-u", real.admin_user, "-p", real.admin_password, "-y")
         upstream.run("ops", "import", str(tmp_path / "from-lite.json"))
         second = cli_export(upstream, tmp_path / "from-v2.json")
+        # ziti-lite apply reads the same file against the real controller: nothing left to do
+        r = subprocess.run([sys.executable, "-m", "ziti_lite", "apply", "--dry-run", "--controller", real.url,
+                            "--username", real.admin_user, "--password", real.admin_password,
+                            str(tmp_path / "from-lite.json")], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and "Plan: nothing to do" in r.stdout + r.stderr, r.stdout + r.stderr
     finally:
         real.stop()
     assert ours(second) == built, "the real v2.0.3 controller holds what ziti-lite held"
