@@ -9,7 +9,7 @@ import platform
 import pytest
 
 from tests.conftest import ADMIN_USER, CLIENT, MGMT, Api, assert_error
-from ziti_lite import __version__, clock
+from ziti_lite import UPSTREAM_VERSION, __version__, clock
 from ziti_lite.app import create_app
 from ziti_lite.config import Settings
 
@@ -18,11 +18,11 @@ from ziti_lite.config import Settings
 def test_version_reports_the_upstream_controller_version(client, path):
     r = client.get(path)
     v = r.json()["data"]
-    assert v["version"] == "v1.3.3"
+    assert v["version"] == f"v{UPSTREAM_VERSION}" == "v2.0.3"   # the 2.0 line it serves
     # ziti-lite's own version goes where upstream puts build details
     assert __version__ in v["revision"]
     assert v["runtimeVersion"] == f"ziti-lite {__version__} (Python {platform.python_version()})"
-    assert r.headers["server"] == "ziti-controller/v1.3.3"
+    assert r.headers["server"] == "ziti-controller/v2.0.3"
 
 
 def test_repeated_query_parameters_take_the_first_value(admin):

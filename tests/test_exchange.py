@@ -205,3 +205,77 @@ def test_a_signers_enrollment_policy_round_trips(admin, db_path, template_db, tm
     def by_name(d):
         return sorted(d["externalJwtSigners"], key=lambda s: s["name"])
     assert by_name(json.loads(again.read_text())) == by_name(doc)
+
+
+def as_v2_export(doc: dict) -> dict:
+    """``doc`` as the v2.0 CLI's ``ziti ops export`` writes a network: the identities every
+    network has of its own listed too (upstream v2.0.3's exporter keeps them, typed by
+    ``typeId``): the identity of the tunneler-enabled edge router (such a router has one, named
+    as it), one of a router the file lacks, the default admin, and another network's default
+    admin of another name."""
+    doc = json.loads(json.dumps(doc))
+    for router in doc["edgeRouters"]:
+        router["isTunnelerEnabled"] = True
+    # and its own edge router policy, named by its id there (upstream's export writes it as any)
+    doc["edgeRouterPolicies"].append({"name": "edge-router-Zx81Yq2Ab-system", "semantic": "AnyOf",
+                                      "identityRoles": ["@branch-er"], "edgeRouterRoles": ["@branch-er"], "tags": {}})
+    common = {"authPolicy": "@Default", "disabled": False, "externalId": None, "isMfaEnabled": False, "tags": {}}
+    doc["identities"] += [
+        {**common, "name": "branch-er", "typeId": "Router", "isAdmin": False, "isDefaultAdmin": False,
+         "roleAttributes": ["tunnel-hosts"]},
+        {**common, "name": "ghost-er", "typeId": "Router", "isAdmin": False, "isDefaultAdmin": False,
+         "roleAttributes": ["gone"]},
+        {**common, "name": "Default Admin", "typeId": "Default", "isAdmin": True, "isDefaultAdmin": True,
+         "roleAttributes": ["ops"]},
+        {**common, "name": "admin", "typeId": "Default", "isAdmin": True, "isDefaultAdmin": True,
+         "roleAttributes": None},
+    ]
+    for identity in doc["identities"]:
+        identity.setdefault("typeId", "Default")
+    return doc
+
+
+def export_doc(db) -> dict:
+    from ziti_lite import exchange
+    api = exchange.LocalApi(str(db))
+    try:
+        return exchange.export(api)
+    finally:
+        api.close()
+
+
+def identities_of(db) -> dict[str, dict]:
+    from ziti_lite import exchange
+    api = exchange.LocalApi(str(db))
+    try:
+        return {i["name"]: i for i in api.list("identities")}
+    finally:
+        api.close()
+
+
+def test_a_v2_export_with_router_identities_and_the_default_admin_imports_as_v2_imports_it(
+        exported, template_db, tmp_path):
+    """Upstream 2.0's importer creates the edge routers first and then matches those identities
+    by name, setting their role attributes; before, ziti-lite created the router's identity as a
+    plain one and then failed on the router (400 COULD_NOT_VALIDATE, name must be unique)."""
+    doc, _, _ = exported
+    v2 = tmp_path / "v2.json"
+    v2.write_text(json.dumps(as_v2_export(doc)))
+    fresh = tmp_path / "fresh.db"
+    shutil.copy(template_db, fresh)
+    messages = run("import", "--db", str(fresh), str(v2))
+    assert "identities: 2 created, 2 updated, 2 already there" in messages, messages
+    assert "edgeRouters: 1 created" in messages
+    assert "ghost-er (a router's identity, which this network does not have)" in messages
+    assert "admin (the default admin, which this network does not have)" in messages
+    got = identities_of(fresh)
+    assert got["branch-er"]["typeId"] == "Router" and got["branch-er"]["roleAttributes"] == ["tunnel-hosts"]
+    assert got["Default Admin"]["isDefaultAdmin"] and got["Default Admin"]["roleAttributes"] == ["ops"]
+    assert "ghost-er" not in got and "admin" not in got
+    assert sorted(got) == ["Default Admin", "alice", "branch-er", "ops-bot"]
+    assert "edgeRouterPolicies: 1 created, 2 already there" in messages   # the router brought its own
+    assert "edge-router-Zx81Yq2Ab-system" not in {p["name"] for p in export_doc(fresh)["edgeRouterPolicies"]}
+    # again: everything is there, nothing to set
+    messages = run("import", "--db", str(fresh), str(v2))
+    assert " created" not in messages.replace("0 created", "") and "updated" not in messages
+    assert identities_of(fresh)["branch-er"]["roleAttributes"] == ["tunnel-hosts"]

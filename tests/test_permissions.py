@@ -63,6 +63,7 @@ management /configs/{id} PUT config.update
 management /configs/{id} PATCH config.update
 management /configs/{id} DELETE config.delete
 management /configs/{id}/services GET service.read
+management /controllers GET controller.read
 management /database/check-data-integrity POST admin
 management /database/data-integrity-results GET admin
 management /database/fix-data-integrity POST admin
@@ -202,7 +203,7 @@ client /ziti-lite/v1/events/tickets POST ops.stream
 NEEDS = {tuple(line.split()[:3]): line.split()[3] for line in UPSTREAM_NEEDS.strip().splitlines()}
 PREFIX = {"management": MGMT, "fabric": FABRIC, "client": CLIENT}
 # management routes any complete session may call, as upstream (IsAuthenticated / the caller's own)
-OPEN_TO_SESSIONS = {"/controllers", "/identity-types", "/identity-types/{id}", "/posture-check-types",
+OPEN_TO_SESSIONS = {"/identity-types", "/identity-types/{id}", "/posture-check-types",
                     "/posture-check-types/{id}",
                     # declared by upstream's spec without a handler there: a session, then 501
                     "/controller-settings", "/controller-settings/{id}", "/controller-settings/{id}/effective"}
@@ -340,6 +341,24 @@ def test_a_removed_permission_or_a_demotion_counts_from_the_next_request(admin, 
     assert admin.patch(f"/identities/{api.identity_id}", json={"isAdmin": False}).status_code == 200
     assert_error(api.get("/summary"), 401, "UNAUTHORIZED")
     assert api.get("/current-identity").status_code == 200   # still a valid session
+
+
+def test_where_v2_answers_otherwise_than_v1_3_3_a_caller_without_permissions_gets_v2s_answer(limited):
+    """OpenZiti 2.0 is the reference: the management /controllers and /sessions need
+    admin_readonly (or ops.read) where v1.3.3 let any session list them; the identity and
+    posture check types are open to any session (v1.3.3: admins only); the client API's
+    /controllers stays open (the SDKs read it). Rows of ``tests/interop/differences.tsv``."""
+    _, make = limited
+    nobody = make()
+    for path in ("/controllers", "/sessions"):
+        r = nobody.get(path)
+        assert_error(r, 401, "UNAUTHORIZED")
+        assert "admin_readonly" in r.headers["www-authenticate"]
+    for path in ("/identity-types", "/identity-types/Default", "/posture-check-types", "/posture-check-types/OS"):
+        assert nobody.get(path).status_code == 200, path
+    assert nobody.as_prefix(CLIENT).get("/controllers").status_code == 200
+    assert make("admin_readonly").get("/controllers").status_code == 200
+    assert_error(make("ops", "identity").get("/controllers"), 401, "UNAUTHORIZED")
 
 
 def test_a_refusal_says_what_would_allow_it(limited):

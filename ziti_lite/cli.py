@@ -253,8 +253,9 @@ def import_(db, file) -> None:
     finally:
         api.close()
     for kind, c in counts.items():
-        if c["created"] or c["skipped"]:
-            click.echo(f"{kind}: {c['created']} created, {c['skipped']} already there", err=True)
+        if c["created"] or c["skipped"] or c["updated"]:
+            updated = f", {c['updated']} updated" if c["updated"] else ""
+            click.echo(f"{kind}: {c['created']} created{updated}, {c['skipped']} already there", err=True)
     click.echo(f"ziti-lite: {exchange.CANNOT_MOVE}", err=True)
 
 

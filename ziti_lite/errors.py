@@ -59,6 +59,9 @@ CATALOGUE: dict[str, Code] = {
         409, "the entity cannot be deleted because it is referenced by another entity, see cause"
     ),
     "REFERENCED_ENTITY_NOT_FOUND": Code(400, "REFERENCED_ENTITY_NOT_FOUND"),
+    # a field's value refused by a model rule (OpenZiti 2.0's "bad request field error"; v1.3.3
+    # answered those REFERENCED_ENTITY_NOT_FOUND)
+    "INVALID_FIELD": Code(400, "The field contains an invalid value"),
     # authentication, MFA, posture, sessions
     "INVALID_AUTH": Code(401, "The authentication request failed"),
     "MFA_EXISTS": Code(409, "An MFA record already exists, try removing it"),

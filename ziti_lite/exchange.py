@@ -20,6 +20,16 @@ verification (imported CAs must be verified again), API sessions, sessions and t
 One difference from upstream's exporter: posture-check roles of service policies are exported
 (upstream 1.3.3 writes an empty list there).
 
+The export of OpenZiti 2.0's CLI (``ziti ops export`` v2.0) also lists the identities every
+network has of its own: each edge router's (``typeId`` ``Router``, named as its router) and the
+default admin (``isDefaultAdmin``). As 2.0's ``ziti ops import``, the import never creates them:
+after the edge routers it looks each up by name and, where it exists, sets its role attributes
+from the document (``updated``); one that does not exist (the router is in neither the file
+nor the network, or the other network's default admin has another name) is skipped and said.
+A document with them goes through ``apply`` alike (``system_identity``). A tunneler-enabled
+router's own edge router policy (``edge-router-<id>-system``), which upstream's export writes as
+any policy, is neither exported nor created: it comes with its router (``system_policy``).
+
 ``import`` reads JSON; ``ziti-lite apply`` (``netcode/``) reads the same documents as JSON or
 YAML and also updates and prunes, through ``to_body`` and ``ApiBase`` here.
 """
@@ -96,6 +106,31 @@ CANNOT_MOVE = ("not moved (they cannot be): private keys and issued certificates
 
 class ExchangeError(Exception):
     pass
+
+
+def system_identities(api: ApiBase) -> dict[str, dict]:
+    """name -> detail of the network's router identities and default admin (what an export
+    leaves out and a 2.0 export lists)."""
+    return {e["name"]: e for e in api.list("identities", 'type = "Router" or isDefaultAdmin = true')}
+
+
+def system_policy(kind: str, entity: dict) -> bool:
+    """A tunneler-enabled router's own edge router policy (``edge-router-<id>-system``, the
+    router on both sides), which comes with its router: the API marks it ``isSystem``, an
+    export (upstream's writes them) by its name and roles. Never exported, created or pruned."""
+    if kind != "edgeRouterPolicies":
+        return False
+    if entity.get("isSystem") is True:
+        return True
+    name, roles = entity.get("name") or "", entity.get("identityRoles")
+    return (name.startswith("edge-router-") and name.endswith("-system") and isinstance(roles, list)
+            and len(roles) == 1 and roles == entity.get("edgeRouterRoles"))
+
+
+def system_identity(entity: dict) -> bool:
+    """An identity of a 2.0 export that every network has of its own: a router's or the
+    default admin (``ziti ops export`` v2.0 writes them; v1.3.3's and ziti-lite's leave them out)."""
+    return entity.get("typeId") == "Router" or entity.get("type") == "Router" or entity.get("isDefaultAdmin") is True
 
 
 def needed(kinds) -> tuple[str, ...]:
@@ -299,7 +334,8 @@ def export(api: ApiBase, kinds=None) -> dict[str, list[dict]]:
     for kind, collection in (("servicePolicies", "service-policies"), ("edgeRouterPolicies", "edge-router-policies"),
                              ("serviceEdgeRouterPolicies", "service-edge-router-policies")):
         if kind in wanted:
-            out[kind] = [strip(kind, _roles_by_name(kind, m)) for m in api.list(collection)]
+            out[kind] = [strip(kind, _roles_by_name(kind, m)) for m in api.list(collection)
+                         if not system_policy(kind, m)]
 
     if "externalJwtSigners" in wanted:
         out["externalJwtSigners"] = [_enroll_policy_by_name(strip("externalJwtSigners", m), name_of)
@@ -393,7 +429,8 @@ def to_body(kind: str, entity: dict, ref: Callable[[str, Any], str], create: boo
 
 def import_(api: ApiBase, doc: dict[str, list[dict]], say: Callable[[str], None] = lambda s: None) -> dict:
     """Create what the document has and the network lacks (by name); returns
-    ``{entity type: {"created": n, "skipped": n}}``."""
+    ``{entity type: {"created": n, "skipped": n, "updated": n}}`` (updated: the role attributes
+    of a 2.0 export's router identities and default admin)."""
     ids: dict[tuple[str, str], str] = {}
 
     def ref(collection: str, value: Any, what: str) -> str:
@@ -412,13 +449,22 @@ def import_(api: ApiBase, doc: dict[str, list[dict]], say: Callable[[str], None]
     later: list[tuple[str, str, dict]] = []   # signers whose enrollment auth policy comes after them
     for kind in IMPORT_ORDER:
         collection = COLLECTION[kind]
-        done = counts[kind] = {"created": 0, "skipped": 0}
+        done = counts[kind] = {"created": 0, "skipped": 0, "updated": 0}
         for entity in doc.get(kind) or []:
             if not isinstance(entity, dict) or not isinstance(entity.get("name"), str):
                 raise ExchangeError(f"{kind}: every entity needs a name")
             name = entity["name"]
-            if api.by_name(collection, name) is not None:
-                done["skipped"] += 1
+            if kind == "identities" and system_identity(entity):
+                continue   # after the edge routers (theirs come with them), as 2.0's importer
+            if system_policy(kind, entity):
+                done["skipped"] += 1   # a router's own: it comes with its router (tunneler-enabled)
+                continue
+            existing = api.by_name(collection, name)
+            if existing is not None:
+                if kind == "identities" and system_identity(existing):
+                    _set_attributes(api, existing, entity, done, say)   # 2.0's importer: by the existing one
+                else:
+                    done["skipped"] += 1
                 continue
             what = f"{kind} {name!r}"
             entity = json.loads(json.dumps(entity))
@@ -435,6 +481,7 @@ def import_(api: ApiBase, doc: dict[str, list[dict]], say: Callable[[str], None]
         body = to_body("externalJwtSigners", deferred, lambda collection, value: ref(collection, value, what))
         status, reply = api.call("PATCH", f"/external-jwt-signers/{id}", body)
         _check(status, reply, 200, f"setting the enrollment auth policy of {what}")
+    _system_identities(api, doc, counts["identities"], say)
     return counts
 
 
@@ -443,3 +490,35 @@ def _check(status: int, reply: Any, want: int, doing: str) -> None:
         cause = (reply or {}).get("error", {})
         detail = cause.get("cause") or cause.get("message")
         raise ExchangeError(f"{doing} failed: {status} {cause.get('code')}: {detail}")
+
+
+def _system_identities(api: ApiBase, doc: dict, done: dict[str, int], say: Callable[[str], None]) -> None:
+    """The router identities and the default admin of a 2.0 export: matched by name, their role
+    attributes set; never created (a router's comes with its router; upstream's importer would
+    create another network's default admin of another name as an admin without credentials)."""
+    for entity in doc.get("identities") or []:
+        if not system_identity(entity):
+            continue
+        row = api.by_name("identities", entity["name"])
+        if row is None:
+            whose = "the default admin" if entity.get("isDefaultAdmin") is True else "a router's identity"
+            say(f"skipped identities: {entity['name']} ({whose}, which this network does not have)")
+            done["skipped"] += 1
+        else:
+            _set_attributes(api, row, entity, done, say)
+
+
+def _set_attributes(api: ApiBase, row: dict, entity: dict, done: dict[str, int], say: Callable[[str], None]) -> None:
+    """A router's identity or the default admin found by name: the document's role attributes
+    set on it (the only thing 2.0's importer changes of an existing identity)."""
+    attributes = entity.get("roleAttributes") or []
+    if sorted(set(attributes)) == sorted(set(row.get("roleAttributes") or [])):
+        done["skipped"] += 1
+        return
+    status, reply = api.call("PATCH", f"/identities/{row['id']}", {"roleAttributes": attributes})
+    if status != 200:
+        cause = (reply or {}).get("error", {})
+        raise ExchangeError(f"updating identities {entity['name']!r} failed: {status} {cause.get('code')}: "
+                            f"{cause.get('cause') or cause.get('message')}")
+    done["updated"] += 1
+    say(f"updated identities: {entity['name']} (role attributes)")

@@ -14,7 +14,8 @@ The rule, as upstream v2.0.3 decides it for the management API:
 
 Permissions add up. An operation with no ``(entity, action)`` (the database, the summary, the
 fabric API's routers, services and terminators) is for admins only, and so, in effect, is one
-whose entity no identity can hold (``authenticator``: admins, and ``admin_readonly`` for reads).
+whose entity no identity can hold (``authenticator``, ``controller``: admins, and ``admin_readonly``
+for reads).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ ENTITIES: tuple[str, ...] = (
     "terminator",
 )
 # entities an operation may need that no identity can be given (admins only, admin_readonly reads)
-UNGRANTABLE = ("authenticator", "revocation")
+UNGRANTABLE = ("authenticator", "controller", "revocation")
 
 
 def _allowed() -> tuple[str, ...]:

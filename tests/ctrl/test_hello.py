@@ -35,7 +35,7 @@ def test_a_v2_router_gets_a_group_secret_and_the_capabilities_it_requires(live, 
     assert caps(result.headers[1002]) & (1 << 6)                       # JWT legacy sessions: required
     assert caps(result.headers[1002]) & (1 << 5)                       # grouped channel: a ctrl.high may join
     assert caps(result.headers[12]) == 0b1010                          # what v1 routers read, unchanged
-    assert result.headers[4].decode().startswith("v1.3.3|") and result.headers[8] == live.ctl.instance_id.encode()
+    assert result.headers[4].decode().startswith("v2.0.3|") and result.headers[8] == live.ctl.instance_id.encode()
     assert result.headers[9] == b"\x01" and result.headers[7] == b"ctrl.default"
     r.client_hello("127.0.0.1", 4601)
     assert wait_for(lambda: online(admin, router.id))

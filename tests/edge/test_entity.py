@@ -24,7 +24,7 @@ def test_same_router_across_restarts_offline_when_stopped(template_db, tmp_path)
     with running(template_db, tmp_path, edge=True, db=db) as live:
         first = _router(live)
         assert first["isOnline"] is True and first["isVerified"] is True and first["roleAttributes"] == ["public"]
-        assert first["versionInfo"]["version"] == "v1.3.3"
+        assert first["versionInfo"]["version"] == "v2.0.3"
     with running(template_db, tmp_path, db=db) as live:   # no router this time: known, but offline
         again = _router(live)
         assert again["id"] == first["id"]

@@ -136,7 +136,7 @@ def test_hello_reply_headers(edge, net):
         assert r.seq == -1   # the Go channel's hello sequence
         assert r.headers[ec.REPLY_FOR] == struct.pack("<i", 0)
         assert r.headers[8] == edge.ctl.edge_router.router_id.encode()
-        assert r.headers[4].decode().startswith("v1.3.3|")
+        assert r.headers[4].decode().startswith("v2.0.3|ziti-lite-")
         assert r.headers[ec.SUPPORTS_BIND_SUCCESS] == b"\x01"
         await c.close()
     run(scenario())

@@ -130,3 +130,21 @@ def test_a_revocation_closes_the_channels_of_the_tokens_it_names(edge, net):
         assert admin.post("/revocations", json={"id": ids["o-host"], "type": "IDENTITY"}).status_code == 201
         assert await closed_soon(h)
     run(scenario())
+
+
+def test_a_disabled_identitys_certificate_is_refused_with_openziti_2s_json(edge, net):
+    """The C SDK 1.18 reads a refused login step as JSON: v2.0.3's bare API error, not text."""
+    admin, ids = net
+    iid, path = enroll(edge, admin, "o-disabled", ["o-client"])
+    ident = identity(path)
+    assert admin.post(f"/identities/{iid}/disable", json={"durationMinutes": 0}).status_code == 200
+    http = edge.client(ident.cert_pem, ident.key_pem)
+    verifier = secrets.token_urlsafe(40)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    r = http.get("/oidc/authorize", params={
+        "client_id": "openziti", "response_type": "code", "scope": "openid offline_access",
+        "redirect_uri": REDIRECT, "code_challenge": challenge, "code_challenge_method": "S256"})
+    assert r.status_code == 302, r.text
+    r = http.post(r.headers["location"], json={})
+    assert r.status_code == 401 and r.headers["content-type"].startswith("application/json")
+    assert r.json() == {"code": "INVALID_AUTH", "message": "The authentication request failed"}

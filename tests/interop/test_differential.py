@@ -272,6 +272,11 @@ s("non-admin failed service requests", "GET", "/identities/{alice}/failed-servic
 s("non-admin posture data", "GET", "/identities/{alice}/posture-data", auth="user")
 s("non-admin current identity", "GET", "client:/current-identity", auth="user")
 s("non-admin services", "GET", "client:/services", auth="user")
+# OpenZiti 2.0 answers these otherwise (its answers are ziti-lite's: rows of differences.tsv)
+s("non-admin lists controllers", "GET", "/controllers", auth="user")
+s("non-admin lists sessions", "GET", "/sessions", auth="user")
+s("non-admin lists identity types", "GET", "/identity-types", auth="user")
+s("non-admin lists posture check types", "GET", "/posture-check-types", auth="user")
 s("delete system erp", "DELETE", "/edge-router-policies/{system_erp}")
 
 # --- updates
@@ -389,6 +394,12 @@ s("create ca twice", "POST", "/cas", {"name": "dt-ca2", "certPem": CA_PEM, "isAu
                                        "isOttCaEnrollmentEnabled": True, "isAuthEnabled": True,
                                        "identityRoles": []})
 s("detail ca", "GET", "/cas/{ca}")
+s("create ca with a PREFIX claim on SAN_URI", "POST", "/cas", {
+    "name": "dt-ca-claim", "certPem": _ca_pem("dt-ca-claim"), "isAutoCaEnrollmentEnabled": False,
+    "isOttCaEnrollmentEnabled": False, "isAuthEnabled": True, "identityRoles": [],
+    "externalIdClaim": {"location": "SAN_URI", "matcher": "PREFIX", "matcherCriteria": "spiffe://",
+                        "parser": "NONE", "parserCriteria": "", "index": 0}}, save="caclaim")
+s("delete ca with a PREFIX claim on SAN_URI", "DELETE", "/cas/{caclaim}")
 s("verify ca wrong cert", "POST", "/cas/{ca}/verify", raw=_ca_pem("other").encode(), ctype="text/plain")
 s("ottca enrollment unverified ca", "POST", "/enrollments", {"method": "ottca", "identityId": "{bob}",
                                                             "caId": "{ca}", "expiresAt": "2099-01-01T00:00:00Z"})

@@ -164,3 +164,26 @@ def test_a_signer_and_the_enrollment_policy_naming_it_apply_to_an_empty_network(
         return sorted(d["externalJwtSigners"], key=lambda s: s["name"])
     assert by_name(export_of(fresh_db)) == by_name(json.loads(out.read_text()))
     assert "Plan: nothing to do" in invoke("apply", "--db", fresh_db, "--dry-run", out).output
+
+
+def test_a_v2_export_applies_as_v2s_importer_takes_it(admin, db_path, fresh_db, tmp_path):
+    """The v2.0 CLI's export lists router identities and the default admin: ``apply`` never
+    creates them, sets their role attributes (a router's after the router that brings it, in
+    the same run) and never prunes them; a second run plans nothing."""
+    from tests.test_exchange import as_v2_export, identities_of
+    populate(admin)
+    out = tmp_path / "net.json"
+    assert invoke("export", "--db", db_path, out).exit_code == 0
+    v2 = write(tmp_path / "v2.json", as_v2_export(json.loads(out.read_text())))
+    r = invoke("apply", "--db", fresh_db, "--prune", v2)
+    assert r.exit_code == 0, r.output
+    got = identities_of(fresh_db)
+    assert got["branch-er"]["typeId"] == "Router" and got["branch-er"]["roleAttributes"] == ["tunnel-hosts"]
+    assert got["Default Admin"]["roleAttributes"] == ["ops"]
+    assert sorted(got) == ["Default Admin", "alice", "branch-er", "ops-bot"]
+    assert "Plan: nothing to do" in invoke("apply", "--db", fresh_db, "--prune", v2).output
+    # its own export (no router identities, no default admin, no system policy) plans nothing either
+    again = tmp_path / "again.json"
+    assert invoke("export", "--db", fresh_db, again).exit_code == 0
+    assert "Plan: nothing to do" in invoke("apply", "--db", fresh_db, "--prune", again).output
+    assert identities_of(fresh_db)["branch-er"]["roleAttributes"] == ["tunnel-hosts"]

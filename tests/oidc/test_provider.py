@@ -11,6 +11,7 @@ import urllib.parse
 import jwt
 import pytest
 
+from tests.builders import PASSWORD, Net
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, CLIENT, MGMT, assert_error
 from ziti_lite import clock
 from ziti_lite.oidc import common, provider
@@ -366,3 +367,25 @@ def test_a_login_records_the_clients_sdk_and_environment_on_its_identity(client,
     me = admin.client.get(f"{MGMT}/identities?filter=name=\"Default Admin\"", headers={"zt-session": admin.token})
     shown = me.json()["data"][0]
     assert shown["sdkInfo"] == sdk and shown["envInfo"] == env
+
+
+def test_a_refused_login_step_answers_openziti_2s_api_error_as_json(client, admin):
+    """v2.0.3 answers a refused step with the bare API error as JSON (SDKs read it; a page or
+    text only to a client that asks for HTML first): a disabled identity, a wrong password, an
+    unknown auth request."""
+    net = Net(admin)
+    ident, username = net.user()
+    assert admin.post(f"/identities/{ident}/disable", json={"durationMinutes": 0}).status_code == 200
+    for accept in ({}, {"accept": "*/*"}, {"accept": "application/json"}, {"accept": "application/json, text/html"}):
+        r = client.post(f"/oidc/login/password?authRequestID={start(client, secrets.token_urlsafe(40))}",
+                        json={"username": username, "password": PASSWORD}, headers=accept, follow_redirects=False)
+        assert r.status_code == 401 and r.headers["content-type"].startswith("application/json"), accept
+        assert r.json() == {"code": "INVALID_AUTH", "message": "The authentication request failed"}
+    r = client.post(f"/oidc/login/password?authRequestID={start(client, secrets.token_urlsafe(40))}",
+                    data={"username": username, "password": PASSWORD},
+                    headers={"accept": "text/html,application/xhtml+xml,*/*;q=0.8"}, follow_redirects=False)
+    assert r.status_code == 401 and r.headers["content-type"].startswith("text/html")
+    assert "The authentication request failed" in r.text
+    r = client.post("/oidc/login/password?authRequestID=no-such-request", json={"username": username,
+                                                                               "password": PASSWORD})
+    assert r.status_code == 401 and r.json()["code"] == "UNAUTHORIZED"

@@ -59,7 +59,8 @@ def test_totp_enrollment_during_login_when_the_policy_requires_it(client, admin)
     r = client.post("/oidc/login/totp/enroll", json={"id": req_id})
     assert r.status_code == 201, r.text
     secret = secret_of(r.json())
-    assert client.post("/oidc/login/totp/enroll/verify", json={"id": req_id, "code": "000000"}).status_code == 400
+    wrong = client.post("/oidc/login/totp/enroll/verify", json={"id": req_id, "code": "000000"})
+    assert wrong.status_code == 400 and wrong.json()["code"] == "INVALID_TOTP_CODE"   # the bare error, as upstream
     r = client.post("/oidc/login/totp/enroll/verify", json={"id": req_id, "code": code(secret)},
                     follow_redirects=False)
     assert r.status_code == 302, r.text

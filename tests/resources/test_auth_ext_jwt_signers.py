@@ -49,19 +49,19 @@ def test_jwks_signer_has_empty_cert_fields(admin):
 def test_cert_pem_xor_jwks_endpoint(admin):
     cert, _ = make_cert("x", ca=False)
     err = assert_error(admin.post("/external-jwt-signers", json=signer("neither", jwksEndpoint=None)),
-                       400, "REFERENCED_ENTITY_NOT_FOUND")
+                       400, "INVALID_FIELD")
     # upstream's field error arrives as a generic cause carrying its text
     assert err["cause"] == {"code": "UNHANDLED", "message": "the value '<nil>' for 'certPem' is invalid: "
                                                             "jwksEndpoint or certPem is required"}
     both = signer("both", certPem=pem(cert))
-    err = assert_error(admin.post("/external-jwt-signers", json=both), 400, "REFERENCED_ENTITY_NOT_FOUND")
+    err = assert_error(admin.post("/external-jwt-signers", json=both), 400, "INVALID_FIELD")
     assert err["cause"] == {
         "code": "UNHANDLED",
         "message": f"the value '{both['jwksEndpoint']}' for 'jwksEndpoint' is invalid: "
                    "only one of jwksEndpoint or certPem may be defined"}
     id = admin.create("external-jwt-signers", signer("one"))
     assert_error(admin.patch(f"/external-jwt-signers/{id}", json={"certPem": pem(cert)}),
-                 400, "REFERENCED_ENTITY_NOT_FOUND")
+                 400, "INVALID_FIELD")
     # PUT replaces: switch from JWKS to a certificate
     assert (
         admin.put(f"/external-jwt-signers/{id}", json=signer("one", jwksEndpoint=None, certPem=pem(cert))).status_code

@@ -151,21 +151,57 @@ def test_external_id_claim(admin):
     got = admin.get(f"/cas/{id}").json()["data"]["externalIdClaim"]
     assert got == {"location": "SAN_URI", "matcher": "SCHEME", "matcherCriteria": "spiffe", "parser": "SPLIT",
                    "parserCriteria": "/", "index": 2}
-    # a PATCH of another field keeps the claim; the SCHEME matcher needs a SAN_URI location
+    # a PATCH of another field, or with an empty claim (older CLIs send one), keeps the claim; the
+    # SCHEME matcher needs a SAN_URI location: the merged claim is checked (OpenZiti 2.0)
     assert admin.patch(f"/cas/{id}", json={"name": "claims-2"}).status_code == 200
+    assert admin.patch(f"/cas/{id}", json={"externalIdClaim": {}}).status_code == 200
     assert admin.get(f"/cas/{id}").json()["data"]["externalIdClaim"]["index"] == 2
     err = assert_error(admin.patch(f"/cas/{id}", json={"externalIdClaim": {"location": "COMMON_NAME"}}),
-                       400, "REFERENCED_ENTITY_NOT_FOUND")
-    assert "for 'matcher' is invalid" in err["cause"]["message"]
+                       400, "INVALID_FIELD")
+    assert err["cause"]["message"] == ("the value 'location=COMMON_NAME matcher=SCHEME parser=SPLIT' for "
+                                       "'externalIdClaim' is invalid: unsupported matcher [SCHEME] for location "
+                                       "[COMMON_NAME]")
     bad = dict(claim, location="SAN_EMAIL")
     r = admin.post("/cas", json=ca_body("claims-bad", externalIdClaim=bad))
-    assert_error(r, 400, "REFERENCED_ENTITY_NOT_FOUND")
+    assert_error(r, 400, "INVALID_FIELD")
     err = assert_error(
         admin.post("/cas", json=ca_body("claims-enum", externalIdClaim={"location": "NOWHERE"})),
         400,
         "COULD_NOT_VALIDATE",
     )
     assert err["cause"]["field"] == "externalIdClaim.location"
+
+
+@pytest.mark.parametrize("claim, reason", [
+    ({"location": "SAN_URI", "matcher": "PREFIX", "matcherCriteria": "spiffe://", "parser": "NONE"},
+     "'location=SAN_URI matcher=PREFIX parser=NONE' for 'externalIdClaim' is invalid: "
+     "unsupported matcher [PREFIX] for location [SAN_URI]"),
+    ({"location": "SAN_URI", "matcher": "SUFFIX", "matcherCriteria": "x", "parser": "NONE"},
+     "unsupported matcher [SUFFIX] for location [SAN_URI]"),
+    ({"location": "COMMON_NAME", "matcher": "PREFIX", "matcherCriteria": None, "parser": "NONE"},
+     "invalid criteria [] for matcher [PREFIX]"),
+    ({"location": "SAN_EMAIL", "matcher": "ALL", "parser": "SPLIT", "parserCriteria": ""},
+     "invalid criteria [] for parser [SPLIT]"),
+    ({"location": None, "matcher": "ALL", "parser": "NONE"},
+     "the value '' for 'externalIdClaim.location' is invalid: unsupported location []"),
+    ({"location": "COMMON_NAME", "matcher": "ALL", "parser": "NONE", "index": -1},
+     "the value '-1' for 'externalIdClaim.index' is invalid: index must be greater than or equal to zero"),
+])
+def test_a_claim_that_could_never_match_is_refused_when_written_as_openziti_2(admin, claim, reason):
+    """v2.0.3 checks the claim on create and replace (v1.3.3 stored PREFIX on SAN_URI and failed
+    every login with it): 400 with upstream's bad-request cause, the claim named."""
+    full = {"index": 0, "matcherCriteria": "", "parserCriteria": "", **claim}
+    err = assert_error(admin.post("/cas", json=ca_body("claims-2x", externalIdClaim=full)),
+                       400, "INVALID_FIELD")
+    assert reason in err["cause"]["message"]
+    ok = {"location": "COMMON_NAME", "matcher": "ALL", "matcherCriteria": "", "parser": "NONE",
+          "parserCriteria": "", "index": 0}
+    id = admin.create("cas", ca_body("claims-2y", externalIdClaim=ok))
+    body = admin.get(f"/cas/{id}").json()["data"]
+    put = {k: body[k] for k in ("name", "isAutoCaEnrollmentEnabled", "isOttCaEnrollmentEnabled", "isAuthEnabled",
+                                "identityRoles", "identityNameFormat")}
+    assert_error(admin.put(f"/cas/{id}", json={**put, "externalIdClaim": full}), 400, "INVALID_FIELD")
+    assert admin.get(f"/cas/{id}").json()["data"]["externalIdClaim"] == ok
 
 
 def test_identity_roles(admin):
@@ -272,17 +308,17 @@ def test_create_validation(admin):
     def post(**kw):
         return admin.post("/enrollments", json={"method": "ott", "identityId": iid, "expiresAt": later(), **kw})
 
-    err = assert_error(post(identityId="nobody"), 400, "REFERENCED_ENTITY_NOT_FOUND")
+    err = assert_error(post(identityId="nobody"), 400, "INVALID_FIELD")
     assert "for 'identityId' is invalid" in err["cause"]["message"]
     err = assert_error(
-        post(expiresAt=clock.fmt(clock.now() - dt.timedelta(minutes=1))), 400, "REFERENCED_ENTITY_NOT_FOUND"
+        post(expiresAt=clock.fmt(clock.now() - dt.timedelta(minutes=1))), 400, "INVALID_FIELD"
     )
     assert "for 'expiresAt' is invalid" in err["cause"]["message"]
-    err = assert_error(post(method="ottca"), 400, "REFERENCED_ENTITY_NOT_FOUND")
+    err = assert_error(post(method="ottca"), 400, "INVALID_FIELD")
     assert "for 'caId' is invalid" in err["cause"]["message"]
-    err = assert_error(post(method="ottca", caId="noSuchCa"), 400, "REFERENCED_ENTITY_NOT_FOUND")
+    err = assert_error(post(method="ottca", caId="noSuchCa"), 400, "INVALID_FIELD")
     assert "for 'caId' is invalid" in err["cause"]["message"]
-    err = assert_error(post(method="updb"), 400, "REFERENCED_ENTITY_NOT_FOUND")
+    err = assert_error(post(method="updb"), 400, "INVALID_FIELD")
     assert "for 'username' is invalid" in err["cause"]["message"]
     err = assert_error(post(method="erott"), 400, "COULD_NOT_VALIDATE")
     assert err["cause"]["field"] == "method"
@@ -425,14 +461,15 @@ def test_controllers_show_the_control_channel_address_and_follow_the_settings(db
 def test_an_enrollment_create_refused_names_the_field_as_upstream(admin):
     ident = admin.create("identities", {"name": "enr-causes", "type": "User", "isAdmin": False})
     r = admin.post("/enrollments", json={"method": "ott", "identityId": ident, "expiresAt": "2001-01-01T00:00:00.5Z"})
-    assert_error(r, 400, "REFERENCED_ENTITY_NOT_FOUND")
+    err = assert_error(r, 400, "INVALID_FIELD")   # OpenZiti 2.0's code (v1.3.3: REFERENCED_ENTITY_NOT_FOUND)
+    assert err["message"] == "The field contains an invalid value"
     # upstream's field error arrives as a generic cause with its text, the value as Go's %v of a time
     assert r.json()["error"]["cause"] == {
         "code": "UNHANDLED",
         "message": "the value '2001-01-01 00:00:00.5 +0000 UTC' for 'expiresAt' is invalid: "
                    "expiresAt must be in the future"}
     r = admin.post("/enrollments", json={"method": "ott", "identityId": "nope", "expiresAt": "2001-01-01T00:00:00Z"})
-    assert_error(r, 400, "REFERENCED_ENTITY_NOT_FOUND")   # the identity is checked first
+    assert_error(r, 400, "INVALID_FIELD")   # the identity is checked first
     assert r.json()["error"]["cause"]["message"] == "the value 'nope' for 'identityId' is invalid: identity not found"
 
 

@@ -123,6 +123,9 @@ class Resource:
     patch: type | None = None                # derived from update when not given
     ops: tuple[str, ...] = ("list", "detail", "create", "update", "patch", "delete")
     auth: dict[str, AuthLevel] = field(default_factory=dict)  # op -> level (default admin)
+    # op -> level on the client API, where it differs from ``auth`` (upstream's /controllers: any
+    # session on the client API, admin-level on the management one)
+    client_auth: dict[str, AuthLevel] = field(default_factory=dict)
     # the entity of OpenZiti 2.0's permissions its admin-level routes need (``permissions.py``),
     # with the action of each op (list and detail read, create, update and patch update, delete);
     # "" leaves them to admins
@@ -178,12 +181,14 @@ class Resource:
             return Symbol("string", f"t.{f.column}", search=self.table)
         return f.symbol()
 
-    def level(self, op: str) -> AuthLevel:
+    def level(self, op: str, api: str = "management") -> AuthLevel:
+        if api == "client" and op in self.client_auth:
+            return self.client_auth[op]
         return self.auth.get(op, "admin")
 
-    def need(self, op: str) -> Need:
+    def need(self, op: str, api: str = "management") -> Need:
         """What its ``op`` route needs at the admin level: (entity, action), or None (admins only)."""
-        if not self.permission or self.level(op) != "admin":
+        if not self.permission or self.level(op, api) != "admin":
             return None
         return self.permission, OP_ACTIONS[op]
 

@@ -30,7 +30,7 @@ def resource_routes(res) -> list[Route]:
         method, path, op_id, body, status = shapes[opname]
         for api in res.apis:
             out.append(Route(api, method, path, functools.partial(crud.HANDLERS[opname], res),
-                             res.level(opname), op_id, res.name, body,
+                             res.level(opname, api), op_id, res.name, body,
                              None, status, ("limit", "offset", "filter") if opname == "list" else (), res,
-                             res.need(opname)))
+                             res.need(opname, api)))
     return out

@@ -87,6 +87,18 @@ def error_text(reply: Any) -> str:
     return f"{error.get('code')}: {error.get('message')}"
 
 
+def _id(api: exchange.ApiBase, names: dict[str, dict[str, str]], collection: str, name: str) -> str:
+    """The id of an entity by name: read with the network's names, or (a router's identity that
+    this run created with its router) looked up."""
+    found = names.get(collection, {}).get(name)
+    if found is None:
+        row = api.by_name(collection, name)
+        if row is None:
+            raise NetcodeError(f"no {collection[:-1]} named {name!r}")
+        found = names.setdefault(collection, {})[name] = row["id"]
+    return found
+
+
 def execute(api: exchange.ApiBase, changes: list[plan.Change], network: Network, say: Say = lambda s: None) -> None:
     names = network_names(api, reads(network))
     done: list[str] = []
@@ -130,7 +142,7 @@ def _run(api: exchange.ApiBase, c: plan.Change, network: Network, ref: Callable[
         elif c.action == "update":
             patch = {k: new for k, (_, new) in c.fields.items()}
             body = exchange.to_body(c.kind, patch, ref, create=False)
-            status, reply = api.call("PATCH", f"/{collection}/{names[collection][c.name]}", body)
+            status, reply = api.call("PATCH", f"/{collection}/{_id(api, names, collection, c.name)}", body)
             ok = status == 200
         else:
             status, reply = api.call("DELETE", f"/{collection}/{names[collection][c.name]}")
@@ -153,7 +165,15 @@ def prepare(api: exchange.ApiBase, network: Network, prune: bool) -> tuple[list[
     current = exchange.export(api, kinds)
     plan.check_references(network, network_names(api, kinds))
     keep = protected(api, tuple(network.entities) if prune else ())
-    return plan.compute(current, network, prune, keep), keep
+    return plan.compute(current, network, prune, keep, system(api, network)), keep
+
+
+def system(api: exchange.ApiBase, network: Network) -> dict[str, dict]:
+    """The network's router identities and default admin, where the file has identities (a 2.0
+    export lists them; any file may name one)."""
+    if not network.entities.get("identities"):
+        return {}
+    return exchange.system_identities(api)
 
 
 def apply_local(api: exchange.LocalApi, network: Network, prune: bool, dry_run: bool, say: Say) -> Outcome:
@@ -185,7 +205,8 @@ def apply_remote(api: exchange.ApiBase, network: Network, prune: bool, dry_run: 
     outcome = Outcome(changes)
     # the rehearsal: the live network's export in a scratch ziti-lite, the plan on top of it
     with scratch.Scratch(exchange.export(api, reads(network))) as rehearsal:
-        rehearsal_changes = plan.compute(exchange.export(rehearsal.api, reads(network)), network, prune, keep)
+        rehearsal_changes = plan.compute(exchange.export(rehearsal.api, reads(network)), network, prune, keep,
+                                         system(rehearsal.api, network))
         try:
             execute(rehearsal.api, rehearsal_changes, network)
         except Refused as e:

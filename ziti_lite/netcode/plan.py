@@ -68,15 +68,43 @@ def desired_entity(kind: str, entity: dict) -> dict:
     return e
 
 
+def _system_changes(network: Network, system: dict[str, dict]) -> list[Change]:
+    """The router identities and default admin a 2.0 export lists (or any identity of the file
+    named as one of the network's), as 2.0's importer takes them: never created, matched by
+    name, their role attributes set. A router's identity the same run creates (with its router)
+    gets its attributes after the router."""
+    new_routers = {e["name"] for e in network.entities.get("edgeRouters", [])}
+    out = []
+    for entity in network.entities.get("identities", []):
+        if not (exchange.system_identity(entity) or entity["name"] in system):
+            continue
+        name, want = entity["name"], entity.get("roleAttributes")
+        old = system.get(name)
+        if old is None and not (name in new_routers and want):
+            continue   # not in this network and not coming with a router of the file: nothing to set
+        before = old.get("roleAttributes") if old is not None else None
+        if canonical("identities", "roleAttributes", want) != canonical("identities", "roleAttributes", before):
+            out.append(Change("update", "identities", name, entity, {"roleAttributes": (before, want or [])}))
+    return out
+
+
 def compute(current: dict[str, list[dict]], network: Network, prune: bool,
-            protected: set[tuple[str, str]]) -> list[Change]:
+            protected: set[tuple[str, str]], system: dict[str, dict] | None = None) -> list[Change]:
+    """``system``: the network's router identities and default admin by name
+    (``exchange.system_identities``), which a 2.0 export's identities may name."""
     changes: list[Change] = []
     for kind in ORDER:
         if kind not in network.entities:
+            if kind == "edgeRouters":
+                changes.extend(_system_changes(network, system or {}))
             continue
         have = {e["name"]: e for e in current.get(kind) or []}
         fields = comparable(kind)
         for entity in network.entities[kind]:
+            if kind == "identities" and (exchange.system_identity(entity) or entity["name"] in (system or {})):
+                continue   # a router's identity or the default admin, after the edge routers: _system_changes
+            if exchange.system_policy(kind, entity):
+                continue   # a router's own, which comes with it (and is never exported)
             want = desired_entity(kind, entity)
             old = have.get(want["name"])
             if old is None:
@@ -88,6 +116,8 @@ def compute(current: dict[str, list[dict]], network: Network, prune: bool,
                     if k in fields and k in old and canonical(kind, k, v) != canonical(kind, k, old.get(k))}
             if diff:
                 changes.append(Change("update", kind, want["name"], want, diff))
+        if kind == "edgeRouters":
+            changes.extend(_system_changes(network, system or {}))
     if prune:
         for kind in reversed(ORDER):
             if kind not in network.entities:

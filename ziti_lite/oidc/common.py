@@ -5,6 +5,7 @@ the constants of upstream's provider. Package-internal: the underscored names ar
 
 from __future__ import annotations
 
+import fnmatch
 import html
 import json
 import logging
@@ -18,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from ..auth import oidc_tokens as tokens
+from ..errors import ApiError
 from ..pki.ca import fingerprint
 from ..tls import peer_certs
 
@@ -138,7 +140,41 @@ def jwks_alg(ctl: AuthController) -> str:
 
 
 def _api_error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}, "meta": {}}, status_code=status)
+    """A login step's API error as upstream's OIDC provider writes it: the bare error, no envelope."""
+    return JSONResponse({"code": code, "message": message}, status_code=status)
+
+
+def refusal(e: ApiError) -> JSONResponse:
+    """A refused login step as OpenZiti 2.0 answers it to a JSON client: the bare API error
+    (``{"code": "INVALID_AUTH", "message": ...}``, no envelope) with the error's status."""
+    body: dict[str, Any] = {"code": e.code, "message": e.message}
+    cause = e.cause or {}
+    if "code" in cause and "message" in cause:
+        body["cause"] = {"code": cause["code"], "message": cause["message"]}
+    return JSONResponse(body, status_code=e.status)
+
+
+def wants_html(request: Request) -> bool:
+    """Whether the login steps answer in HTML: upstream's negotiation, the first type of
+    ``Accept`` (by q) that is JSON or HTML decides; no ``Accept``, ``*/*`` or neither: JSON."""
+    entries = []
+    for i, part in enumerate(request.headers.get("accept", "").split(",")):
+        media, _, params = part.strip().partition(";")
+        q = 1.0
+        for p in params.split(";"):
+            k, _, v = p.strip().partition("=")
+            if k == "q":
+                try:
+                    q = float(v)
+                except ValueError:
+                    q = 0.0
+        entries.append((-q, i, media.strip().lower()))
+    for _, _, media in sorted(entries):
+        if fnmatch.fnmatchcase("application/json", media):
+            return False
+        if fnmatch.fnmatchcase("text/html", media):
+            return True
+    return False
 
 
 def _peer_cert(request: Request) -> bool:

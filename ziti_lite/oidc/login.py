@@ -24,7 +24,7 @@ from ..auth import mfa, sessions
 from ..auth import oidc_tokens as tokens
 from ..auth.methods import METHODS, Login, login_outcome
 from ..auth.policy import policy_secondary
-from ..errors import ApiError, InvalidAuth
+from ..errors import ApiError, InvalidAuth, Unauthorized
 from ..handlers import totp as enrolment
 from ..handlers.authentication import Authenticate
 
@@ -40,7 +40,6 @@ from .common import (
     _fingerprints,
     _form,
     _info,
-    _is_json,
     _login_html,
     _payload,
     _peer_cert,
@@ -48,6 +47,8 @@ from .common import (
     _str,
     _strings,
     oauth_error,
+    refusal,
+    wants_html,
 )
 
 if TYPE_CHECKING:
@@ -134,10 +135,10 @@ async def _login(p: Provider, request: Request, method: str) -> Response:
     id = (request.query_params.get("authRequestID") or request.query_params.get("id")
           or _str(payload.get("id")) or _str(payload.get("authRequestID")))
     r = p.request_for(id)
-    wants_json = "application/json" in request.headers.get("accept", "") or _is_json(request)
-    if r is None:
+    html = wants_html(request)
+    if r is None:   # upstream: not an API error, so its generic 401
         return PlainTextResponse("The authentication request failed: the auth request was not found or expired",
-                                 status_code=401)
+                                 status_code=401) if html else refusal(Unauthorized())
     ctx = Ctx(p.ctl, request, "client", {}, _LOGIN_ROUTE)
     username = _str(payload.get("username"))
     try:
@@ -148,10 +149,14 @@ async def _login(p: Provider, request: Request, method: str) -> Response:
         body = msgspec.convert({k: v for k, v in payload.items() if k in fields}, Authenticate, strict=False)
         login: Login = await METHODS[method](ctx, body)
     except (ApiError, msgspec.ValidationError) as e:
-        login_outcome(ctx, method, None, None, e if isinstance(e, ApiError) else InvalidAuth(), username)
-        if method == "password" and not wants_json:
-            return _login_html(r.id, "The authentication request failed", status=401)
-        return PlainTextResponse("The authentication request failed", status_code=401)
+        refused = e if isinstance(e, ApiError) else InvalidAuth()
+        login_outcome(ctx, method, None, None, refused, username)
+        # OpenZiti 2.0: the API error as JSON (SDKs read it), a page or its text to a browser
+        if not html:
+            return refusal(refused)
+        if method == "password":
+            return _login_html(r.id, refused.message, status=refused.status)
+        return PlainTextResponse(refused.message, status_code=refused.status)
     login_outcome(ctx, method, login, None, None, username)   # the authentication event and audit row
     store = p.ctl.store
     for fp in _fingerprints(request):

@@ -4,6 +4,10 @@ The claim names a location (subject ``COMMON_NAME``, ``SAN_URI`` or ``SAN_EMAIL`
 matcher that keeps some of the values there (``ALL``, ``PREFIX``/``SUFFIX`` with
 ``matcherCriteria``, or ``SCHEME`` for URIs), a parser applied to each kept value (``NONE``, or
 ``SPLIT`` on ``parserCriteria``), and the ``index`` of the resulting candidate to use.
+
+``problem`` is OpenZiti 2.0's check of a claim when a CA is written: a claim that could never
+yield an external id (``PREFIX`` on ``SAN_URI``, a matcher or parser without its criteria) is
+refused then, not at the first login (v1.3.3 stored it and failed every login).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from urllib.parse import urlsplit
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-__all__ = ["ClaimError", "external_id", "is_configured"]
+__all__ = ["ClaimError", "external_id", "is_configured", "problem"]
 
 
 class ClaimError(ValueError):
@@ -55,6 +59,34 @@ def _matches(value: str, matcher: str, criteria: str, location: str) -> bool:
     if matcher == "SCHEME" and location == "SAN_URI":
         return urlsplit(value).scheme == criteria
     raise ClaimError(f"unsupported matcher [{matcher}] for location [{location}]")
+
+
+# the matchers each kind of location takes: strings (subject, e-mail) and URIs
+_MATCHERS = {"COMMON_NAME": ("ALL", "PREFIX", "SUFFIX"), "SAN_EMAIL": ("ALL", "PREFIX", "SUFFIX"),
+             "SAN_URI": ("ALL", "SCHEME")}
+
+
+def problem(claim: dict) -> tuple[str, str, object] | None:
+    """Why a CA may not store ``claim`` (its leaves filled, "" for unset), as OpenZiti 2.0 checks
+    it on create, replace and on a patch that touches it: (field, reason, value), or None."""
+    index, location = claim.get("index") or 0, claim.get("location") or ""
+    matcher, parser = claim.get("matcher") or "", claim.get("parser") or ""
+    if index < 0:
+        return "externalIdClaim.index", "index must be greater than or equal to zero", index
+    if location not in _MATCHERS:
+        return "externalIdClaim.location", f"unsupported location [{location}]", location
+    reason = ""
+    if matcher not in _MATCHERS[location]:
+        reason = f"unsupported matcher [{matcher}] for location [{location}]"
+    elif matcher != "ALL" and not claim.get("matcherCriteria"):
+        reason = f"invalid criteria [] for matcher [{matcher}]"
+    elif parser == "SPLIT" and not claim.get("parserCriteria"):
+        reason = f"invalid criteria [] for parser [{parser}]"
+    elif parser not in ("NONE", "SPLIT"):
+        reason = f"unsupported parser [{parser}] for location [{location}]"
+    if reason:
+        return "externalIdClaim", reason, f"location={location} matcher={matcher} parser={parser}"
+    return None
 
 
 def _parsed(value: str, parser: str, criteria: str) -> list[str]:

@@ -35,14 +35,15 @@ def blank(v):
 
 
 def bad_request(field: str, reason: str, value) -> ApiError:
-    """Upstream's "bad request field error": 400 REFERENCED_ENTITY_NOT_FOUND.
+    """Upstream's "bad request field error": 400 INVALID_FIELD, as OpenZiti 2.0 answers it
+    (v1.3.3 named the same error REFERENCED_ENTITY_NOT_FOUND; no client reads the code).
 
     Upstream hands its field error over by value, so its renderer does not know it for one and
     writes it as a generic cause whose message is the field error's text. Where upstream's text
     prints a pointer's address for the value, ziti-lite prints the value.
     """
     text = go_text(redact(field, value))
-    return ApiError("REFERENCED_ENTITY_NOT_FOUND",
+    return ApiError("INVALID_FIELD",
                     cause=generic_cause(f"the value '{text}' for '{field}' is invalid: {reason}"))
 
 
@@ -411,7 +412,9 @@ CONTROLLERS = Resource(
         Field("lastJoinedAt", "datetime"),
         Field("apiAddresses", "map"),
     ),
-    ops=("list",), apis=("management", "client"), auth={"list": "session"},
+    # OpenZiti 2.0: the management list needs admin_readonly (the entity, "controller", is none
+    # an identity can hold); the client list is for any session (v1.3.3: any session on both)
+    ops=("list",), apis=("management", "client"), client_auth={"list": "session"}, permission="controller",
     filters=("name", "ctrlAddress", "certPem", "fingerprint", "isOnline", "lastJoinedAt", "isPreferredLeader"),
     # a filter may name it; no item has it (upstream leaves false out; ziti-lite is no raft member)
     extra_symbols={"isPreferredLeader": Symbol("bool", "(0 = 1)")},

@@ -21,7 +21,7 @@ from ..db.filters import Symbol
 from ..errors import ApiError, CouldNotValidate, NotFound, field_cause
 from ..ids import new_id, new_token
 from ..pki import ca as pki
-from ..pki import tokens
+from ..pki import claims, tokens
 from .auth import bad_request, blank, load_json, merge_leaves
 from .common import NAME, Body, Tags, check_name, exists, non_admin_caller, refuse_for_admin
 from .identities import IDENTITIES
@@ -103,9 +103,13 @@ def prepare_ca(ctx: Ctx, values: dict, existing: dict | None) -> None:
         claim = values["external_id_claim"]
         if claim is not None:
             base = (load_json(existing["external_id_claim"]) or {}) if patch and existing is not None else {}
+            sent = claim
             claim = merge_leaves(merge_leaves(CLAIM_DEFAULTS, base), claim)
-            if claim["matcher"] == "SCHEME" and claim["location"] != "SAN_URI":
-                raise bad_request("matcher", "scheme matcher can only be used with URI locations", claim["matcher"])
+            # OpenZiti 2.0 checks the claim it will store (a patch's only when it sets a leaf: older
+            # CLIs send an empty one with every update); v1.3.3 refused only SCHEME off SAN_URI
+            wrong = claims.problem(claim) if not patch or any(v is not None for v in sent.values()) else None
+            if wrong:
+                raise bad_request(*wrong)
         values["external_id_claim"] = claim
 
 
