@@ -305,6 +305,8 @@ def report(a, f: dict) -> None:
     print(f"| identities the writer created in {LOAD_SECONDS:.0f} s | {one['writes']} | {bare['writes']} | {wr:.2f} |")
     print(f"| server RSS after the load | {one['rss']:.0f} MB (+{grow1:.0f}) | {bare['rss']:.0f} MB"
           f" (idle before: {f['rss_idle']:.0f}) | |")
+    print(f"| RSS once {a.routers} routers subscribed | {f['rss_ten']:.0f} MB (+{f['rss_ten'] - bare['rss']:.0f}) |"
+          f" {bare['rss']:.0f} MB | |")
     print(f"| RSS with {a.routers} routers, after {a.changes} changes | {f['rss_end']:.0f} MB (+{grow10:.0f}) |"
           f" {bare['rss']:.0f} MB | |")
     print(f"| full state, first router: subscription to DataState read | {full_s * 1000:.0f} ms, {full_b / 1e6:.2f} MB"

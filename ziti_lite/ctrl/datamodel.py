@@ -30,13 +30,14 @@ OIDC revocation list (``revocations``: token ids) is sent as ``JTI`` ones. Facts
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 import logging
 import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -71,6 +72,11 @@ class Reading:
     links: Links = field(default_factory=dict)
 
 
+def _has(ids: list[str], eid: str) -> bool:
+    i = bisect.bisect_left(ids, eid)
+    return i < len(ids) and ids[i] == eid
+
+
 class DataModel(Part):
     def __init__(self, server: CtrlServer):
         super().__init__(server)
@@ -83,7 +89,7 @@ class DataModel(Part):
         self.keys: dict[str, bytes] = {}                                 # kid -> certificate DER
         self._signing_kids: set[str] = set()                             # kids of server certificates
         self.models: list[dict[str, bytes]] = [{} for _ in range(8)]     # kind -> id -> rdm.entry
-        self.links: dict[str, dict[int, set[str]]] = {}                  # policy -> related -> ids
+        self.links: dict[str, dict[int, list[str]]] = {}                 # policy -> related -> sorted ids
         self._link_entries: dict[tuple[str, int], bytes] = {}            # full-state entries of links
         self.disabled: set[str] = set()                                  # identities disabled in the model
         self.until: dict[str, str] = {}                                  # identity -> disabled_until
@@ -97,6 +103,7 @@ class DataModel(Part):
         self._timed_at = 0.0
         self._checked_at = 0.0
         self._marks: list[Callable[[str, str | None], None]] = []
+        self._touched: set[Key] | None = None          # what ticks changed while a check reads
         self.changes_sent = 0
         self.differences = 0
 
@@ -150,17 +157,23 @@ class DataModel(Part):
     async def _load(self) -> None:
         t0 = time.monotonic()
         try:
-            models = [{} for _ in range(8)]
-            for kind in rdm.SQL_KINDS:
-                async for rid, model, row in self._chunks(kind):
-                    models[kind.order][rid] = rdm.entry(kind.order, model)
-                    self._note(kind.order, rid, row)
-            links: dict[str, dict[int, set[str]]] = {}
-            for link in rdm.LINKS:
-                async for pid, eid in self._link_chunks(link):
-                    links.setdefault(pid, {}).setdefault(link.related, set()).add(eid)
+            models: list[dict[str, bytes]] = [{} for _ in range(8)]
+            links: dict[str, dict[int, list[str]]] = {}
+            snap = rdm.Snapshot(self.server.ctl.store)
+            try:
+                for kind in rdm.SQL_KINDS:
+                    async for rid, model, row in self._chunks(snap, kind):
+                        models[kind.order][rid] = rdm.entry(kind.order, model)
+                        self._note(kind.order, rid, row)
+                for link in rdm.LINKS:
+                    async for pid, eid in self._link_chunks(snap, link):     # in key order: each list sorted
+                        links.setdefault(pid, {}).setdefault(link.related, []).append(eid)
+            finally:
+                snap.close()
             self.models, self.links = models, links
             self._advance(emit=False)
+            for _ in self._all_link_entries():      # encoded now, a policy a step, not when a router waits
+                await asyncio.sleep(0)
         except Exception:
             log.exception("router data model: reading the database")
             self.state = "idle"
@@ -174,12 +187,12 @@ class DataModel(Part):
             if not ch.closed:
                 self._answer(ch, req)
 
-    async def _chunks(self, kind: rdm.Kind):
-        store, after = self.server.ctl.store, ""
+    async def _chunks(self, snap: rdm.Snapshot, kind: rdm.Kind):
+        after = ""
         while True:
-            while store.writing:        # never read another write's rows before they commit
+            while snap.writing:        # never read another write's rows before they commit
                 await asyncio.sleep(0.005)
-            rows = rdm.read_chunk(store, kind, after, LOAD_CHUNK)
+            rows = rdm.read_chunk(snap, kind, after, LOAD_CHUNK)
             for item in rows:
                 yield item
             if len(rows) < LOAD_CHUNK:
@@ -187,12 +200,12 @@ class DataModel(Part):
             after = rows[-1][0]
             await asyncio.sleep(0)
 
-    async def _link_chunks(self, link: rdm.LinkTable):
-        store, after = self.server.ctl.store, ("", "")
+    async def _link_chunks(self, snap: rdm.Snapshot, link: rdm.LinkTable):
+        after = ("", "")
         while True:
-            while store.writing:
+            while snap.writing:
                 await asyncio.sleep(0.005)
-            rows = rdm.read_links_chunk(store, link, after, LOAD_CHUNK * 5)
+            rows = rdm.read_links_chunk(snap, link, after, LOAD_CHUNK * 5)
             for pid, eid in rows:
                 yield sys.intern(pid), sys.intern(eid)
             if len(rows) < LOAD_CHUNK * 5:
@@ -357,7 +370,7 @@ class DataModel(Part):
                 continue
             present = rdm.links_present(store, link, sorted(pairs))
             for pid, eid in pairs:
-                was = eid in self.links.get(pid, {}).get(link.related, ())
+                was = _has(self.links.get(pid, {}).get(link.related, []), eid)
                 now = (pid, eid) in present
                 if was != now:
                     had.setdefault(pid, {}).setdefault(link.related, set())
@@ -380,6 +393,8 @@ class DataModel(Part):
 
     def _apply(self, before: Reading, after: Reading) -> None:
         """The model becomes ``after`` where the two readings cover it."""
+        if self._touched is not None:
+            self._touched.update(before.models, after.models)
         for kind, rid in before.models.keys() - after.models.keys():
             self.models[kind].pop(rid, None)
             if kind == POLICY:
@@ -392,9 +407,15 @@ class DataModel(Part):
             old = before.links.get(pid, {})
             kept = self.links.setdefault(pid, {})
             for related in {*old, *new}:
-                ids = kept.setdefault(related, set())
-                ids -= old.get(related, frozenset())
-                ids |= {sys.intern(e) for e in new.get(related, frozenset())}
+                ids = kept.setdefault(related, [])
+                for eid in old.get(related, frozenset()):
+                    i = bisect.bisect_left(ids, eid)
+                    if i < len(ids) and ids[i] == eid:
+                        del ids[i]
+                for eid in new.get(related, frozenset()):
+                    i = bisect.bisect_left(ids, eid)
+                    if i == len(ids) or ids[i] != eid:
+                        ids.insert(i, sys.intern(eid))
                 self._link_entries.pop((pid, related), None)
 
     def _send(self, ch: RouterChannel, content: int, subscription: str, body: bytes) -> None:
@@ -418,53 +439,84 @@ class DataModel(Part):
         self._full = (self.index, body)
         return body
 
-    def _all_link_entries(self) -> list[bytes]:
-        out = []
-        for pid, rels in self.links.items():
+    def _all_link_entries(self) -> Iterator[bytes]:
+        """Each policy's links, one entry per related type (encoded once until they change)."""
+        for pid, rels in list(self.links.items()):
             for related, ids in sorted(rels.items()):
                 if not ids:
                     continue
                 entry = self._link_entries.get((pid, related))
                 if entry is None:
                     entry = self._link_entries[(pid, related)] = rdm.link_entry(pid, related, ids)
-                out.append(entry)
-        return out
+                yield entry
 
     # ------------------------------------------------------------------ consistency
     async def check(self) -> int:
         """Compare the model with a full reading (chunk by chunk, the loop free between) and mark
         what differs, so that the next tick re-reads and sends it. Returns how many entities and
-        links differed (0 when every change came through the triggers)."""
+        links differed (0 when every change came through the triggers); what a tick changed
+        meanwhile is left out (the reading may predate it)."""
         if self.state != "ready":
             return 0
-        found = 0
-        for kind in rdm.SQL_KINDS:
-            seen: set[str] = set()
-            async for rid, model, _ in self._chunks(kind):
-                seen.add(rid)
-                if self.models[kind.order].get(rid) != rdm.entry(kind.order, model) and \
-                        rid not in self.dirty[kind.order]:
-                    found += 1
-                    self.dirty[kind.order].add(rid)
-            for rid in set(self.models[kind.order]) - seen:
-                if kind.order == REVOCATION and rid in self.revoked:
-                    continue
-                if rid not in self.dirty[kind.order]:
-                    found += 1
-                    self.dirty[kind.order].add(rid)
-        for link in rdm.LINKS:
-            pairs: set[tuple[str, str]] = set()
-            async for pid, eid in self._link_chunks(link):
-                pairs.add((pid, eid))
-            model = {(pid, eid) for pid, rels in self.links.items() for eid in rels.get(link.related, ())}
-            odd = (pairs ^ model) - self.dirty_links[link.related]
-            found += len(odd)
-            self.dirty_links[link.related] |= odd
+        self._advance(emit=True)
+        self._touched = set()
+        snap = rdm.Snapshot(self.server.ctl.store)
+        try:
+            found = 0
+            for kind in rdm.SQL_KINDS:
+                found += await self._check_kind(snap, kind)
+            for link in rdm.LINKS:
+                found += await self._check_links(snap, link)
+        finally:
+            snap.close()
+            self._touched = None
         self.differences += found
         if found:
             log.warning("router data model: %d difference(s) with the database (a write elsewhere?); sending them",
                         found)
         return found
+
+    async def _check_kind(self, snap: rdm.Snapshot, kind: rdm.Kind) -> int:
+        found, seen, have, dirty = 0, set(), self.models[kind.order], self.dirty[kind.order]
+        touched = self._touched if self._touched is not None else set()
+        async for rid, model, _ in self._chunks(snap, kind):
+            seen.add(rid)
+            if have.get(rid) != rdm.entry(kind.order, model) and rid not in dirty and \
+                    (kind.order, rid) not in touched:
+                found += 1
+                dirty.add(rid)
+        for rid in set(have) - seen:
+            if (kind.order == REVOCATION and rid in self.revoked) or rid in dirty or (kind.order, rid) in touched:
+                continue
+            found += 1
+            dirty.add(rid)
+        return found
+
+    async def _check_links(self, snap: rdm.Snapshot, link: rdm.LinkTable) -> int:
+        """The links of each policy, in key order, against the model's sorted lists."""
+        odd: set[tuple[str, str]] = set()
+        current, ids, seen = None, [], set()
+
+        def compare(pid: str | None, ids: list[str]) -> None:
+            if pid is None:
+                return
+            seen.add(pid)
+            kept = self.links.get(pid, {}).get(link.related, [])
+            if kept != ids:
+                odd.update((pid, e) for e in set(kept) ^ set(ids))
+        async for pid, eid in self._link_chunks(snap, link):
+            if pid != current:
+                compare(current, ids)
+                current, ids = pid, []
+            ids.append(eid)
+        compare(current, ids)
+        for pid, rels in self.links.items():
+            if pid not in seen:
+                odd.update((pid, e) for e in rels.get(link.related, ()))
+        touched = self._touched if self._touched is not None else set()
+        odd = {p for p in odd if (POLICY, p[0]) not in touched} - self.dirty_links[link.related]
+        self.dirty_links[link.related] |= odd
+        return len(odd)
 
     # ------------------------------------------------------------------ subscriptions
     def _subscribe(self, ch: RouterChannel, m: Message) -> None:
