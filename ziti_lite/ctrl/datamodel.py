@@ -422,7 +422,11 @@ class DataModel(Part):
         if ch.closed:
             self.subscribers.pop(ch, None)
             return
-        ch.send(content, {H.RDM_SUBSCRIPTION_ID: subscription.encode()} if subscription else {}, body)
+        headers = {H.RDM_SUBSCRIPTION_ID: subscription.encode()} if subscription else {}
+        if content == C.DATA_STATE:
+            ch.send_large(content, headers, body)   # the shared body, written as the router reads
+        else:
+            ch.send(content, headers, body)
 
     def full_state(self) -> bytes:
         """The whole model as one ``DataState`` (its ``endIndex`` is the current index): the
