@@ -57,6 +57,13 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def cpu_s(pid: int) -> float:
+    """The server's CPU time so far (user + system), which moves far less than the wall clock
+    with the machine's other load."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def seeded(count: int) -> Path:
     """A seeded database of ``count`` identities, kept in ``benchmarks/.cache`` between runs."""
     CACHE.mkdir(exist_ok=True)
@@ -121,11 +128,13 @@ def write_loop(http, seconds: float, prefix: str) -> int:
 
 def api_cost(http, port: int, token: str, path: str, pid: int, prefix: str) -> dict:
     """Point reads and the writer's pace over the same ``LOAD_SECONDS``; the RSS after."""
+    cpu0 = cpu_s(pid)
     proc = reads(port, token, path, LOAD_CONNS, LOAD_SECONDS)
     time.sleep(0.3)     # the reader's start-up (TLS connections) outside the writer's seconds
     writes = write_loop(http, LOAD_SECONDS - 0.3, prefix)
     out = json.loads(proc.communicate()[0])
     out["writes"] = writes
+    out["per_cpu"] = out["n"] / max(0.01, cpu_s(pid) - cpu0)
     out["rss"] = rss_mb(pid)
     return out
 
@@ -177,6 +186,7 @@ def main() -> None:
     ap.add_argument("--services", type=int, default=1_000)
     ap.add_argument("--routers", type=int, default=10)
     ap.add_argument("--changes", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of the load without and with a router")
     ap.add_argument("--server-tree", type=Path, default=ROOT, help="run the server from this source tree")
     ap.add_argument("--json", help="write the figures as rows of make bench's table")
     ap.add_argument("--load", help=argparse.SUPPRESS)
@@ -227,16 +237,24 @@ def run(a, http, token: str, port: int, ctrl_port: int, pid: int, url: str, rout
     f: dict = {}
     time.sleep(1)
     f["rss_idle"] = rss_mb(pid)
-    f["bare"] = api_cost(http, port, token, path, pid, "bench-bare")
-
-    # one router: its full state, then the same load with it subscribed
-    out: list = []
-    subscribe(ctrl_port, bundle, enrolled[0], 0, out)
-    routers.append(out[0][0])
-    f["full1"] = out[0][1:]
-    time.sleep(1)
-    f["rss_one_idle"] = rss_mb(pid)
-    f["one"] = api_cost(http, port, token, path, pid, "bench-one")
+    # rounds of the same load without a router and with one subscribed (closed again before the
+    # next round's first half: the machine's other load moves between rounds, not within one)
+    bare, one = [], []
+    for r in range(a.rounds):
+        bare.append(api_cost(http, port, token, path, pid, f"bench-bare-{r}"))
+        out: list = []
+        subscribe(ctrl_port, bundle, enrolled[0], 0, out)
+        if r == 0:
+            f["full1"] = out[0][1:]
+        time.sleep(1)
+        one.append(api_cost(http, port, token, path, pid, f"bench-one-{r}"))
+        if r < a.rounds - 1:
+            out[0][0].close()
+            time.sleep(1)
+        else:
+            routers.append(out[0][0])
+    f["bare"], f["one"] = _sum(bare, 0), _sum(one, -1)   # RSS: before any router, with one
+    f["rounds"] = [(o["rps"] / b["rps"], o["writes"] / max(1, b["writes"])) for b, o in zip(bare, one)]
     drain(routers)
 
     # nine more at once, a probe of point reads before and while they subscribe
@@ -257,6 +275,12 @@ def run(a, http, token: str, port: int, ctrl_port: int, pid: int, url: str, rout
     f["full_many"] = [s for _, s, _ in out]
     f["rss_ten"] = rss_mb(pid)
 
+    # one change reaching every router
+    drain(routers)
+    f["delays"], f["posts"] = changes(a, routers, create)
+    f["rss_end"] = rss_mb(pid)
+
+    # last (it fills the API's page cache): the same entities read through the API
     t0 = time.monotonic()
     for collection in ("identities", "services"):
         offset = 0
@@ -266,9 +290,19 @@ def run(a, http, token: str, port: int, ctrl_port: int, pid: int, url: str, rout
             if offset >= page["meta"]["pagination"]["totalCount"]:
                 break
     f["api_read_s"] = time.monotonic() - t0
+    return f
 
-    # one change reaching every router
-    drain(routers)
+
+def _sum(runs: list[dict], rss_of: int) -> dict:
+    """Rounds of one load as one: rates over all of them, latencies of the worst, RSS of one."""
+    n = sum(r["n"] for r in runs)
+    return {"rps": sum(r["rps"] for r in runs) / len(runs), "n": n, "writes": sum(r["writes"] for r in runs),
+            "per_cpu": n / sum(r["n"] / r["per_cpu"] for r in runs), "p50": max(r["p50"] for r in runs),
+            "p99": max(r["p99"] for r in runs), "rss": runs[rss_of]["rss"]}
+
+
+def changes(a, routers: list, create) -> tuple[list[float], list[float]]:
+    """An identity created (joining a policy by its attribute) until all routers have it."""
     delays, posts = [], []
     for i in range(a.changes):
         t0 = time.monotonic()
@@ -280,9 +314,7 @@ def run(a, http, token: str, port: int, ctrl_port: int, pid: int, url: str, rout
         delays.append(max(arrivals) - t0)
         drain(routers)
         time.sleep(0.05)
-    f["delays"], f["posts"] = delays, posts
-    f["rss_end"] = rss_mb(pid)
-    return f
+    return delays, posts
 
 
 def report(a, f: dict) -> None:
@@ -300,9 +332,12 @@ def report(a, f: dict) -> None:
     print("| measured | ziti-lite | baseline (same run) | ratio |\n|---|---|---|---|")
     print(f"| point reads/s, 16 connections, writer every 50 ms | {one['rps']:.0f} with 1 router |"
           f" {bare['rps']:.0f} without | {rr:.2f} |")
+    print(f"| the same, each round (reads, writes) | {', '.join(f'{x:.2f} {y:.2f}' for x, y in f['rounds'])} | | |")
+    print(f"| point reads per server CPU second (same load) | {one['per_cpu']:.0f} | {bare['per_cpu']:.0f} |"
+          f" {one['per_cpu'] / bare['per_cpu']:.2f} |")
     print(f"| point read p50 / p99 under that load | {one['p50'] * 1000:.1f} / {one['p99'] * 1000:.1f} ms |"
           f" {bare['p50'] * 1000:.1f} / {bare['p99'] * 1000:.1f} ms | {one['p99'] / max(bare['p99'], 1e-9):.2f} |")
-    print(f"| identities the writer created in {LOAD_SECONDS:.0f} s | {one['writes']} | {bare['writes']} | {wr:.2f} |")
+    print(f"| identities the writer created in {a.rounds} x {LOAD_SECONDS:.0f} s | {one['writes']} | {bare['writes']} | {wr:.2f} |")
     print(f"| server RSS after the load | {one['rss']:.0f} MB (+{grow1:.0f}) | {bare['rss']:.0f} MB"
           f" (idle before: {f['rss_idle']:.0f}) | |")
     print(f"| RSS once {a.routers} routers subscribed | {f['rss_ten']:.0f} MB (+{f['rss_ten'] - bare['rss']:.0f}) |"

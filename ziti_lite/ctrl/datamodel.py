@@ -48,8 +48,20 @@ from ..pki import ca as pki
 from . import messages, pb, rdm
 from .messages import C, H
 from .part import Handler, Part
-from .rdm import CONFIG, CONFIG_TYPE, IDENTITY, POLICY, POSTURE_CHECK, PUBLIC_KEY, REVOCATION, SERVICE  # noqa: F401
-from .rdm import event, link_event  # noqa: F401 - the model's event encoders, named here too
+
+# the kinds and the event encoders, named here too (the tests build readings with them)
+from .rdm import (  # noqa: F401
+    CONFIG,
+    CONFIG_TYPE,
+    IDENTITY,
+    POLICY,
+    POSTURE_CHECK,
+    PUBLIC_KEY,
+    REVOCATION,
+    SERVICE,
+    event,
+    link_event,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .channel import RouterChannel
@@ -124,7 +136,7 @@ class DataModel(Part):
         marks.append((rdm.ENDED_SESSIONS, ""))
         self._marks.append(self._mark_ended)
         store = self.server.ctl.store
-        store.conn.create_scalar_function("zl_rdm", self._row, 3)
+        store.conn.create_scalar_function("zl_rdm", self._row, 3)  # type: ignore[arg-type]
         create, _ = rdm.triggers(marks)
         with store.write():
             store.conn.execute(create)
@@ -499,7 +511,9 @@ class DataModel(Part):
     async def _check_links(self, snap: rdm.Snapshot, link: rdm.LinkTable) -> int:
         """The links of each policy, in key order, against the model's sorted lists."""
         odd: set[tuple[str, str]] = set()
-        current, ids, seen = None, [], set()
+        current: str | None = None
+        ids: list[str] = []
+        seen: set[str] = set()
 
         def compare(pid: str | None, ids: list[str]) -> None:
             if pid is None:
