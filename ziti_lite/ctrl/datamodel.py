@@ -142,6 +142,8 @@ class DataModel(Part):
             store.conn.execute(create)
 
     def _row(self, n: int, key: str, second: str | None) -> None:
+        """``zl_rdm(n, key, second)``: a row of the ``n``-th mark changed (inside the write, on the
+        thread that writes the controller's connection: the loop's, while serving)."""
         try:
             self._marks[n](key, second)
         except Exception:   # the write goes on; the next consistency check finds what was missed
@@ -548,8 +550,8 @@ class DataModel(Part):
     def _answer(self, ch: RouterChannel, req: dict) -> None:
         sub = req["subscriptionId"]
         known = self.subscribers.get(ch)
+        self.tick()                     # what is marked first: a new subscriber starts after it
         self.subscribers[ch] = sub
-        self.tick()
         have, timeline = req["currentIndex"], req["timelineId"]
         if req["renew"] and known == sub and timeline == self.timeline and have == self.index:
             return      # a renewal of an up-to-date subscription
