@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("ziti_lite.ctrl")
 
 HISTORY = 256            # change sets kept for subscribers that catch up from their index
-LOAD_CHUNK = 2000        # rows per step of a full reading (the loop is free between steps)
+LOAD_CHUNK = 400         # rows per step of a full reading (the loop is free between steps: ~10 ms)
 CHECK_SECONDS = 600.0    # between two consistency checks against a full reading
 
 Key = tuple[int, str]
@@ -186,8 +186,7 @@ class DataModel(Part):
                 snap.close()
             self.models, self.links = models, links
             self._advance(emit=False)
-            for _ in self._all_link_entries():      # encoded now, a policy a step, not when a router waits
-                await asyncio.sleep(0)
+            await self._encode_links()
         except Exception:
             log.exception("router data model: reading the database")
             self.state = "idle"
@@ -200,6 +199,17 @@ class DataModel(Part):
         for ch, req in waiting:
             if not ch.closed:
                 self._answer(ch, req)
+
+    async def _encode_links(self) -> None:
+        """Every policy's link entries, made now (not while a router waits), a slice of ids a step."""
+        for pid, rels in list(self.links.items()):
+            for related, ids in rels.items():
+                parts = []
+                for i in range(0, len(ids), LOAD_CHUNK * 5):
+                    parts.append(rdm.id_list(ids[i:i + LOAD_CHUNK * 5]))
+                    await asyncio.sleep(0)
+                if ids:
+                    self._link_entries[(pid, related)] = rdm.link_entry(pid, related, ids, b"".join(parts))
 
     async def _chunks(self, snap: rdm.Snapshot, kind: rdm.Kind):
         after = ""

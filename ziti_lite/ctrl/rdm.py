@@ -247,10 +247,17 @@ def _strings(num: int, values: Iterable[str]) -> bytes:
                      for b in [v.encode() for v in values]])
 
 
-def link_entry(policy_id: str, related: int, ids: Iterable[str]) -> bytes:
-    """All of a policy's links of one related type as a ``DataState`` entry."""
+def id_list(ids: Iterable[str]) -> bytes:
+    """``relatedEntityIds`` of a ``ServicePolicyChange`` (a part of them: the parts join)."""
+    return _strings(2, ids)
+
+
+def link_entry(policy_id: str, related: int, ids: Iterable[str], encoded: bytes | None = None) -> bytes:
+    """All of a policy's links of one related type as a ``DataState`` entry (``encoded``: their
+    ``id_list``, when it was made in parts)."""
     model = pb.encode(messages.RDM_POLICY_CHANGE, {"policyId": policy_id, "relatedEntityIds": [],
-                                                   "relatedEntityType": related, "add": True}) + _strings(2, ids)
+                                                   "relatedEntityType": related, "add": True}) + \
+        (encoded if encoded is not None else _strings(2, ids))
     ev = b"".join((_tag(LINK_FIELD), varint(len(model)), model))
     return b"".join((b"\x0a", varint(len(ev)), ev))
 
