@@ -140,6 +140,48 @@ def api_cost(http, port: int, token: str, path: str, pid: int, prefix: str) -> d
 
 
 # ---------------------------------------------------------------------- the routers
+class RealOne:
+    """A real ``ziti router`` (``--real-router BINARY``, v2.0.3) as the one router of the rounds:
+    enrolled once, started for each round's second half (it subscribes to the data model), stopped
+    after it."""
+
+    class _Admin:
+        def __init__(self, http) -> None:
+            self.http = http
+
+        def create(self, collection: str, body: dict) -> str:
+            r = self.http.post(f"{MGMT}/{collection}", json=body)
+            assert r.status_code == 201, r.text
+            return r.json()["data"]["id"]
+
+        def get(self, path: str):
+            return self.http.get(MGMT + path)
+
+    def __init__(self, binary: str, http, ctrl_port: int, pid: int) -> None:
+        from tests.interop.real_router import RealRouter
+        self.admin, self.pid = self._Admin(http), pid
+        self.router = RealRouter(binary, Path(tempfile.mkdtemp(prefix="rdm-real-")), "rdm-real", ctrl_port,
+                                 self.admin)
+        self.router.enroll()
+
+    def up(self) -> None:
+        """Started, online, and the server quiet again (its data model sent)."""
+        from tests.interop.real_router import wait_online
+        self.router.start()
+        wait_online(self.admin, self.router.id, timeout=60)
+        deadline = time.monotonic() + 60
+        last = cpu_s(self.pid)
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            now = cpu_s(self.pid)
+            if now - last < 0.1:
+                return
+            last = now
+
+    def down(self) -> None:
+        self.router.stop()
+
+
 def enroll(http, n: int, bundle: str) -> list[tuple]:
     from tests.ctrl.conftest import new_key
     from tests.enroll.conftest import csr
@@ -187,6 +229,7 @@ def main() -> None:
     ap.add_argument("--routers", type=int, default=10)
     ap.add_argument("--changes", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the load without and with a router")
+    ap.add_argument("--real-router", help="a ziti binary (v2.0.3): the rounds' one router is a real router")
     ap.add_argument("--server-tree", type=Path, default=ROOT, help="run the server from this source tree")
     ap.add_argument("--json", help="write the figures as rows of make bench's table")
     ap.add_argument("--load", help=argparse.SUPPRESS)
@@ -240,23 +283,38 @@ def run(a, http, token: str, port: int, ctrl_port: int, pid: int, url: str, rout
     # rounds of the same load without a router and with one subscribed (closed again before the
     # next round's first half: the machine's other load moves between rounds, not within one)
     bare, one = [], []
-    for r in range(a.rounds):
-        bare.append(api_cost(http, port, token, path, pid, f"bench-bare-{r}"))
-        out: list = []
-        pr = probe(port, token, path, 5.0) if r == 0 else None    # a point read's latency meanwhile
-        if pr is not None:
-            time.sleep(0.3)
-        subscribe(ctrl_port, bundle, enrolled[0], 0, out)
-        if pr is not None:
-            f["full1"] = out[0][1:]
-            f["probe_first"] = json.loads(pr.communicate()[0])
-        time.sleep(1)
-        one.append(api_cost(http, port, token, path, pid, f"bench-one-{r}"))
-        if r < a.rounds - 1:
-            out[0][0].close()
+    real = RealOne(a.real_router, http, ctrl_port, pid) if a.real_router else None
+    try:
+        for r in range(a.rounds):
+            bare.append(api_cost(http, port, token, path, pid, f"bench-bare-{r}"))
+            out: list = []
+            pr = probe(port, token, path, 5.0) if r == 0 else None    # a point read's latency meanwhile
+            if pr is not None:
+                time.sleep(0.3)
+            if real is not None:
+                real.up()
+            else:
+                subscribe(ctrl_port, bundle, enrolled[0], 0, out)
+            if pr is not None:
+                f["full1"] = out[0][1:] if out else (0.0, 0)
+                f["probe_first"] = json.loads(pr.communicate()[0])
             time.sleep(1)
-        else:
-            routers.append(out[0][0])
+            one.append(api_cost(http, port, token, path, pid, f"bench-one-{r}"))
+            if real is not None:
+                real.down()
+            elif r < a.rounds - 1:
+                out[0][0].close()
+            else:
+                routers.append(out[0][0])
+            time.sleep(1)
+    finally:
+        if real is not None:
+            real.down()
+    if real is not None:        # the rest with the tests' router
+        out = []
+        subscribe(ctrl_port, bundle, enrolled[0], 0, out)
+        f["full1"] = out[0][1:]
+        routers.append(out[0][0])
     f["bare"], f["one"] = _sum(bare, 0), _sum(one, -1)   # RSS: before any router, with one
     f["rounds"] = [(o["rps"] / b["rps"], o["writes"] / max(1, b["writes"])) for b, o in zip(bare, one)]
     drain(routers)
@@ -334,7 +392,8 @@ def report(a, f: dict) -> None:
           f" (the tests' pure-Python router); {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f};"
           f" server from {a.server_tree}\n")
     print("| measured | ziti-lite | baseline (same run) | ratio |\n|---|---|---|---|")
-    print(f"| point reads/s, 16 connections, writer every 50 ms | {one['rps']:.0f} with 1 router |"
+    which = "real v2.0.3 router" if a.real_router else "router"
+    print(f"| point reads/s, 16 connections, writer every 50 ms | {one['rps']:.0f} with 1 {which} |"
           f" {bare['rps']:.0f} without | {rr:.2f} |")
     print(f"| the same, each round (reads, writes) | {', '.join(f'{x:.2f} {y:.2f}' for x, y in f['rounds'])} | | |")
     print(f"| point reads per server CPU second (same load) | {one['per_cpu']:.0f} | {bare['per_cpu']:.0f} |"
