@@ -70,7 +70,8 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("ziti_lite.ctrl")
 
 HISTORY = 256            # change sets kept for subscribers that catch up from their index
-LOAD_CHUNK = 400         # rows per step of a full reading (the loop is free between steps: ~10 ms)
+LOAD_CHUNK = 200         # rows per query of a full reading
+SLICE = 0.004            # the longest a full reading holds the loop before letting requests run
 CHECK_SECONDS = 600.0    # between two consistency checks against a full reading
 
 Key = tuple[int, str]
@@ -205,34 +206,38 @@ class DataModel(Part):
         for pid, rels in list(self.links.items()):
             for related, ids in rels.items():
                 parts = []
-                for i in range(0, len(ids), LOAD_CHUNK * 5):
-                    parts.append(rdm.id_list(ids[i:i + LOAD_CHUNK * 5]))
+                for i in range(0, len(ids), LOAD_CHUNK * 10):
+                    parts.append(rdm.id_list(ids[i:i + LOAD_CHUNK * 10]))
                     await asyncio.sleep(0)
                 if ids:
                     self._link_entries[(pid, related)] = rdm.link_entry(pid, related, ids, b"".join(parts))
 
     async def _chunks(self, snap: rdm.Snapshot, kind: rdm.Kind):
+        """(id, model, row) of every entity of ``kind``, the loop let go every ``SLICE`` seconds."""
         after = ""
+        since = time.perf_counter()
         while True:
             while snap.writing:        # never read another write's rows before they commit
                 await asyncio.sleep(0.005)
-            rows = rdm.read_chunk(snap, kind, after, LOAD_CHUNK)
-            for item in rows:
-                yield item
+            rows = rdm.chunk_rows(snap, kind, after, LOAD_CHUNK)
+            for row in rows:
+                yield (*rdm.encode(kind, row), row)
+                if time.perf_counter() - since > SLICE:
+                    await asyncio.sleep(0)
+                    since = time.perf_counter()
             if len(rows) < LOAD_CHUNK:
                 return
-            after = rows[-1][0]
-            await asyncio.sleep(0)
+            after = rows[-1]["id"]
 
     async def _link_chunks(self, snap: rdm.Snapshot, link: rdm.LinkTable):
         after = ("", "")
         while True:
             while snap.writing:
                 await asyncio.sleep(0.005)
-            rows = rdm.read_links_chunk(snap, link, after, LOAD_CHUNK * 5)
+            rows = rdm.read_links_chunk(snap, link, after, LOAD_CHUNK * 10)
             for pid, eid in rows:
                 yield sys.intern(pid), sys.intern(eid)
-            if len(rows) < LOAD_CHUNK * 5:
+            if len(rows) < LOAD_CHUNK * 10:
                 return
             after = rows[-1]
             await asyncio.sleep(0)

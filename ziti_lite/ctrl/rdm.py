@@ -316,10 +316,19 @@ class Snapshot:
             self.conn = None
 
 
+def chunk_rows(store: Any, kind: Kind, after: str, size: int) -> list[dict]:
+    """The next ``size`` rows of ``kind`` by id after ``after``."""
+    return store.all(kind.sql.format(where=CHUNK), (after, size))
+
+
+def encode(kind: Kind, row: dict) -> tuple[str, bytes]:
+    """A row's id (the one string object for it) and its model."""
+    return sys.intern(row["id"]), pb.encode(kind.msg, kind.build(row))
+
+
 def read_chunk(store: Any, kind: Kind, after: str, size: int) -> list[tuple[str, bytes, dict]]:
     """The next ``size`` entities of ``kind`` by id after ``after``: (id, model, row)."""
-    return [(sys.intern(r["id"]), pb.encode(kind.msg, kind.build(r)), r)
-            for r in store.all(kind.sql.format(where=CHUNK), (after, size))]
+    return [(*encode(kind, r), r) for r in chunk_rows(store, kind, after, size)]
 
 
 def read_links_chunk(snap: Snapshot, link: LinkTable, after: tuple[str, str], size: int) -> list[tuple[str, str]]:
