@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("ziti_lite.ctrl")
 
 HISTORY = 256            # change sets kept for subscribers that catch up from their index
+HISTORY_BYTES = 16 << 20  # and at most this much of them (a policy of every identity lists them all)
 LOAD_CHUNK = 200         # rows per query of a full reading
 SLICE = 0.004            # the longest a full reading holds the loop before letting requests run
 CHECK_SECONDS = 600.0    # between two consistency checks against a full reading
@@ -118,6 +119,7 @@ class DataModel(Part):
         self._marks: list[Callable[[str, str | None], None]] = []
         self._touched: set[Key] | None = None          # what ticks changed while a check reads
         self.changes_sent = 0
+        self._history_bytes = 0
         self.differences = 0
 
     def handlers(self) -> dict[int, Handler]:
@@ -279,6 +281,9 @@ class DataModel(Part):
         body = pb.encode(messages.CHANGE_SET, {"index": self.index, "changes": changes,
                                                "previousIndex": self.index - 1})
         self.history.append((self.index, body))
+        self._history_bytes = sum(len(b) for _, b in self.history)
+        while self._history_bytes > HISTORY_BYTES and len(self.history) > 1:
+            self._history_bytes -= len(self.history.popleft()[1])
         for ch, sub in list(self.subscribers.items()):
             self._send(ch, C.DATA_STATE_CHANGE_SET, sub, body)
         self.changes_sent += 1
