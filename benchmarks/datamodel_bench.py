@@ -46,7 +46,7 @@ from common import free_port, median_p99, row, stop_server, wait_ready, write_ro
 
 MGMT, CLIENT = "/edge/management/v1", "/edge/client/v1"
 CACHE = HERE / ".cache"
-LOAD_SECONDS, LOAD_CONNS, WRITE_EVERY = 8.0, 16, 0.05
+LOAD_SECONDS, LOAD_CONNS, WRITE_EVERY, WRITER_SECONDS = 8.0, 16, 0.05, 4.0
 
 
 def rss_mb(pid: int) -> float:
@@ -127,7 +127,11 @@ def write_loop(http, seconds: float, prefix: str) -> int:
 
 
 def api_cost(http, port: int, token: str, path: str, pid: int, prefix: str) -> dict:
-    """Point reads and the writer's pace over the same ``LOAD_SECONDS``; the RSS after."""
+    """The server's CPU per second with the writer alone (``WRITER_SECONDS``), then point reads
+    and the writer's pace over the same ``LOAD_SECONDS``; the RSS after."""
+    cpu0, t0 = cpu_s(pid), time.monotonic()
+    write_loop(http, WRITER_SECONDS, prefix + "-w")
+    writer_cpu = (cpu_s(pid) - cpu0) / (time.monotonic() - t0)
     cpu0 = cpu_s(pid)
     proc = reads(port, token, path, LOAD_CONNS, LOAD_SECONDS)
     time.sleep(0.3)     # the reader's start-up (TLS connections) outside the writer's seconds
@@ -135,6 +139,7 @@ def api_cost(http, port: int, token: str, path: str, pid: int, prefix: str) -> d
     out = json.loads(proc.communicate()[0])
     out["writes"] = writes
     out["per_cpu"] = out["n"] / max(0.01, cpu_s(pid) - cpu0)
+    out["writer_cpu"] = writer_cpu
     out["rss"] = rss_mb(pid)
     return out
 
@@ -371,7 +376,8 @@ def _sum(runs: list[dict], rss_of: int) -> dict:
     n = sum(r["n"] for r in runs)
     return {"rps": sum(r["rps"] for r in runs) / len(runs), "n": n, "writes": sum(r["writes"] for r in runs),
             "per_cpu": n / sum(r["n"] / r["per_cpu"] for r in runs), "p50": max(r["p50"] for r in runs),
-            "p99": max(r["p99"] for r in runs), "rss": runs[rss_of]["rss"]}
+            "p99": max(r["p99"] for r in runs), "rss": runs[rss_of]["rss"],
+            "writer_cpu": sum(r["writer_cpu"] for r in runs) / len(runs)}
 
 
 def changes(a, routers: list, create) -> tuple[list[float], list[float]]:
@@ -409,6 +415,8 @@ def report(a, f: dict) -> None:
     print(f"| the same, each round (reads, writes) | {', '.join(f'{x:.2f} {y:.2f}' for x, y in f['rounds'])} | | |")
     print(f"| point reads per server CPU second (same load) | {one['per_cpu']:.0f} | {bare['per_cpu']:.0f} |"
           f" {one['per_cpu'] / bare['per_cpu']:.2f} |")
+    print(f"| server CPU per second, the writer alone (20 identities/s) | {one['writer_cpu']:.3f} |"
+          f" {bare['writer_cpu']:.3f} | {one['writer_cpu'] / max(bare['writer_cpu'], 1e-9):.2f} |")
     print(f"| point read p50 / p99 under that load | {one['p50'] * 1000:.1f} / {one['p99'] * 1000:.1f} ms |"
           f" {bare['p50'] * 1000:.1f} / {bare['p99'] * 1000:.1f} ms | {one['p99'] / max(bare['p99'], 1e-9):.2f} |")
     print(f"| identities the writer created in {a.rounds} x {LOAD_SECONDS:.0f} s | {one['writes']} | {bare['writes']} | {wr:.2f} |")
@@ -441,6 +449,10 @@ def report(a, f: dict) -> None:
             ">= 0.9", rr >= 0.9),
         row(f"RDM writer's pace with a router ({k})", f"{one['writes']}", f"{bare['writes']} without", wr,
             ">= 0.9", wr >= 0.9),
+        row(f"RDM server CPU at 20 writes/s with a router ({k})", f"{one['writer_cpu']:.3f}/s",
+            f"{bare['writer_cpu']:.3f}/s without", one["writer_cpu"] / max(bare["writer_cpu"], 1e-9)),
+        row(f"RDM reads per server CPU s with a router ({k})", f"{one['per_cpu']:.0f}",
+            f"{bare['per_cpu']:.0f} without", one["per_cpu"] / bare["per_cpu"]),
         row(f"RDM RSS added by {a.routers} routers ({k})", f"+{grow10:.0f} MB", f"{bare['rss']:.0f} MB", None,
             "<= 60 MB", grow10 <= 60),
         row(f"RDM full state ({k})", f"{full_s * 1000:.0f} ms, {full_b / 1e6:.2f} MB",
