@@ -315,7 +315,10 @@ def run(a, http, token: str, port: int, ctrl_port: int, pid: int, url: str, rout
                 f["full1"] = out[0][1:] if out else (0.0, 0)
                 f["probe_first"] = json.loads(pr.communicate()[0])
             time.sleep(1)
+            rcpu = (cpu_s(real.router.proc.pid), time.monotonic()) if real is not None and real.router.proc else None
             one.append(api_cost(http, port, token, path, pid, f"bench-one-{r}"))
+            if rcpu is not None and real is not None and real.router.proc:
+                one[-1]["router_cpu"] = (cpu_s(real.router.proc.pid) - rcpu[0]) / (time.monotonic() - rcpu[1])
             if real is not None:
                 real.down()
             elif r < a.rounds - 1:
@@ -332,7 +335,8 @@ def run(a, http, token: str, port: int, ctrl_port: int, pid: int, url: str, rout
         f["full1"] = out[0][1:]
         routers.append(out[0][0])
     f["bare"], f["one"] = _sum(bare, 0), _sum(one, -1)   # RSS: before any router, with one
-    f["rounds"] = [(o["rps"] / b["rps"], o["writes"] / max(1, b["writes"])) for b, o in zip(bare, one)]
+    f["rounds"] = [(o["rps"] / b["rps"], o["writes"] / max(1, b["writes"]), o["per_cpu"] / b["per_cpu"],
+                    o.get("router_cpu", 0.0)) for b, o in zip(bare, one)]
     drain(routers)
 
     # nine more at once, a probe of point reads before and while they subscribe
@@ -412,7 +416,8 @@ def report(a, f: dict) -> None:
     which = "real v2.0.3 router" if a.real_router else "router"
     print(f"| point reads/s, 16 connections, writer every 50 ms | {one['rps']:.0f} with 1 {which} |"
           f" {bare['rps']:.0f} without | {rr:.2f} |")
-    print(f"| the same, each round (reads, writes) | {', '.join(f'{x:.2f} {y:.2f}' for x, y in f['rounds'])} | | |")
+    print("| the same, each round (reads, writes, reads per server CPU s; the router process's CPU/s) |"
+          f" {', '.join(f'{x:.2f} {y:.2f} {z:.2f}; {c:.2f}' for x, y, z, c in f['rounds'])} | | |")
     print(f"| point reads per server CPU second (same load) | {one['per_cpu']:.0f} | {bare['per_cpu']:.0f} |"
           f" {one['per_cpu'] / bare['per_cpu']:.2f} |")
     print(f"| server CPU per second, the writer alone (20 identities/s) | {one['writer_cpu']:.3f} |"
