@@ -168,7 +168,8 @@ class DataModel(Part):
             return
         self.state = "loading"
         self.loop = asyncio.get_running_loop()
-        self._install()
+        if not self._marks:            # once (a reading that failed is tried again, the triggers stay)
+            self._install()
         self.loop.create_task(self._load())
 
     async def _load(self) -> None:
