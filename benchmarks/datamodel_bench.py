@@ -277,23 +277,10 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(a, http, token: str, port: int, ctrl_port: int, pid: int, url: str, routers: list) -> dict:
-    def create(collection: str, body: dict) -> str:
-        r = http.post(f"{MGMT}/{collection}", json=body)
-        assert r.status_code == 201, r.text
-        return r.json()["data"]["id"]
-    for i in range(a.services):
-        create("services", {"name": f"svc-{i:05d}", "roleAttributes": [f"team-{i % 20}"], "encryptionRequired": True})
-    for i in range(20):
-        create("service-policies", {"name": f"dial-{i}", "type": "Dial" if i % 2 else "Bind", "semantic": "AnyOf",
-                                    "identityRoles": [f"#{seeding.ATTRS[i]}"], "serviceRoles": [f"#team-{i}"]})
-    one = http.get(f"{MGMT}/identities?limit=1&offset={a.identities // 2}").json()["data"][0]["id"]
-    path = f"{MGMT}/identities/{one}"
-    bundle = _ca_bundle(url)
-    enrolled = enroll(http, a.routers, bundle)
-    f: dict = {}
-    time.sleep(1)
-    f["rss_idle"] = rss_mb(pid)
+def rounds(a, f: dict, http, token: str, port: int, ctrl_port: int, pid: int, path: str, bundle: str,
+           enrolled: list, routers: list) -> None:
+    """The API's cost: the same load without a router and with one, ``a.rounds`` times; then the
+    tests' router subscribed for what follows."""
     # rounds of the same load without a router and with one subscribed (closed again before the
     # next round's first half: the machine's other load moves between rounds, not within one)
     bare, one = [], []
@@ -338,6 +325,27 @@ def run(a, http, token: str, port: int, ctrl_port: int, pid: int, url: str, rout
     f["rounds"] = [(o["rps"] / b["rps"], o["writes"] / max(1, b["writes"]), o["per_cpu"] / b["per_cpu"],
                     o.get("router_cpu", 0.0)) for b, o in zip(bare, one)]
     drain(routers)
+
+
+
+def run(a, http, token: str, port: int, ctrl_port: int, pid: int, url: str, routers: list) -> dict:
+    def create(collection: str, body: dict) -> str:
+        r = http.post(f"{MGMT}/{collection}", json=body)
+        assert r.status_code == 201, r.text
+        return r.json()["data"]["id"]
+    for i in range(a.services):
+        create("services", {"name": f"svc-{i:05d}", "roleAttributes": [f"team-{i % 20}"], "encryptionRequired": True})
+    for i in range(20):
+        create("service-policies", {"name": f"dial-{i}", "type": "Dial" if i % 2 else "Bind", "semantic": "AnyOf",
+                                    "identityRoles": [f"#{seeding.ATTRS[i]}"], "serviceRoles": [f"#team-{i}"]})
+    one = http.get(f"{MGMT}/identities?limit=1&offset={a.identities // 2}").json()["data"][0]["id"]
+    path = f"{MGMT}/identities/{one}"
+    bundle = _ca_bundle(url)
+    enrolled = enroll(http, a.routers, bundle)
+    f: dict = {}
+    time.sleep(1)
+    f["rss_idle"] = rss_mb(pid)
+    rounds(a, f, http, token, port, ctrl_port, pid, path, bundle, enrolled, routers)
 
     # nine more at once, a probe of point reads before and while they subscribe
     f["probe_idle"] = json.loads(probe(port, token, path, 3.0).communicate()[0])
