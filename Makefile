@@ -44,6 +44,7 @@ bench: install  ## benchmarks: one table (vs bare stack, logins, router, OpenZit
 	$(PY) benchmarks/client_bench.py
 	$(PY) benchmarks/router_bench.py
 	$(PY) benchmarks/datamodel_bench.py
+	$(PY) benchmarks/datamodel_bench.py --identities 100000
 	$(PY) benchmarks/scale_bench.py
 	$(PY) benchmarks/fabric_bench.py
 	$(PY) benchmarks/events_bench.py

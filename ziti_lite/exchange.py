@@ -75,11 +75,12 @@ DROP = {
     "identities": BASE + ("defaultHostingCost", "defaultHostingPrecedence", "hasApiSession",
                           "serviceHostingPrecedences", "enrollment", "appData", "sdkInfo", "disabledAt",
                           "disabledUntil", "serviceHostingCosts", "envInfo", "authenticators", "type",
-                          "authPolicyId", "hasRouterConnection", "hasEdgeRouterConnection"),
+                          "authPolicyId", "hasRouterConnection", "hasEdgeRouterConnection",
+                          "interfaces"),   # OpenZiti 2.0: what a router reported, not a setting
     # + enrollmentToken, which upstream's exporter writes out: a credential, and it cannot move
     "edgeRouters": BASE + ("cost", "fingerprint", "isVerified", "isOnline", "enrollmentJwt", "enrollmentCreatedAt",
                            "enrollmentExpiresAt", "syncStatus", "versionInfo", "certPem", "supportedProtocols",
-                           "enrollmentToken"),
+                           "enrollmentToken", "interfaces", "configs"),   # 2.0: reported; always null
     "services": BASE + ("configs", "config", "data", "postureQueries", "permissions", "maxIdleTimeMillis"),
     "configs": BASE + ("configType", "configTypeId"),
     "configTypes": BASE,

@@ -13,6 +13,7 @@ import pytest
 from tests.ctrl.conftest import enroll_router, new_key, wait_for
 from tests.ctrl.fake_router import MAGIC, FakeRouter, frame, read_pb
 from tests.enroll.conftest import issue, make_ca
+from ziti_lite import UPSTREAM_VERSION
 
 pytestmark = pytest.mark.slow   # a live server with its control channel over TLS
 
@@ -32,10 +33,10 @@ def test_a_router_comes_online_and_goes_offline_when_it_closes(live, admin):
     result = r.hello(router.id)
     assert result.content == 2 and result.headers[2] == b"\x01"
     assert result.headers[8] == live.ctl.instance_id.encode()
-    assert result.headers[4].decode().split("|")[0] == "v1.3.3"          # mandatory for the router
+    assert result.headers[4].decode().split("|")[0] == "v" + UPSTREAM_VERSION   # mandatory for the router
     assert result.headers[12] == bytes([0b1010])                         # CreateTerminatorV2, CreateCircuitV2
     server_hello = r.expect(20000)
-    assert strings_of(server_hello.body, 1) == ["v1.3.3"]
+    assert strings_of(server_hello.body, 1) == ["v" + UPSTREAM_VERSION]
     assert not online(admin, router.id)                                  # not before its ClientHello
     r.client_hello("127.0.0.1", 4567, server_hello)
     assert wait_for(lambda: online(admin, router.id))

@@ -160,12 +160,17 @@ def i32(n: int) -> bytes:
 
 
 def encode(content: int, seq: int, headers: dict[int, bytes], body: bytes = b"") -> bytes:
+    return b"".join((encode_head(content, seq, headers, len(body)), body))
+
+
+def encode_head(content: int, seq: int, headers: dict[int, bytes], body_length: int) -> bytes:
+    """A message's bytes before its body (of ``body_length`` bytes): for a body written apart."""
     parts = []
     for hid, value in headers.items():
         parts.append(HEADER.pack(hid, len(value)))
         parts.append(value)
     block = b"".join(parts)
-    return b"".join((PREFIX.pack(MAGIC, content, seq, len(block), len(body)), block, body))
+    return b"".join((PREFIX.pack(MAGIC, content, seq, len(block), body_length), block))
 
 
 # a relayed data frame's prefix and headers (connection id, sequence, and flags when the

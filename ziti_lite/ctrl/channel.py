@@ -30,6 +30,7 @@ log = logging.getLogger("ziti_lite.ctrl")
 MAX_HEADERS = 64 * 1024
 MAX_BODY = 4 * 1024 * 1024           # the largest message a router may send (metrics are ~2 KB)
 WRITE_LIMIT = 16 * 1024 * 1024       # a router that stops reading is closed at this much queued
+PIECE = 64 * 1024                    # a large message is handed to TLS this much at a time
 
 
 class RouterChannel(asyncio.Protocol):
@@ -64,6 +65,11 @@ class RouterChannel(asyncio.Protocol):
         self.group: tuple[str, bytes] | None = None
         self.underlays: set[RouterChannel] = set()
         self.primary: RouterChannel | None = None
+        # a large message being written piece by piece (send_large), the messages sent meanwhile
+        # (they follow it), and whether the connection asked us to stop writing
+        self._large: tuple[memoryview, int] | None = None
+        self._held: list[bytes] = []
+        self._paused = False
 
     # ------------------------------------------------------------------ asyncio protocol
     def connection_made(self, transport) -> None:
@@ -127,21 +133,70 @@ class RouterChannel(asyncio.Protocol):
         if self.beat_due:
             self.send(Content.HEARTBEAT, {})
 
-    def send(self, content: int, headers: dict[int, bytes], body: bytes = b"", seq: int | None = None) -> int:
+    def _next(self, headers: dict[int, bytes], seq: int | None) -> tuple[dict[int, bytes], int]:
         if seq is None:
             self.seq += 1
             seq = self.seq
         if self.beat_due:   # the router's last heartbeat goes back on our next message
             headers = {**headers, H.HEARTBEAT_RESPONSE: self._pending_beat}
             self.beat_due = False
+        return headers, seq
+
+    def send(self, content: int, headers: dict[int, bytes], body: bytes = b"", seq: int | None = None) -> int:
+        headers, seq = self._next(headers, seq)
         t = self.transport
         if self.closed or t is None:
+            return seq
+        if self._large is not None:     # after the large message being written
+            self._held.append(wire.encode(content, seq, headers, body))
+            if sum(len(d) for d in self._held) > WRITE_LIMIT:
+                log.warning("control channel %s: router stopped reading; closing", self.label)
+                self.close("router stopped reading")
             return seq
         t.write(wire.encode(content, seq, headers, body))
         if t.get_write_buffer_size() > WRITE_LIMIT:
             log.warning("control channel %s: router stopped reading; closing", self.label)
             self.close("router stopped reading")
         return seq
+
+    def send_large(self, content: int, headers: dict[int, bytes], body: bytes) -> int:
+        """Send a large message (the router data model's full state) without copying it: its body
+        goes to TLS a piece at a time as the connection drains, so ten routers taking one 5 MB
+        state hold one body and a few pieces each, not ten encrypted copies. Messages sent
+        meanwhile follow it."""
+        if self._large is not None or self.transport is None or self.closed:
+            return self.send(content, headers, body)
+        headers, seq = self._next(headers, None)
+        self.transport.write(wire.encode_head(content, seq, headers, len(body)))
+        self._large = (memoryview(body), 0)
+        self._pump()
+        return seq
+
+    def _pump(self) -> None:
+        if self._large is None:
+            return
+        t = self.transport
+        if self.closed or t is None:
+            self._large, self._held = None, []
+            return
+        view, pos = self._large
+        while not self._paused and pos < len(view):
+            t.write(view[pos:pos + PIECE])
+            pos += PIECE
+        if pos < len(view):
+            self._large = (view, pos)
+            return
+        self._large = None
+        held, self._held = self._held, []
+        for data in held:
+            t.write(data)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._pump()
 
     def reply(self, to: Message, content: int, headers: dict[int, bytes], body: bytes = b"") -> None:
         self.send(content, {H.REPLY_FOR: wire.i32(to.seq), **headers}, body)

@@ -39,14 +39,16 @@ log = logging.getLogger("ziti_lite.ctrl")
 CHUNK = 500   # API sessions per full-state message
 
 # every API session a router may accept, with the fingerprints that may present it: the
-# identity's certificate authenticators and the session's own certificates still valid
+# identity's certificate authenticators and the session's own certificates still valid (API
+# sessions first: CROSS JOIN keeps that order; statistics taken while there were none made
+# SQLite scan every identity instead, 26 ms a tick at 100,000 identities)
 _API_SESSIONS = (
     "SELECT a.id, a.token, a.identity_id, a.is_mfa_required, a.is_mfa_complete, p.secondary,"
     " (SELECT group_concat(fp, ' ') FROM ("
     "   SELECT fingerprint AS fp FROM authenticators WHERE identity_id = a.identity_id AND fingerprint IS NOT NULL"
     "   UNION SELECT fingerprint FROM api_session_certificates WHERE api_session_id = a.id AND valid_to > ?1"
     "   ORDER BY 1)) AS fps"
-    " FROM api_sessions a JOIN identities i ON i.id = a.identity_id"
+    " FROM api_sessions a CROSS JOIN identities i ON i.id = a.identity_id"
     " LEFT JOIN auth_policies p ON p.id = i.auth_policy_id"
     " WHERE i.disabled_at IS NULL OR (i.disabled_until IS NOT NULL AND i.disabled_until <= ?1)")
 
