@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.interop.conftest import start_quickstart
-from tests.interop.test_differential import TABLE, read_table
+from tests.interop.test_differential import TABLE, assert_documented, read_table
 from ziti_lite import testing
 
 pytestmark = pytest.mark.interop
@@ -165,13 +165,4 @@ def test_parts_5_and_6_answer_as_openziti_v2(ziti2, ziti_lite_template, tmp_path
             if x != y:
                 found.append((ROW_PREFIX + step, kind, f"{x} {y}"))
     table = [d for d in read_table(TABLE) if d.step.startswith(ROW_PREFIX)]
-    undocumented = []
-    for step, kind, detail in found:
-        rows = [d for d in table if d.covers(step, kind, detail)]
-        for d in rows:
-            d.seen = True
-        if not rows:
-            undocumented.append(f"{step}\t{kind}\t{detail}")
-    stale = [f"{d.step}\t{d.kind}\t{d.path}" for d in table if not d.seen]
-    assert not undocumented, f"{len(undocumented)} differences not in {TABLE.name}:\n" + "\n".join(undocumented)
-    assert not stale, f"rows of {TABLE.name} that no longer differ:\n" + "\n".join(stale)
+    assert_documented(found, table)

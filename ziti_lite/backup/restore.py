@@ -31,6 +31,7 @@ import apsw
 
 from ..db import lock as dblock
 from ..db.store import SCHEMA_VERSION
+from .schedule import fsync_dir
 
 SIDE_FILES = ("-wal", "-shm")
 
@@ -112,7 +113,7 @@ def restore(db: str, snapshot: str, now: dt.datetime | None = None) -> Restored:
         try:
             aside = _set_aside(db, now or dt.datetime.now(dt.UTC))
             os.replace(staged, db)
-            _fsync_dir(folder)
+            fsync_dir(folder)
         except OSError as e:
             raise RestoreRefused(f"the restore stopped half way ({e}): the snapshot's copy is {staged}, the old"
                                  f" file {db} or {db}.replaced-*; put one of them at {db} by hand") from None
@@ -169,11 +170,3 @@ def _set_aside(db: str, now: dt.datetime) -> str | None:
             finally:
                 conn.close()
     return aside
-
-
-def _fsync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -87,7 +87,8 @@ def prune(folder: str, db: str, keep: int) -> list[str]:
     return gone
 
 
-def _fsync_dir(folder: str) -> None:
+def fsync_dir(folder: str) -> None:
+    """Make a rename or removal in ``folder`` durable (the directory's own entry)."""
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -108,7 +109,7 @@ def write_snapshot(db: str, folder: str, when: float) -> str:
         finally:
             os.close(fd)
         os.replace(partial, final)
-        _fsync_dir(folder)
+        fsync_dir(folder)
     except BaseException:
         for leftover in (partial, partial + "-journal"):
             with contextlib.suppress(OSError):
