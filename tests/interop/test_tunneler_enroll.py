@@ -40,11 +40,13 @@ import httpx
 import jwt
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from tests.auth.test_extjwt import pem, self_signed
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER, CLIENT, MGMT
+from tests.edge.conftest import Peer
+from tests.enroll.conftest import csr
 from tests.interop.conftest import start_quickstart
 from tests.interop.test_ziti_cli_v2 import V2
 from ziti_lite import testing
@@ -274,9 +276,10 @@ def _callback_port_free() -> None:
 class Network:
     """A controller seen through its public APIs: the admin's management calls, the client API."""
 
-    def __init__(self, url: str, user: str, password: str, lite: bool):
+    def __init__(self, url: str, user: str, password: str, lite: bool, ca_pem: str = ""):
         self.url = url
         self.lite = lite       # ziti-lite, whose embedded edge router can host services
+        self.ca_pem = ca_pem
         self.http = httpx.Client(base_url=url, verify=False, timeout=30)   # loopback, each one's own PKI
         r = self.http.post(MGMT + "/authenticate?method=password", json={"username": user, "password": password})
         assert r.status_code == 200, r.text
@@ -328,7 +331,7 @@ def network(request, template_db, tmp_path):
     db = tmp_path / "lite.db"
     shutil.copy(template_db, db)
     ctl = testing.start(db, ADMIN_PASSWORD, edge=True)
-    net = Network(ctl.url, ADMIN_USER, ADMIN_PASSWORD, lite=True)
+    net = Network(ctl.url, ADMIN_USER, ADMIN_PASSWORD, lite=True, ca_pem=ctl.ca_pem)
     try:
         version = net.version()
         if int(version.lstrip("v").split(".")[0]) < 2:
@@ -352,19 +355,70 @@ def _enroll(tunneler: str, net: Network, idp: Issuer, mode: str, tmp: Path) -> t
     return run, out
 
 
-def _hosted_service(net: Network) -> str:
-    """A service the identities of ``#tun-hosts`` bind (host.v1 to a loopback port), over every
-    edge router: what ``run-host`` hosts."""
+class EchoServer:
+    """A TCP server on loopback, the hosted service's far end: each connection's first line is
+    answered ``echo:<line>``, then the connection is closed."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):       # closed at the end of the test
+            while True:
+                conn, _ = self.sock.accept()
+                with conn, conn.makefile("rb") as f:
+                    conn.sendall(b"echo:" + f.readline())
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _hosted_service(net: Network, port: int) -> str:
+    """A service the identities of ``#tun-hosts`` bind (host.v1 to ``port`` on loopback) and
+    those of ``#tun-dialers`` dial, over every edge router: what ``run-host`` hosts."""
     config = net.create("configs", {"name": "tun-hosted-host", "configTypeId": HOST_CONFIG,
-                                    "data": {"protocol": "tcp", "address": "127.0.0.1", "port": testing.free_port()}})
+                                    "data": {"protocol": "tcp", "address": "127.0.0.1", "port": port}})
     service = net.create("services", {"name": "tun-hosted", "encryptionRequired": True, "configs": [config]})
-    net.create("service-policies", {"name": "tun-bind", "type": "Bind", "semantic": "AnyOf",
-                                    "identityRoles": ["#tun-hosts"], "serviceRoles": [f"@{service}"]})
+    for kind, role in (("Bind", "#tun-hosts"), ("Dial", "#tun-dialers")):
+        net.create("service-policies", {"name": f"tun-{kind}", "type": kind, "semantic": "AnyOf",
+                                        "identityRoles": [role], "serviceRoles": [f"@{service}"]})
     net.create("edge-router-policies", {"name": "tun-ers", "semantic": "AnyOf",
-                                        "identityRoles": ["#tun-hosts"], "edgeRouterRoles": ["#all"]})
+                                        "identityRoles": ["#tun-hosts", "#tun-dialers"], "edgeRouterRoles": ["#all"]})
     net.create("service-edge-router-policies", {"name": "tun-sers", "semantic": "AnyOf",
                                                 "serviceRoles": ["#all"], "edgeRouterRoles": ["#all"]})
     return service
+
+
+def _dialer(net: Network, tmp: Path) -> str:
+    """An identity of ``#tun-dialers`` enrolled with a one-time token; its identity file."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                serialization.NoEncryption()).decode()
+    iid = net.create("identities", {"name": "tun-dialer", "type": "Device", "isAdmin": False,
+                                    "roleAttributes": ["tun-dialers"], "enrollment": {"ott": True}})
+    token = net.http.get(f"{MGMT}/identities/{iid}").json()["data"]["enrollment"]["ott"]["token"]
+    r = net.http.post(f"/enroll?method=ott&token={token}", content=csr(key_pem, iid),
+                      headers={"content-type": "application/x-pem-file", "accept": "application/x-pem-file"})
+    assert r.status_code == 200, r.text
+    path = tmp / "dialer.json"
+    path.write_text(json.dumps({"ztAPI": net.url, "id": {"cert": r.text, "key": key_pem, "ca": net.ca_pem}}))
+    return str(path)
+
+
+def _dial(path: str, service: str) -> None:
+    """The C SDK (the ``openziti`` wheel's) dials ``service``: the line comes back through the
+    tunneler's hosting from the echo server."""
+    peer = Peer("dial", path)
+    try:
+        ev = peer.next(kind="loaded")
+        assert ev["event"] == "loaded", ev.get("log", ev)
+        peer.send(op="echo", service=service, line="through the tunneler")
+        ev = peer.next(60, kind="echo")
+        assert ev.get("reply") == "echo:through the tunneler\n", ev.get("log", ev)
+    finally:
+        peer.stop()
 
 
 def test_enroll_to_a_certificate_then_host(tunneler, network, issuer, tmp_path):
@@ -390,7 +444,8 @@ def test_enroll_to_a_certificate_then_host(tunneler, network, issuer, tmp_path):
     assert authenticator["method"] == "cert", authenticator
     assert authenticator["fingerprint"] == cert.fingerprint(hashes.SHA1()).hex(), authenticator
 
-    service = _hosted_service(network) if network.lite else None
+    echo = EchoServer()
+    service = _hosted_service(network, echo.port) if network.lite else None
     host = Tunneler(tunneler, ["run-host", "-i", str(out), "-v", "4"], tmp_path / "home-host")
     try:
         host.wait_for(r"ziti_ctx\[tunneler-cert\] connected to controller", 60)
@@ -402,8 +457,10 @@ def test_enroll_to_a_certificate_then_host(tunneler, network, issuer, tmp_path):
                 time.sleep(0.5)
             [term] = network.list("terminators", hosted)
             assert term["binding"] == "edge", term
+            _dial(_dialer(network, tmp_path), "tun-hosted")
     finally:
         host.stop()
+        echo.close()
 
 
 def test_enroll_to_a_token(tunneler, network, issuer, tmp_path):
