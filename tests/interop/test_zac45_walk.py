@@ -104,17 +104,7 @@ def walk(zac: str, controller: str, user: str, password: str, ids: dict[str, str
     pages = [*PAGES, *(f"{page}/{id}" for page, id in ids.items())]
     with console_page(answers) as page:
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.goto(zac + "/zac/login", wait_until="networkidle")
-        if name_controller:   # a console served apart from the controller asks which one
-            page.locator("#schema__edgecontrollername").press_sequentially("walk")
-            page.locator("#schema__url").press_sequentially(controller)
-            page.keyboard.press("Tab")
-            page.click("text=SET CONTROLLER")
-            page.wait_for_selector("#Username", timeout=20_000)
-        page.fill("#Username", user)
-        page.fill("#Password", password)
-        page.click("button.login-button")
-        page.wait_for_url("**/zac/dashboard", timeout=30_000)
+        login(page, zac, controller, user, password, name_controller)
         for name in pages:
             mark, emark = len(answers), len(errors)
             page.goto(zac + "/zac/" + name, wait_until="networkidle")
@@ -130,6 +120,21 @@ def walk(zac: str, controller: str, user: str, password: str, ids: dict[str, str
             }
         out["identities: create, rename, delete through the console"] = _identity_by_hand(page, zac, answers)
     return out
+
+
+def login(page, zac: str, controller: str, user: str, password: str, name_controller: bool) -> None:
+    """The admin logs in to the console at ``zac`` (by OIDC), to the dashboard."""
+    page.goto(zac + "/zac/login", wait_until="networkidle")
+    if name_controller:   # a console served apart from the controller asks which one
+        page.locator("#schema__edgecontrollername").press_sequentially("walk")
+        page.locator("#schema__url").press_sequentially(controller)
+        page.keyboard.press("Tab")
+        page.click("text=SET CONTROLLER")
+        page.wait_for_selector("#Username", timeout=20_000)
+    page.fill("#Username", user)
+    page.fill("#Password", password)
+    page.click("button.login-button")
+    page.wait_for_url("**/zac/dashboard", timeout=30_000)
 
 
 def _identity_by_hand(page, zac: str, answers: list[tuple[str, str, int]]) -> dict[str, list[str]]:
