@@ -121,13 +121,17 @@ def _reopen(page, zac: str, id: str) -> dict:
     return page.evaluate(READ_FORM, [PLACEHOLDERS, TOGGLES])
 
 
-def _saved(page, answers: list, method: str) -> None:
-    mark = len(answers)
-    page.click(".save-button")
-    page.wait_for_url("**/zac/jwt-signers", timeout=20_000)   # the form goes back to the list
-    page.wait_for_timeout(500)
-    assert [a for a in answers[mark:] if a[0] == method and a[1].startswith(MGMT + "/external-jwt-signers")], \
-        f"the form sent no {method}"
+def _saved(page, method: str) -> None:
+    """Save the form: its write (``method``) answered, then back to the list as the form goes."""
+    try:
+        with page.expect_response(lambda r: r.request.method == method and "/external-jwt-signers" in r.url,
+                                  timeout=30_000):
+            page.click(".save-button")
+    except Exception as e:   # what the console said instead, if anything
+        growl = page.evaluate("document.querySelector('#Growler')?.innerText || ''")
+        raise AssertionError(f"the form sent no {method}: {growl.strip()!r}") from e
+    page.wait_for_url("**/zac/jwt-signers", timeout=30_000)
+    page.wait_for_load_state("networkidle")
 
 
 def _stored(signer: dict, policy: str) -> dict:
@@ -166,7 +170,7 @@ def signer_form(zac: str, controller: str, user: str, password: str, name_contro
         _toggle(page, TOGGLES["enrollToTokenEnabled"]).click()
         _show_more(page)
         page.select_option("select#authPolicyId", "ID")
-        _saved(page, answers, "POST")
+        _saved(page, "POST")
         signer = api.signer(NAME)
         out["created"] = _stored(signer, policy)
         out["created, reopened"] = _reopen(page, zac, signer["id"])
@@ -176,7 +180,7 @@ def signer_form(zac: str, controller: str, user: str, password: str, name_contro
         api.call("PATCH", "/external-jwt-signers/" + signer["id"], {**SELECTORS, "enrollAuthPolicyId": policy})
         out["selectors set"] = _stored(api.signer(NAME), policy)
         out["selectors set, reopened"] = _reopen(page, zac, signer["id"])
-        _saved(page, answers, "PUT")
+        _saved(page, "PUT")
         out["saved unchanged"] = _stored(api.signer(NAME), policy)
         out["saved unchanged, reopened"] = _reopen(page, zac, signer["id"])
     out["writes"] = [f"{m} {path.replace(signer['id'], '{id}')} {st}" for m, path, st in answers

@@ -24,6 +24,7 @@ Needs what ``test_zac45.py`` needs, and the ``ziti`` v2.0.3 binary for the real 
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import re
@@ -148,6 +149,8 @@ def _identity_by_hand(page, zac: str, answers: list[tuple[str, str, int]]) -> di
     page.locator(name_field).press("Enter")        # the form saves on Enter
     page.wait_for_selector("text=walk-by-hand", timeout=15_000)
     made = [path for m, path, st in answers[mark:] if m == "POST" and path == MGMT + "/identities" and st == 201]
+    with contextlib.suppress(Exception):   # the list's row menu may render after the name (a loaded machine)
+        page.wait_for_selector("[name='RowDots_walk-by-hand']", state="attached", timeout=15_000)
     id = page.evaluate("(name) => [...document.querySelectorAll('[id^=RowDots_]')].find("
                        "e => e.getAttribute('name') === 'RowDots_' + name)?.id.slice(8)", "walk-by-hand")
     if made and id:
