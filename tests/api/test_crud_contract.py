@@ -256,7 +256,8 @@ SAMPLES: dict[str, Sample] = {
 VOLATILE = {"updatedAt", "hasApiSession", "cachedLastActivityAt", "lastActivityAt", "isOnline"}
 # upstream quirks kept on purpose: a service detail read without config types shows
 # "config": null (a nil map) although the definition requires it, while a list shows {}
-UPSTREAM_NULLS = {("services", "config")}
+# a signer's kid and clientId: null when never given, "" kept when sent so (as upstream stores them)
+UPSTREAM_NULLS = {("services", "config"), ("external-jwt-signers", "kid"), ("external-jwt-signers", "clientId")}
 
 
 def upstream_null(name: str, field: str) -> bool:
@@ -276,7 +277,7 @@ def as_read(name: str, key: str, value):
     f = resource(name).by_name.get(key)
     if f is not None and f.empty_null and value in ("", [], {}):
         return None
-    if f is not None and f.kind == "set" and not f.ordered and isinstance(value, list):
+    if f is not None and f.kind == "set" and isinstance(value, list):
         return sorted(dict.fromkeys(value))   # upstream keeps a set sorted
     if name == "auth-policies" and key == "secondary" and isinstance(value, dict):
         return {k: v for k, v in value.items() if not (k == "requireExtJwtSigner" and v is None)}

@@ -356,7 +356,7 @@ def required_signer(net, admin):
 def test_required_signer_jwt_on_every_request(net, required_signer):
     signer, ident, user = required_signer
     query = {"typeId": "EXT-JWT", "provider": "url", "httpUrl": "https://idp.example.test/auth",
-             "clientId": "ziti-client", "scopes": ["openid", "email"], "id": signer}
+             "clientId": "ziti-client", "scopes": ["email", "openid"], "id": signer}   # the set, sorted
     r = net.authenticate(user)
     assert r.json()["data"]["authQueries"] == [query]
     api = net.login(user)

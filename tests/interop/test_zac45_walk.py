@@ -24,6 +24,7 @@ Needs what ``test_zac45.py`` needs, and the ``ziti`` v2.0.3 binary for the real 
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import re
@@ -104,17 +105,7 @@ def walk(zac: str, controller: str, user: str, password: str, ids: dict[str, str
     pages = [*PAGES, *(f"{page}/{id}" for page, id in ids.items())]
     with console_page(answers) as page:
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.goto(zac + "/zac/login", wait_until="networkidle")
-        if name_controller:   # a console served apart from the controller asks which one
-            page.locator("#schema__edgecontrollername").press_sequentially("walk")
-            page.locator("#schema__url").press_sequentially(controller)
-            page.keyboard.press("Tab")
-            page.click("text=SET CONTROLLER")
-            page.wait_for_selector("#Username", timeout=20_000)
-        page.fill("#Username", user)
-        page.fill("#Password", password)
-        page.click("button.login-button")
-        page.wait_for_url("**/zac/dashboard", timeout=30_000)
+        login(page, zac, controller, user, password, name_controller)
         for name in pages:
             mark, emark = len(answers), len(errors)
             page.goto(zac + "/zac/" + name, wait_until="networkidle")
@@ -132,6 +123,21 @@ def walk(zac: str, controller: str, user: str, password: str, ids: dict[str, str
     return out
 
 
+def login(page, zac: str, controller: str, user: str, password: str, name_controller: bool) -> None:
+    """The admin logs in to the console at ``zac`` (by OIDC), to the dashboard."""
+    page.goto(zac + "/zac/login", wait_until="networkidle")
+    if name_controller:   # a console served apart from the controller asks which one
+        page.locator("#schema__edgecontrollername").press_sequentially("walk")
+        page.locator("#schema__url").press_sequentially(controller)
+        page.keyboard.press("Tab")
+        page.click("text=SET CONTROLLER")
+        page.wait_for_selector("#Username", timeout=20_000)
+    page.fill("#Username", user)
+    page.fill("#Password", password)
+    page.click("button.login-button")
+    page.wait_for_url("**/zac/dashboard", timeout=30_000)
+
+
 def _identity_by_hand(page, zac: str, answers: list[tuple[str, str, int]]) -> dict[str, list[str]]:
     """An identity created in the console's form, renamed in it, deleted from the list's row
     menu: the controller's answers to what the console sent (every write and its status)."""
@@ -143,6 +149,8 @@ def _identity_by_hand(page, zac: str, answers: list[tuple[str, str, int]]) -> di
     page.locator(name_field).press("Enter")        # the form saves on Enter
     page.wait_for_selector("text=walk-by-hand", timeout=15_000)
     made = [path for m, path, st in answers[mark:] if m == "POST" and path == MGMT + "/identities" and st == 201]
+    with contextlib.suppress(Exception):   # the list's row menu may render after the name (a loaded machine)
+        page.wait_for_selector("[name='RowDots_walk-by-hand']", state="attached", timeout=15_000)
     id = page.evaluate("(name) => [...document.querySelectorAll('[id^=RowDots_]')].find("
                        "e => e.getAttribute('name') === 'RowDots_' + name)?.id.slice(8)", "walk-by-hand")
     if made and id:

@@ -30,9 +30,25 @@ def test_cert_signer_computes_fields(admin):
     assert d["notBefore"].endswith("Z") and d["notBefore"] != ZERO and d["notAfter"] > d["notBefore"]
     assert d["kid"] == "k1" and d["issuer"] == "https://certy.example.com" and d["audience"] == "ziti"
     assert d["claimsProperty"] == "sub" and d["useExternalId"] is False and d["enabled"] is True
-    assert d["scopes"] == ["openid", "email"] and d["clientId"] == "cli"
+    assert d["scopes"] == ["email", "openid"] and d["clientId"] == "cli"   # a set: sorted
     assert d["externalAuthUrl"] == "https://idp.example.com/auth"
     assert d["_links"] == {"self": {"href": f"./external-jwt-signers/{id}"}}
+
+
+def test_scopes_are_a_set_and_an_empty_kid_or_client_id_is_kept(admin):
+    """As v1.3.3 and v2.0.3 answer (their scopes are a bucket's keys; kid and clientId are stored
+    as sent): ZAC 4.5.1's signer form sends "" for a kid or client id left empty, and reads the
+    scopes back as chips."""
+    id = admin.create("external-jwt-signers", signer("shape", scopes=["openid", "email", "openid", "Zed"], kid="",
+                                                     clientId="", audience="  ", externalAuthUrl=""))
+    d = admin.get(f"/external-jwt-signers/{id}").json()["data"]
+    assert d["scopes"] == ["Zed", "email", "openid"]
+    assert (d["kid"], d["clientId"], d["audience"], d["externalAuthUrl"]) == ("", "", None, None)
+    assert admin.patch(f"/external-jwt-signers/{id}", json={"scopes": ["b", "a"], "kid": "k"}).status_code == 200
+    d = admin.get(f"/external-jwt-signers/{id}").json()["data"]
+    assert (d["scopes"], d["kid"], d["clientId"]) == (["a", "b"], "k", "")
+    bare = admin.get(f"/external-jwt-signers/{admin.create('external-jwt-signers', signer('bare'))}").json()["data"]
+    assert (bare["kid"], bare["clientId"], bare["scopes"]) == (None, None, None)
 
 
 def test_jwks_signer_has_empty_cert_fields(admin):

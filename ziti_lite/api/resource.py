@@ -46,8 +46,7 @@ class Field:
     # empty list or string, so its answers have null there (sets: on unless told otherwise)
     empty_null: bool | None = None
     # a set is written sorted (byte order) and without duplicates, as upstream keeps its sets (the
-    # keys of a bucket); ``ordered``: a list kept as sent
-    ordered: bool = False
+    # keys of a bucket)
 
     def __post_init__(self) -> None:
         assert self.kind in KINDS, self.kind
@@ -169,7 +168,7 @@ class Resource:
             self.symbols[name] = self._symbol(name)
         self.filterable = [*BASE_SYMBOLS, *self.filters]
         self.json_columns = {f.column for f in self.fields if f.kind in ("json", "set", "map")}
-        self.sorted_columns = {f.column for f in self.fields if f.kind == "set" and not f.ordered}
+        self.sorted_columns = {f.column for f in self.fields if f.kind == "set"}
         self.bool_columns = {f.column for f in self.fields if f.kind == "bool"}
 
     def _symbol(self, name: str) -> Symbol:

@@ -260,7 +260,9 @@ def _check_enroll_policy(ctx: Ctx, values: dict, existing: dict | None) -> None:
 def prepare_signer(ctx: Ctx, values: dict, existing: dict | None) -> None:
     check_name(values)
     full = existing is None or ctx.route.method == "PUT"
-    for key in ("cert_pem", "jwks_endpoint", "kid", "external_auth_url", "audience", "client_id"):
+    # a blank audience or auth URL is no value (null); a kid or client id is kept as sent, "" too
+    # (what ZAC's signer form sends for an empty field): v1.3.3 and v2.0.3 answer both so
+    for key in ("cert_pem", "jwks_endpoint", "external_auth_url", "audience"):
         if key in values:
             values[key] = blank(values[key])
     if "issuer" in values and blank(values["issuer"]) is None:
@@ -322,15 +324,16 @@ EXT_JWT_SIGNERS = Resource(
         NAME,
         Field("certPem", nullable=True),
         Field("jwksEndpoint", nullable=True),
-        Field("kid", nullable=True, empty_null=True),
+        Field("kid", nullable=True),       # "" kept: upstream stores what was sent
         Field("issuer"),
         Field("audience", nullable=True, empty_null=True),
         Field("enabled", "bool"),
         Field("claimsProperty"),
         Field("useExternalId", "bool"),
         Field("externalAuthUrl", nullable=True, empty_null=True),
-        Field("clientId", nullable=True, empty_null=True),
-        Field("scopes", "set", nullable=True, ordered=True),
+        Field("clientId", nullable=True),  # "" kept, as kid
+        # a set as upstream keeps it (a bucket's keys): sorted, no duplicates, as v1.3.3 and v2.0.3 answer
+        Field("scopes", "set", nullable=True),
         Field("targetToken"),  # OpenZiti 2.0's field: the v2 CLI's signer list reads it unguarded
         Field("fingerprint", nullable=True, empty_null=True),
         Field("commonName"),
