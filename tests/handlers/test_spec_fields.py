@@ -40,6 +40,18 @@ def _ids(admin, name: str) -> list[str]:
     return some_ids(admin, name, 1)
 
 
+_DOCS: dict[str, dict] = {}
+
+
+def _docs(admin) -> dict[str, dict]:
+    """The served documents, read once for the module: the spec is the route table's, the same
+    for every controller the tests make."""
+    if not _DOCS:
+        _DOCS.update({api: admin.client.get(f"{prefix}/specs/edge-{api}/spec").json()
+                      for api, prefix in (("management", MGMT), ("client", CLIENT))})
+    return _DOCS
+
+
 def _detail_schema(doc: dict, path: str) -> dict:
     schema = doc["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
     return schema["properties"]["data"]
@@ -48,8 +60,7 @@ def _detail_schema(doc: dict, path: str) -> dict:
 @pytest.mark.parametrize("name", [pytest.param(r.name, id=r.name) for r in DETAILED])
 def test_every_detail_field_is_in_the_served_spec(admin, name):
     res = next(r for r in DETAILED if r.name == name)
-    docs = {api: admin.client.get(f"{prefix}/specs/edge-{api}/spec").json()
-            for api, prefix in (("management", MGMT), ("client", CLIENT))}
+    docs = _docs(admin)
     for id in _ids(admin, name):
         for api in res.apis:
             prefix = MGMT if api == "management" else CLIENT

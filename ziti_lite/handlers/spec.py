@@ -150,5 +150,7 @@ def document_bytes(ctl: HandlersController, api: str) -> bytes:
 
 @functools.lru_cache(maxsize=8)
 def document_yaml(ctl: HandlersController, api: str) -> bytes:
-    """The same document as YAML (what a request that accepts YAML gets, as upstream serves it)."""
-    return yaml.safe_dump(build(ctl, api), sort_keys=False).encode()
+    """The same document as YAML (what a request that accepts YAML gets, as upstream serves it);
+    libyaml's emitter where PyYAML has it (ten times the pure-Python one's pace)."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(build(ctl, api), Dumper=dumper, sort_keys=False).encode()
