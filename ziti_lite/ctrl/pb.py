@@ -52,7 +52,7 @@ def _index(msg: Msg) -> dict[int, Field]:
 
 
 # ---------------------------------------------------------------- encoding
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
     if n < 0:
         n += 1 << 64
     out = bytearray()
@@ -64,19 +64,19 @@ def _varint(n: int) -> bytes:
 
 
 def _tag(num: int, wire_type: int) -> bytes:
-    return _varint((num << 3) | wire_type)
+    return varint((num << 3) | wire_type)
 
 
 def _scalar(kind: str, value: Any) -> tuple[int, bytes]:
     if kind == "string":
         data = value.encode()
-        return LEN, _varint(len(data)) + data
+        return LEN, varint(len(data)) + data
     if kind == "bytes":
-        return LEN, _varint(len(value)) + bytes(value)
+        return LEN, varint(len(value)) + bytes(value)
     if kind == "bool":
         return VARINT, b"\x01" if value else b"\x00"
     if kind in ("uint32", "uint64", "int32", "int64", "enum"):
-        return VARINT, _varint(int(value))
+        return VARINT, varint(int(value))
     if kind == "double":
         return I64, struct.pack("<d", value)
     raise PbError(f"unknown kind {kind}")
@@ -95,7 +95,7 @@ def _default(f: Field) -> Any:
 def _one(kind: str | Msg, value: Any) -> tuple[int, bytes]:
     if isinstance(kind, Msg):
         data = encode(kind, value)
-        return LEN, _varint(len(data)) + data
+        return LEN, varint(len(data)) + data
     return _scalar(kind, value)
 
 
@@ -113,7 +113,7 @@ def encode(msg: Msg, values: dict[str, Any]) -> bytes:
                 out += _tag(f.num, LEN) + data
         elif f.repeated and f.kind in NUMERIC:
             packed = b"".join(_scalar(str(f.kind), item)[1] for item in v)
-            out += _tag(f.num, LEN) + _varint(len(packed)) + packed
+            out += _tag(f.num, LEN) + varint(len(packed)) + packed
         elif f.repeated:
             for item in v:
                 wt, data = _one(f.kind, item)
@@ -125,7 +125,7 @@ def encode(msg: Msg, values: dict[str, Any]) -> bytes:
 
 
 # ---------------------------------------------------------------- decoding
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     n = shift = 0
     while True:
         if pos >= len(buf):
@@ -144,15 +144,15 @@ def _fields(buf: bytes):
     """(field number, wire type, value) triples; LEN values as bytes, numbers as ints."""
     pos, end = 0, len(buf)
     while pos < end:
-        key, pos = _read_varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         num, wt = key >> 3, key & 7
         value: int | bytes
         if num == 0:
             raise PbError("field number 0")
         if wt == VARINT:
-            value, pos = _read_varint(buf, pos)
+            value, pos = read_varint(buf, pos)
         elif wt == LEN:
-            n, pos = _read_varint(buf, pos)
+            n, pos = read_varint(buf, pos)
             if n > end - pos:
                 raise PbError("length runs past the message")
             value, pos = buf[pos:pos + n], pos + n
@@ -228,7 +228,7 @@ def decode(msg: Msg, data: bytes, depth: int = 0) -> dict[str, Any]:
         elif f.repeated and f.kind in NUMERIC and wt == LEN:   # packed
             pos, items = 0, out[f.name]
             while pos < len(raw):
-                n, pos = _read_varint(raw, pos)
+                n, pos = read_varint(raw, pos)
                 items.append(_number(str(f.kind), n))
         elif f.repeated:
             out[f.name].append(_value(f.kind, wt, raw, depth))

@@ -30,7 +30,7 @@ import apsw
 from .. import clock
 from ..db import store as db_store
 from . import messages, pb
-from .pb import Field, Msg
+from .pb import Field, Msg, read_varint, varint
 
 # event kinds in the order a full state lists them (a link needs its policy and its entities)
 CONFIG_TYPE, CONFIG, IDENTITY, SERVICE, POSTURE_CHECK, POLICY, PUBLIC_KEY, REVOCATION = range(8)
@@ -188,15 +188,6 @@ CHUNK = "id > ?1 ORDER BY id LIMIT ?2"
 
 
 # ---------------------------------------------------------------------- framing
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _tag(num: int) -> bytes:
     return varint(num << 3 | 2)
 
@@ -218,22 +209,11 @@ def entry(kind: int, model: bytes) -> bytes:
     return b"".join((b"\x0a", varint(len(ev)), ev))
 
 
-def _skip_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    n = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            return n, pos
-
-
 def model_of(framed: bytes) -> bytes:
     """The model message inside an ``entry``."""
-    _, pos = _skip_varint(framed, 1)         # the DataState entry's length
-    _, pos = _skip_varint(framed, pos)       # the Event field's tag
-    _, pos = _skip_varint(framed, pos)       # the model's length
+    _, pos = read_varint(framed, 1)          # the DataState entry's length
+    _, pos = read_varint(framed, pos)        # the Event field's tag
+    _, pos = read_varint(framed, pos)        # the model's length
     return framed[pos:]
 
 
