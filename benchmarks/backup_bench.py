@@ -55,17 +55,6 @@ def fresh(folder: Path) -> tuple[Path, str]:
     return db, str(ca)
 
 
-def present(admin: testing.Management, prefix: str) -> set[str]:
-    out: set[str] = set()
-    offset = 0
-    while True:
-        page = admin.get(f'/identities?filter=name contains "{prefix}-"&limit=500&offset={offset}').data
-        out |= {i["name"] for i in page}
-        if len(page) < 500:
-            return out
-        offset += 500
-
-
 # ---------------------------------------------------------------------------------- 1. recovery point
 def rpo(tmp: Path, rounds: int, out: dict) -> None:
     litestream, why = recovery.litestream_binary()
@@ -98,7 +87,7 @@ def rpo(tmp: Path, rounds: int, out: dict) -> None:
         served = recovery.start(recovery.serve_args(db, port), folder / "restored.log")
         try:
             recovery.wait_ready(url, ca, served)
-            names = present(testing.Management(url, ca, ADMIN_USER, ADMIN_PASSWORD, str(folder)), "w")
+            names = recovery.names(testing.Management(url, ca, ADMIN_USER, ADMIN_PASSWORD, str(folder)), "w")
         finally:
             served.stop()
         missing = recovery.lost(writer.acked, names, killed_at)

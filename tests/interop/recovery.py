@@ -141,6 +141,17 @@ def wait_ready(url: str, ca_file: str, proc: Process, timeout: float = 30.0) -> 
     raise AssertionError(f"{url} did not answer within {timeout} s:\n{proc.tail()}")
 
 
+def wait_replicated(replica: Path, timeout: float = 30.0) -> None:
+    """Until Litestream's first snapshot of the database is in the file replica (its first sync,
+    up to a sync interval after the start: a stop before it leaves the replica empty)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if any(replica.glob("generations/*/snapshots/*")):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no snapshot in {replica} within {timeout} s")
+
+
 @dataclass
 class Writer:
     """Identities created at a steady rate; each name with the time its 201 came back."""
@@ -177,6 +188,18 @@ class Writer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(35)
+
+
+def names(admin: testing.Management, prefix: str) -> set[str]:
+    """The names of the identities a writer made (``prefix-...``), read page by page."""
+    out: set[str] = set()
+    offset = 0
+    while True:
+        page = admin.get(f'/identities?filter=name contains "{prefix}-"&limit=500&offset={offset}').data
+        out |= {i["name"] for i in page}
+        if len(page) < 500:
+            return out
+        offset += 500
 
 
 def lost(acked: list[tuple[str, float]], present: set[str], killed_at: float) -> list[tuple[str, float]]:

@@ -48,17 +48,6 @@ def box(template_db, folder: Path) -> tuple[Path, str]:
     return db, str(ca)
 
 
-def names(admin: testing.Management, prefix: str) -> set[str]:
-    out: set[str] = set()
-    offset = 0
-    while True:
-        page = admin.get(f'/identities?filter=name contains "{prefix}-"&limit=500&offset={offset}').data
-        out |= {i["name"] for i in page}
-        if len(page) < 500:
-            return out
-        offset += 500
-
-
 def test_litestream_replica_restores_every_write_older_than_two_seconds(litestream, template_db, tmp_path):
     db, ca = box(template_db, tmp_path / "box")
     replica = tmp_path / "replica"
@@ -90,7 +79,7 @@ def test_litestream_replica_restores_every_write_older_than_two_seconds(litestre
         recovery.wait_ready(url, ca, served)
         admin = testing.Management(url, ca, ADMIN_USER, ADMIN_PASSWORD, str(tmp_path))
         admin.login()
-        present = names(admin, "w")
+        present = recovery.names(admin, "w")
     finally:
         served.stop()
     missing = recovery.lost(writer.acked, present, killed_at)
@@ -112,6 +101,7 @@ def test_a_stop_under_litestream_keeps_every_write(litestream, template_db, tmp_
     proc = recovery.replicate(litestream, config, recovery.serve_args(db, port), tmp_path / "replicate.log")
     try:
         recovery.wait_ready(url, ca, proc)
+        recovery.wait_replicated(tmp_path / "replica")
         admin = testing.Management(url, ca, ADMIN_USER, ADMIN_PASSWORD, str(tmp_path))
         made = {f"s-{i}" for i in range(40)}
         for name in sorted(made):
@@ -129,7 +119,7 @@ def test_a_stop_under_litestream_keeps_every_write(litestream, template_db, tmp_
     served = recovery.start(recovery.serve_args(db, port), tmp_path / "restored.log")
     try:
         recovery.wait_ready(url, ca, served)
-        assert names(testing.Management(url, ca, ADMIN_USER, ADMIN_PASSWORD, str(tmp_path)), "s") == made
+        assert recovery.names(testing.Management(url, ca, ADMIN_USER, ADMIN_PASSWORD, str(tmp_path)), "s") == made
     finally:
         served.stop()
 
