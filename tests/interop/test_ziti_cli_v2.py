@@ -17,7 +17,9 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import jwt
@@ -208,21 +210,28 @@ def revocation_outcomes(cli: Cli) -> list[tuple[int, bool]]:
     return out
 
 
-def test_revocation_commands_answer_as_upstream(ziti2, template_db, tmp_path):
-    ctl = testing.start(_copy(template_db, tmp_path / "cli2-rev.db"), _admin_password())
+def on_both(ziti2: str, template_db, tmp_path: Path, db_name: str, run: Callable[..., Any]) -> tuple[Any, Any]:
+    """``run(cli, url, user, password)`` with the v2.0 CLI logged in to ziti-lite (a copy of the
+    template in ``db_name``), then to the real v2.0.3 quickstart: (ziti-lite's, upstream's)."""
+    ctl = testing.start(_copy(template_db, tmp_path / db_name), _admin_password())
     try:
         lite = Cli(ziti2, tmp_path / "home-lite")
         lite.run("edge", "login", ctl.url, "-u", "admin", "-p", _admin_password(), "-y")
-        ours = revocation_outcomes(lite)
+        ours = run(lite, ctl.url, "admin", _admin_password())
     finally:
         ctl.stop()
     real = start_quickstart(ziti2, tmp_path / "openziti-v2", V2)
     try:
         upstream = Cli(ziti2, tmp_path / "home-real")
         upstream.run("edge", "login", real.url, "-u", real.admin_user, "-p", real.admin_password, "-y")
-        theirs = revocation_outcomes(upstream)
+        theirs = run(upstream, real.url, real.admin_user, real.admin_password)
     finally:
         real.stop()
+    return ours, theirs
+
+
+def test_revocation_commands_answer_as_upstream(ziti2, template_db, tmp_path):
+    ours, theirs = on_both(ziti2, template_db, tmp_path, "cli2-rev.db", lambda cli, *_: revocation_outcomes(cli))
     assert ours == theirs, list(zip(ours, theirs, strict=True))
     assert ours[:4] == [(0, True)] * 4 and all(rc != 0 for rc, _ in ours[4:6]), ours
 

@@ -15,9 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.interop.conftest import start_quickstart
-from tests.interop.test_ziti_cli_v2 import V2, Cli, _admin_password, _copy
-from ziti_lite import testing
+from tests.interop.test_ziti_cli_v2 import Cli, on_both
 
 pytestmark = pytest.mark.interop
 FLAGS = ("isExtendRequested", "isKeyRollRequested", "extendRequestedAt", "lastAuthResolvedToRoot", "isIssuedByNetwork")
@@ -84,29 +82,16 @@ def script(cli: Cli, rest: Rest, admin_name: str, tmp: Path) -> list[tuple]:
 
 
 def test_update_authenticator_cert_answers_as_upstream(ziti2, template_db, tmp_path):
-    ctl = testing.start(_copy(template_db, tmp_path / "cli2-auth.db"), _admin_password())
-    try:
-        lite = Cli(ziti2, tmp_path / "home-lite")
-        lite.run("edge", "login", ctl.url, "-u", "admin", "-p", _admin_password(), "-y")
-        rest = Rest(ctl.url, "admin", _admin_password())
+    scratch = iter((tmp_path / "lite", tmp_path / "real"))   # ziti-lite's run, then upstream's
+
+    def run(cli: Cli, url: str, user: str, password: str) -> list:
+        rest = Rest(url, user, password)
         try:
-            ours = script(lite, rest, _admin_name(rest), tmp_path / "lite")
+            return script(cli, rest, _admin_name(rest), next(scratch))
         finally:
             rest.close()
-    finally:
-        ctl.stop()
+    ours, theirs = on_both(ziti2, template_db, tmp_path, "cli2-auth.db", run)
     assert ours[1][1] and ours[1][3]["isExtendRequested"] is True, ours
-    real = start_quickstart(ziti2, tmp_path / "openziti-v2", V2)
-    try:
-        upstream = Cli(ziti2, tmp_path / "home-real")
-        upstream.run("edge", "login", real.url, "-u", real.admin_user, "-p", real.admin_password, "-y")
-        rest = Rest(real.url, real.admin_user, real.admin_password)
-        try:
-            theirs = script(upstream, rest, _admin_name(rest), tmp_path / "real")
-        finally:
-            rest.close()
-    finally:
-        real.stop()
     assert ours == theirs, list(zip(ours, theirs, strict=True))
 
 
